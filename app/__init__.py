@@ -1,0 +1,1 @@
+"""The Gradio UI: one module per tab, thin callbacks, public API endpoints. No torch, no SQL."""

@@ -1,0 +1,1 @@
+"""Pair selection, the label queue, agreement statistics, synthetic annotators, import/export. No SQL, no UI."""

@@ -1,0 +1,149 @@
+"""Append-only schema migrations, recorded in the store itself. Never edit an applied one; add a new one."""
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+MIGRATION_SET = "rlhf_studio"
+migrations = Migrations(MIGRATION_SET)
+
+
+def _run(db: Database, script: str) -> None:
+    """Run DDL statement by statement: `executescript` would commit the migration's transaction early."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    _run(db, 
+        """
+        CREATE TABLE prompts (
+            id INTEGER PRIMARY KEY,
+            text TEXT NOT NULL UNIQUE,
+            source TEXT,
+            heldout INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL
+        );
+        CREATE TABLE policies (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            parent_id INTEGER REFERENCES policies(id),
+            round INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL,
+            note TEXT
+        );
+        CREATE TABLE generations (
+            id INTEGER PRIMARY KEY,
+            prompt_id INTEGER NOT NULL REFERENCES prompts(id),
+            policy_id INTEGER REFERENCES policies(id),
+            text TEXT NOT NULL,
+            token_count INTEGER,
+            params TEXT NOT NULL DEFAULT '{}',
+            seed INTEGER,
+            ended_with_eos INTEGER,
+            source TEXT,
+            created REAL NOT NULL
+        );
+        CREATE INDEX generations_prompt ON generations(prompt_id);
+        CREATE INDEX generations_policy ON generations(policy_id);
+        CREATE TABLE pairs (
+            id INTEGER PRIMARY KEY,
+            prompt_id INTEGER NOT NULL REFERENCES prompts(id),
+            first_id INTEGER NOT NULL REFERENCES generations(id),
+            second_id INTEGER NOT NULL REFERENCES generations(id),
+            round INTEGER NOT NULL DEFAULT 0,
+            policy_id INTEGER REFERENCES policies(id),
+            selector TEXT NOT NULL,
+            score REAL,
+            created REAL NOT NULL,
+            CHECK (first_id != second_id)
+        );
+        CREATE INDEX pairs_queue_order ON pairs(round DESC, score DESC, id);
+        CREATE TABLE reservations (
+            pair_id INTEGER NOT NULL REFERENCES pairs(id),
+            annotator TEXT NOT NULL,
+            expires REAL NOT NULL,
+            PRIMARY KEY (pair_id, annotator)
+        );
+        CREATE TABLE labels (
+            id INTEGER PRIMARY KEY,
+            pair_id INTEGER NOT NULL REFERENCES pairs(id),
+            annotator TEXT NOT NULL,
+            outcome TEXT NOT NULL CHECK (outcome IN ('first', 'second', 'tie', 'both_bad', 'skip')),
+            left_id INTEGER REFERENCES generations(id),
+            decision_ms INTEGER,
+            vote_id TEXT UNIQUE,
+            created REAL NOT NULL,
+            undone REAL
+        );
+        CREATE UNIQUE INDEX labels_current ON labels(pair_id, annotator) WHERE undone IS NULL;
+        CREATE INDEX labels_annotator ON labels(annotator, created);
+        CREATE TABLE reward_models (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            policy_id INTEGER REFERENCES policies(id),
+            round INTEGER NOT NULL DEFAULT 0,
+            labels_used INTEGER NOT NULL,
+            metrics TEXT NOT NULL DEFAULT '{}',
+            norm_mean REAL NOT NULL DEFAULT 0,
+            norm_std REAL NOT NULL DEFAULT 1,
+            ensemble_index INTEGER NOT NULL DEFAULT 0,
+            ensemble_size INTEGER NOT NULL DEFAULT 1,
+            job_id INTEGER REFERENCES jobs(id),
+            created REAL NOT NULL
+        );
+        CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            config TEXT NOT NULL DEFAULT '{}',
+            status TEXT NOT NULL,
+            pid INTEGER,
+            heartbeat REAL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            error TEXT,
+            phase TEXT,
+            progress REAL,
+            created REAL NOT NULL,
+            started REAL,
+            finished REAL
+        );
+        CREATE TABLE metrics (
+            job_id INTEGER NOT NULL REFERENCES jobs(id),
+            step INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            value REAL NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (job_id, name, step)
+        );
+        CREATE TABLE settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """
+    )
+
+
+@migrations()
+def m002_rounds_and_job_logs(db: Database) -> None:
+    _run(db, 
+        """
+        CREATE TABLE rounds (
+            id INTEGER PRIMARY KEY,
+            job_id INTEGER REFERENCES jobs(id),
+            round INTEGER NOT NULL,
+            config TEXT NOT NULL DEFAULT '{}',
+            summary TEXT NOT NULL DEFAULT '{}',
+            policy_id INTEGER REFERENCES policies(id),
+            reward_model_id INTEGER REFERENCES reward_models(id),
+            created REAL NOT NULL
+        );
+        CREATE TABLE job_logs (
+            id INTEGER PRIMARY KEY,
+            job_id INTEGER NOT NULL REFERENCES jobs(id),
+            created REAL NOT NULL,
+            line TEXT NOT NULL
+        );
+        CREATE INDEX job_logs_job ON job_logs(job_id, id);
+        """
+    )

@@ -1,0 +1,38 @@
+"""Policy versions: checkpoint directories, each with its parent and the round that produced it."""
+
+from __future__ import annotations
+
+import time
+
+from .db import Store
+from .errors import NotFound
+from .types import Policy
+
+
+def add_policy(store: Store, path: str, parent_id: int | None = None, round: int = 0, note: str | None = None) -> int:
+    with store.write() as db:
+        cursor = db.execute(
+            "INSERT INTO policies (path, parent_id, round, created, note) VALUES (?, ?, ?, ?, ?)",
+            [str(path), parent_id, round, time.time(), note],
+        )
+        return cursor.lastrowid
+
+
+def _row(row: dict) -> Policy:
+    return Policy(row["id"], row["path"], row["parent_id"], row["round"], row["created"], row["note"])
+
+
+def get_policy(store: Store, policy_id: int) -> Policy:
+    rows = list(store.db().query("SELECT * FROM policies WHERE id = ?", [policy_id]))
+    if not rows:
+        raise NotFound(f"policy version {policy_id} does not exist; see the list of policy versions")
+    return _row(rows[0])
+
+
+def latest_policy(store: Store) -> Policy | None:
+    rows = list(store.db().query("SELECT * FROM policies ORDER BY id DESC LIMIT 1"))
+    return _row(rows[0]) if rows else None
+
+
+def list_policies(store: Store) -> list[Policy]:
+    return [_row(r) for r in store.db().query("SELECT * FROM policies ORDER BY id")]

@@ -1,0 +1,127 @@
+"""Typed rows returned by storage functions, and the label outcome enum."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Outcome(str, enum.Enum):
+    """A label's outcome, relative to the pair's stored order (first, second), not to screen sides."""
+
+    FIRST = "first"
+    SECOND = "second"
+    TIE = "tie"
+    BOTH_BAD = "both_bad"
+    SKIP = "skip"
+
+    def target(self, both_bad_as_tie: bool = True) -> float | None:
+        """Preference target p = P(first preferred): 1, 0, 0.5, or None when the label does not train."""
+        if self is Outcome.FIRST:
+            return 1.0
+        if self is Outcome.SECOND:
+            return 0.0
+        if self is Outcome.TIE or (self is Outcome.BOTH_BAD and both_bad_as_tie):
+            return 0.5
+        return None
+
+
+class JobStatus(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def active(self) -> bool:
+        return self in (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: int
+    text: str
+    source: str | None
+    heldout: bool
+
+
+@dataclass(frozen=True)
+class Policy:
+    id: int
+    path: str
+    parent_id: int | None
+    round: int
+    created: float
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Generation:
+    id: int
+    prompt_id: int
+    policy_id: int | None
+    text: str
+    token_count: int | None
+    params: dict
+    seed: int | None
+    ended_with_eos: bool | None
+    source: str | None
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: int
+    prompt_id: int
+    first_id: int
+    second_id: int
+    round: int
+    policy_id: int | None
+    selector: str
+    score: float | None
+
+
+@dataclass(frozen=True)
+class Label:
+    id: int
+    pair_id: int
+    annotator: str
+    outcome: Outcome
+    left_id: int | None
+    decision_ms: int | None
+    vote_id: str | None
+    created: float
+
+
+@dataclass(frozen=True)
+class RewardModel:
+    id: int
+    path: str
+    policy_id: int | None
+    round: int
+    labels_used: int
+    metrics: dict
+    norm_mean: float
+    norm_std: float
+    ensemble_index: int
+    ensemble_size: int
+    job_id: int | None
+    created: float
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    config: dict
+    status: JobStatus
+    pid: int | None
+    heartbeat: float | None
+    cancel_requested: bool
+    error: str | None
+    phase: str | None
+    progress: float | None
+    created: float
+    started: float | None
+    finished: float | None
