@@ -16,7 +16,7 @@ from typing import Iterator
 from sqlite_utils import Database
 
 from .errors import NotAStudioStore, StoreFromNewerVersion, StoreUnavailable
-from .migrations import MIGRATION_SET, migrations
+from .migrations import migrations
 
 BUSY_TIMEOUT_MS = 5000
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -78,23 +78,32 @@ class Store:
 
     def migrate(self) -> None:
         """Apply pending migrations; refuse foreign files and stores from a newer version, untouched."""
-        db = self.db()
-        tables = set(db.table_names())
-        if tables and "_sqlite_migrations" not in tables:
-            raise NotAStudioStore(f"{self.path} is a SQLite file but not an RLHF Studio store; choose another --db path")
-        known = {m.name for m in migrations._migrations}
-        applied = {m.name for m in migrations.applied(db)}
-        if tables and not applied:
-            raise NotAStudioStore(f"{self.path} is a SQLite file but not an RLHF Studio store; choose another --db path")
-        unknown = applied - known
-        if unknown:
-            raise StoreFromNewerVersion(
-                f"{self.path} was written by a newer RLHF Studio (migration {sorted(unknown)[0]}); upgrade the studio to open it"
-            )
+        if self.path.exists() and self.path.stat().st_size > 0:
+            _check_schema(self.path)  # read-only: a refused file is never modified, not even its journal mode
         try:
-            migrations.apply(db)
+            migrations.apply(self.db())
         except sqlite3.OperationalError as exc:
             raise _unavailable(self.path, exc) from exc
+
+
+def _check_schema(path: Path) -> None:
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            db = Database(conn)
+            tables = set(db.table_names())
+            applied = {m.name for m in migrations.applied(db)} if "_sqlite_migrations" in tables else set()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise _unavailable(path, exc) from exc
+    if tables and not applied:
+        raise NotAStudioStore(f"{path} is a SQLite file but not an RLHF Studio store; choose another --db path")
+    unknown = applied - {m.name for m in migrations._migrations}
+    if unknown:
+        raise StoreFromNewerVersion(
+            f"{path} was written by a newer RLHF Studio (migration {sorted(unknown)[0]}); upgrade the studio to open it"
+        )
 
 
 def _check_file(path: Path) -> None:

@@ -1,0 +1,104 @@
+"""RLHF Studio entry point: `serve` (the default) and the headless subcommands. Holds no logic of its own.
+
+    python app.py                     # serve the studio on its embedded demo, store ./studio.db
+    python app.py --help              # list the subcommands
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from storage import Store, StudioError
+
+SUBCOMMANDS = {}
+
+
+def subcommand(name: str, help: str):
+    """Register `fn(parser)` as the argument builder of a subcommand; it returns the handler `run(args) -> int`."""
+    def register(fn):
+        SUBCOMMANDS[name] = (help, fn)
+        return fn
+    return register
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default="studio.db", help="store file (created and seeded with the demo if missing)")
+    parser.add_argument("--no-demo", action="store_true", help="do not seed a new, empty store with the demo")
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    """Open (and migrate) the store; a new, empty one is seeded with the demo unless --no-demo."""
+    store = Store(args.db)
+    if store.created and not args.no_demo:
+        seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path)])
+        if seed.returncode != 0:
+            raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")
+    return store
+
+
+@subcommand("serve", "serve the studio in the browser (default)")
+def serve_arguments(parser: argparse.ArgumentParser):
+    add_store_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
+    parser.add_argument("--port", type=int, default=7860, help="port to serve on")
+    parser.add_argument("--auth", default=None, help="file of `user:password` lines; annotators must log in")
+
+    def run(args: argparse.Namespace) -> int:
+        from app.auth import read_auth_file
+        from app.server import check_port, serve
+
+        check_port(args.host, args.port)
+        users = read_auth_file(args.auth) if args.auth else None
+        store = open_store(args)
+        serve(store, host=args.host, port=args.port, users=users)
+        return 0
+
+    return run
+
+
+@subcommand("import-prompts", "load prompts from a .jsonl, .csv or .txt file")
+def import_prompts_arguments(parser: argparse.ArgumentParser):
+    add_store_arguments(parser)
+    parser.add_argument("file", help=".jsonl (`prompt` field), .csv (`prompt` column) or .txt (one per line)")
+    parser.add_argument("--heldout", action="store_true", help="mark the prompts as held out (evaluation only)")
+
+    def run(args: argparse.Namespace) -> int:
+        from labeling.importing import check_prompt_file, import_prompt_file
+
+        check_prompt_file(args.file)
+        store = open_store(args)
+        result = import_prompt_file(store, args.file, heldout=args.heldout,
+                                    progress=lambda n: print(f"  {n} prompts read", file=sys.stderr))
+        print(f"imported {result.added} prompts, skipped {result.duplicates} duplicates")
+        return 0
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="app.py", description="RLHF Studio: label pairs, train a reward model, run PPO.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help, build) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help, description=help)
+        sub_parser.set_defaults(run=build(sub_parser))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "serve")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except StudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

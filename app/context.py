@@ -1,0 +1,31 @@
+"""What every tab's callbacks share: the store and who is asking (the logged-in user under --auth)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from storage import Store
+
+from .auth import Users
+
+
+@dataclass(frozen=True)
+class Studio:
+    store: Store
+    users: Users | None = None
+
+    def annotator(self, request: gr.Request | None, typed_name: str | None) -> str | None:
+        """Under --auth the annotator is the logged-in user, whatever name was typed; otherwise the typed name."""
+        if self.users is not None:
+            username = getattr(request, "username", None)
+            if not username:
+                raise gr.Error("log in first: this studio requires a user name and password")
+            return username
+        return typed_name
+
+    def require_admin(self, request: gr.Request | None) -> None:
+        """Under --auth only users marked `admin` in the auth file may run jobs, import, export or edit guidelines."""
+        if self.users is not None and not self.users.is_admin(getattr(request, "username", None)):
+            raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file")

@@ -1,0 +1,40 @@
+"""Launching the studio: port checks, the auth file, marking orphaned jobs, then Gradio's server."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+
+from storage import Store
+from storage.errors import StoreUnavailable
+
+from .auth import Users
+from .ui import build_app, launch_options
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def check_port(host: str, port: int) -> None:
+    """Fail with one clear line when the port is taken, before any store is touched."""
+    if not 0 < port < 65536:
+        raise StoreUnavailable(f"port {port} is out of range; choose a port between 1 and 65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise StoreUnavailable(f"port {port} on {host} is already in use; pass --port with a free port") from None
+            raise StoreUnavailable(f"cannot serve on {host}:{port} ({exc.strerror}); check --host and --port") from None
+
+
+def serve(store: Store, host: str, port: int, users: Users | None = None, block: bool = True):
+    """Build the UI and serve it; returns the running Blocks when `block` is False (tests)."""
+    if host not in LOCAL_HOSTS and users is None:
+        print(f"warning: serving on {host} without --auth: anyone who can reach this machine can label and train",
+              file=sys.stderr)
+    blocks = build_app(store, users)
+    blocks.launch(server_name=host, server_port=port, prevent_thread_lock=not block, quiet=False,
+                  auth=users.check if users else None, **launch_options())
+    return blocks

@@ -1,0 +1,117 @@
+"""The command line: subcommands listed, documented in the README, bad input exits 2 with one line, store unchanged."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+
+
+def subcommands():
+    sys.path.insert(0, str(ROOT))
+    import app as _  # noqa: F401  (the package; the entry point is loaded below)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("app_entry", ROOT / "app.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return list(entry.SUBCOMMANDS)
+
+
+def test_help_lists_every_subcommand():
+    result = run("--help")
+    assert result.returncode == 0
+    for name in subcommands():
+        assert name in result.stdout
+
+
+def test_every_subcommand_is_documented_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for name in subcommands():
+        assert re.search(rf"python app\.py {name}\b", readme), f"README does not show `python app.py {name}`"
+
+
+def test_import_prompts(tmp_path):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("one\ntwo\none\n")
+    result = run("import-prompts", "--db", str(tmp_path / "s.db"), "--no-demo", str(prompts))
+    assert result.returncode == 0, result.stderr
+    assert "imported 2 prompts, skipped 1 duplicates" in result.stdout
+
+
+def assert_clean_error(result, message):
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+
+
+def test_bad_prompt_file_leaves_a_new_store_uncreated(tmp_path):
+    db = tmp_path / "s.db"
+    assert_clean_error(run("import-prompts", "--db", str(db), str(tmp_path / "nope.txt")), "does not exist")
+    assert not db.exists()
+
+
+def test_bad_prompt_file_leaves_the_store_unchanged(tmp_path):
+    db = tmp_path / "s.db"
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.jsonl"
+    good.write_text("kept\n")
+    bad.write_text('{"prompt": "fine"}\n{oops\n')
+    assert run("import-prompts", "--db", str(db), "--no-demo", str(good)).returncode == 0
+    before = db.read_bytes()
+    assert_clean_error(run("import-prompts", "--db", str(db), str(bad)), "line 2: not valid JSON")
+    assert db.read_bytes() == before
+
+
+def test_unwritable_store_path(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("x\n")
+    try:
+        if os.access(locked, os.W_OK):  # root ignores permissions: use a path under a file instead
+            target = prompts / "s.db"
+            message = "does not exist"
+        else:
+            target = locked / "s.db"
+            message = "not writable"
+        assert_clean_error(run("import-prompts", "--db", str(target), "--no-demo", str(prompts)), message)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_foreign_store_file(tmp_path):
+    db = tmp_path / "s.db"
+    db.write_text("hello")
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("x\n")
+    assert_clean_error(run("import-prompts", "--db", str(db), str(prompts)), "not a SQLite file")
+    assert db.read_text() == "hello"
+
+
+def test_port_in_use(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--port", str(port), "--no-demo"), "already in use")
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--auth", "missing-auth.txt"], "auth file missing-auth.txt does not exist"),
+    (["--port", "70000"], "out of range"),
+])
+def test_serve_bad_options(tmp_path, args, message):
+    assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--no-demo", *args, cwd=tmp_path), message)

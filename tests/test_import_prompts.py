@@ -1,0 +1,78 @@
+"""Prompt files: the three formats, duplicates counted, every bad input refused with the store unchanged."""
+
+import json
+
+import pytest
+
+from labeling.importing import MAX_PROMPT_CHARS, import_prompt_file, iter_prompts
+from storage import InvalidInput
+from storage.prompts import list_prompts
+
+
+def write(path, text, encoding="utf-8"):
+    path.write_bytes(text.encode(encoding) if isinstance(text, str) else text)
+    return path
+
+
+@pytest.mark.parametrize("name,content", [
+    ("p.jsonl", '{"prompt": "the movie was"}\n\n{"prompt": "i thought", "extra": 1}\n{"prompt": "the movie was"}\n'),
+    ("p.csv", 'id,prompt\n1,the movie was\n2,"i thought"\n3,the movie was\n'),
+    ("p.txt", "the movie was\n\ni thought\nthe movie was\n"),
+])
+def test_formats_and_duplicates(store, tmp_path, name, content):
+    result = import_prompt_file(store, write(tmp_path / name, content))
+    assert (result.added, result.duplicates) == (2, 1)
+    assert [p.text for p in list_prompts(store)] == ["the movie was", "i thought"]
+
+
+def test_csv_with_quoted_commas_and_newlines(store, tmp_path):
+    import_prompt_file(store, write(tmp_path / "p.csv", 'prompt\n"a, b"\n"two\nlines"\n'))
+    assert [p.text for p in list_prompts(store)] == ["a, b", "two\nlines"]
+
+
+def test_heldout_flag(store, tmp_path):
+    import_prompt_file(store, write(tmp_path / "p.txt", "x\n"), heldout=True)
+    assert list_prompts(store, heldout=True)[0].text == "x"
+
+
+BAD = [
+    ("missing.txt", None, "does not exist"),
+    ("p.pdf", "prompt", "unsupported extension"),
+    ("p.txt", "", "is empty"),
+    ("p.txt", "\n\n  \n", "holds no prompts"),
+    ("p.txt", b"caf\xe9 au lait\n", "not valid UTF-8"),
+    ("p.jsonl", '{"prompt": "ok"}\n{"prompt": "broken\n', "line 2: not valid JSON"),
+    ("p.jsonl", '{"text": "no prompt field"}\n', "line 1: no `prompt` field"),
+    ("p.jsonl", '{"prompt": 42}\n', "line 1: `prompt` is int"),
+    ("p.jsonl", '["a list"]\n', "line 1: no `prompt` field"),
+    ("p.jsonl", '{"prompt": "   "}\n', "line 1: the prompt is empty"),
+    ("p.csv", "text\nhello\n", "no `prompt` column"),
+    ("p.csv", 'prompt,x\n"unterminated,1\n', "malformed CSV"),
+    ("p.csv", "prompt\nok\nok,extra\n", "wrong number of fields"),
+    ("p.txt", "ok\n" + "x" * (MAX_PROMPT_CHARS + 1) + "\n", "line 2: the prompt has"),
+]
+
+
+@pytest.mark.parametrize("name,content,message", BAD)
+def test_bad_files_leave_the_store_unchanged(store, tmp_path, name, content, message):
+    import_prompt_file(store, write(tmp_path / "before.txt", "kept\n"))
+    path = tmp_path / name if content is None else write(tmp_path / name, content)
+    with pytest.raises(InvalidInput, match=message) as err:
+        import_prompt_file(store, path)
+    assert "\n" not in str(err.value)
+    assert [p.text for p in list_prompts(store)] == ["kept"]
+
+
+def test_a_folder_is_not_a_prompt_file(tmp_path):
+    with pytest.raises(InvalidInput, match="is not a file"):
+        list(iter_prompts(tmp_path))
+
+
+def test_large_file_streams(store, tmp_path):
+    path = tmp_path / "many.jsonl"
+    with path.open("w") as f:
+        for i in range(100_000):
+            f.write(json.dumps({"prompt": f"prompt number {i}"}) + "\n")
+    seen = []
+    result = import_prompt_file(store, path, progress=seen.append)
+    assert result.added == 100_000 and seen[-1] == 100_000

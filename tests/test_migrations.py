@@ -1,0 +1,94 @@
+"""The schema: created fresh, upgraded from the first schema, foreign and newer files refused untouched."""
+
+import sqlite3
+
+import pytest
+from sqlite_utils import Database
+
+from storage import NotAStudioStore, Store, StoreFromNewerVersion, StoreUnavailable
+from storage.migrations import MIGRATION_SET, migrations
+from storage.prompts import add_prompts, list_prompts
+
+TABLES = {"prompts", "policies", "generations", "pairs", "reservations", "labels", "reward_models", "jobs", "metrics",
+          "settings", "rounds", "job_logs"}
+
+
+def test_fresh_store_has_every_table_and_pragmas(tmp_path):
+    store = Store(tmp_path / "s.db")
+    db = store.db()
+    assert store.created
+    assert TABLES <= set(db.table_names())
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] == store.busy_timeout_ms
+    applied = [m.name for m in migrations.applied(db)]
+    assert applied == [m.name for m in migrations._migrations]
+
+
+def test_reopening_does_not_reapply(tmp_path):
+    Store(tmp_path / "s.db")
+    again = Store(tmp_path / "s.db")
+    assert not again.created
+    rows = again.db().execute("SELECT count(*) FROM _sqlite_migrations").fetchone()[0]
+    assert rows == len(migrations._migrations)
+
+
+def test_upgrade_from_first_schema_keeps_data(tmp_path):
+    path = tmp_path / "old.db"
+    old = Database(path)
+    migrations.apply(old, stop_before="m002_rounds_and_job_logs")
+    old.execute("INSERT INTO prompts (text, source, heldout, created) VALUES ('kept', 'old', 0, 1.0)")
+    old.conn.commit()
+    assert "rounds" not in old.table_names()
+    old.conn.close()
+
+    store = Store(path)
+    assert {"rounds", "job_logs"} <= set(store.db().table_names())
+    assert [p.text for p in list_prompts(store)] == ["kept"]
+
+
+def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (id INTEGER)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(NotAStudioStore, match="not an RLHF Studio store"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_non_sqlite_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("just some notes\n")
+    with pytest.raises(NotAStudioStore, match="not a SQLite file"):
+        Store(path)
+    assert path.read_text() == "just some notes\n"
+
+
+def test_store_from_newer_version_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    Store(path).close()
+    db = Database(path)
+    db["_sqlite_migrations"].insert({"migration_set": MIGRATION_SET, "name": "m999_future", "applied_at": "x"})
+    db.conn.close()
+    with pytest.raises(StoreFromNewerVersion, match="newer RLHF Studio"):
+        Store(path)
+
+
+def test_unwritable_or_missing_folder(tmp_path):
+    with pytest.raises(StoreUnavailable, match="does not exist"):
+        Store(tmp_path / "missing" / "s.db")
+    with pytest.raises(StoreUnavailable, match="is a folder"):
+        Store(tmp_path)
+
+
+def test_failed_write_transaction_rolls_back(store):
+    with pytest.raises(RuntimeError):
+        with store.write() as db:
+            db.execute("INSERT INTO prompts (text, created) VALUES ('half', 1.0)")
+            raise RuntimeError("boom")
+    assert list_prompts(store) == []
+    add_prompts(store, ["after"])
+    assert [p.text for p in list_prompts(store)] == ["after"]

@@ -1,0 +1,157 @@
+"""Every storage function against a real store file."""
+
+import threading
+
+import pytest
+
+from storage import Conflict, InvalidInput, JobStatus, NotFound, Outcome
+from storage import generations, jobs, labels, metrics, pairs, policies, prompts, reward_models, settings
+from storage.generations import NewGeneration
+from storage.pairs import NewPair
+
+
+def seed_pair(store):
+    prompts.add_prompts(store, ["the movie was"])
+    policy = policies.add_policy(store, "/models/sft")
+    g1, g2 = generations.add_generations(store, [
+        NewGeneration(1, " great .", policy_id=policy, token_count=2, params={"temperature": 1.0}, seed=3, ended_with_eos=True),
+        NewGeneration(1, " awful .", policy_id=policy, token_count=2, ended_with_eos=False),
+    ])
+    [pair] = pairs.add_pairs(store, [NewPair(1, g1, g2, selector="random", score=0.5, policy_id=policy)])
+    return policy, g1, g2, pair
+
+
+def test_prompts_dedupe_and_filter(store):
+    assert prompts.add_prompts(store, ["a", "b", "a"]) == prompts.PromptImport(2, 1)
+    assert prompts.add_prompts(store, ["b", "c"], heldout=True) == prompts.PromptImport(1, 1)
+    assert [p.text for p in prompts.list_prompts(store, heldout=False)] == ["a", "b"]
+    assert [p.text for p in prompts.list_prompts(store, heldout=True)] == ["c"]
+    assert prompts.count_prompts(store) == 3
+    assert prompts.get_prompt(store, 1).text == "a"
+    assert prompts.get_prompt(store, 99) is None
+
+
+def test_policies(store):
+    assert policies.latest_policy(store) is None
+    first = policies.add_policy(store, "/a")
+    second = policies.add_policy(store, "/b", parent_id=first, round=1, note="ppo")
+    assert policies.latest_policy(store).id == second
+    assert policies.get_policy(store, second).parent_id == first
+    assert [p.path for p in policies.list_policies(store)] == ["/a", "/b"]
+    with pytest.raises(NotFound):
+        policies.get_policy(store, 42)
+
+
+def test_generations_round_trip(store):
+    policy, g1, g2, _ = seed_pair(store)
+    got = generations.get_generations(store, [g1, g2])
+    assert got[g1].params == {"temperature": 1.0} and got[g1].seed == 3 and got[g1].ended_with_eos is True
+    assert got[g2].ended_with_eos is False
+    assert [g.id for g in generations.list_generations(store, policy_id=policy)] == [g1, g2]
+    assert generations.get_generations(store, []) == {}
+
+
+def test_pairs(store):
+    _, g1, g2, pair = seed_pair(store)
+    assert pairs.get_pair(store, pair).first_id == g1
+    assert pairs.count_pairs(store) == 1
+    assert pairs.list_pairs(store, round=0)[0].selector == "random"
+    with pytest.raises(InvalidInput):
+        pairs.add_pairs(store, [NewPair(1, g1, g1, selector="random")])
+    with pytest.raises(NotFound):
+        pairs.get_pair(store, 7)
+    assert pairs.count_pairs(store) == 1
+
+
+def test_labels_vote_ids_and_replacement(store):
+    _, g1, g2, pair = seed_pair(store)
+    first = labels.add_label(store, pair, "ann", Outcome.FIRST, left_id=g2, decision_ms=900, vote_id="v1")
+    assert labels.add_label(store, pair, "ann", Outcome.SECOND, vote_id="v1") == first  # replay stores nothing
+    assert [lab.outcome for lab in labels.list_labels(store)] == [Outcome.FIRST]
+    labels.add_label(store, pair, "ann", Outcome.TIE, vote_id="v2")  # replaces ann's current label
+    assert [lab.outcome for lab in labels.list_labels(store)] == [Outcome.TIE]
+    assert len(labels.list_labels(store, include_undone=True)) == 2
+    labels.add_label(store, pair, "bob", Outcome.SKIP)
+    assert labels.count_labels(store) == 2 and labels.count_labels(store, include_skips=False) == 1
+    [example] = labels.labeled_pairs(store)
+    assert (example.prompt, example.first, example.second, example.outcome) == ("the movie was", " great .", " awful .", Outcome.TIE)
+
+
+def test_outcome_targets():
+    assert [o.target() for o in Outcome] == [1.0, 0.0, 0.5, 0.5, None]
+    assert Outcome.BOTH_BAD.target(both_bad_as_tie=False) is None
+
+
+def test_reward_models_latest_ensemble(store):
+    job = jobs.create_job(store, "reward", {})
+    for i in range(3):
+        reward_models.add_reward_model(store, f"/rm/{i}", 10, {"val_accuracy": 0.9}, 0.1, 2.0, ensemble_index=i,
+                                       ensemble_size=3, job_id=job)
+    latest = reward_models.latest_reward_models(store)
+    assert [m.ensemble_index for m in latest] == [0, 1, 2]
+    assert latest[0].metrics == {"val_accuracy": 0.9} and latest[0].norm_std == 2.0
+    assert len(reward_models.list_reward_models(store)) == 3
+
+
+def test_job_lifecycle(store):
+    job_id = jobs.create_job(store, "ppo", {"iterations": 3})
+    with pytest.raises(Conflict, match="still running"):
+        jobs.create_job(store, "ppo", {})
+    job = jobs.claim_job(store, job_id, pid=1234)
+    assert job.status is JobStatus.RUNNING and job.pid == 1234 and job.config == {"iterations": 3}
+    assert jobs.heartbeat(store, job_id, phase="ppo", progress=0.5) is False
+    jobs.request_cancel(store, job_id)
+    assert jobs.cancel_requested(store, job_id) and jobs.heartbeat(store, job_id) is True
+    jobs.add_log(store, job_id, "line 1")
+    jobs.add_log(store, job_id, "line 2")
+    assert jobs.tail_logs(store, job_id, n=1) == ["line 2"]
+    jobs.finish_job(store, job_id, JobStatus.CANCELLED)
+    assert jobs.get_job(store, job_id).status is JobStatus.CANCELLED
+    resumed = jobs.requeue_job(store, job_id)
+    assert resumed.status is JobStatus.QUEUED and not resumed.cancel_requested
+    jobs.claim_job(store, job_id, pid=99)
+    jobs.mark_interrupted(store, [job_id])
+    assert jobs.get_job(store, job_id).status is JobStatus.INTERRUPTED
+    assert [j.id for j in jobs.list_jobs(store)] == [job_id]
+    with pytest.raises(NotFound):
+        jobs.get_job(store, 999)
+
+
+def test_cancelling_a_queued_job_ends_it(store):
+    job_id = jobs.create_job(store, "loop", {})
+    assert jobs.request_cancel(store, job_id).status is JobStatus.CANCELLED
+    with pytest.raises(Conflict):
+        jobs.claim_job(store, job_id, pid=1)
+
+
+def test_metrics_upsert_and_filters(store):
+    job = jobs.create_job(store, "ppo", {})
+    metrics.log_metrics(store, job, 0, {"ppo/kl": 0.1, "ppo/score": 1.0})
+    metrics.log_metrics(store, job, 0, {"ppo/kl": 0.2, "ppo/nan": float("nan")})  # rewrite, never a duplicate
+    metrics.log_metrics(store, job, 1, {"reward/loss": 0.7})
+    assert metrics.read_metrics(store, job, names=["ppo/kl"]) == [{"job_id": job, "step": 0, "name": "ppo/kl", "value": 0.2}]
+    assert {r["name"] for r in metrics.read_metrics(store, prefix="ppo/")} == {"ppo/kl", "ppo/score"}
+    assert metrics.last_step(store, job) == 1 and metrics.last_step(store, job, "ppo/") == 0
+
+
+def test_settings_defaults_and_overrides(store):
+    assert settings.get_setting(store, "overlap") == 1
+    settings.set_setting(store, "overlap", 2)
+    settings.set_setting(store, "overlap", 3)
+    assert settings.get_setting(store, "overlap") == 3
+    assert settings.get_setting(store, "unknown") is None
+
+
+def test_connections_are_per_thread(store):
+    prompts.add_prompts(store, ["x"])
+    seen = []
+
+    def worker(i):
+        prompts.add_prompts(store, [f"t{i}"])
+        seen.append(store.db())
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert prompts.count_prompts(store) == 9
+    assert len({id(db) for db in seen}) == 8 and all(db is not store.db() for db in seen)
