@@ -147,3 +147,16 @@ def m002_rounds_and_job_logs(db: Database) -> None:
         CREATE INDEX job_logs_job ON job_logs(job_id, id);
         """
     )
+
+
+@migrations()
+def m003_reservation_sides_and_label_margin(db: Database) -> None:
+    """Reservations remember which generation is shown on the left and since when; imported labels keep a margin."""
+    _run(db, 
+        """
+        ALTER TABLE reservations ADD COLUMN left_id INTEGER REFERENCES generations(id);
+        ALTER TABLE reservations ADD COLUMN shown REAL;
+        CREATE INDEX reservations_annotator ON reservations(annotator);
+        ALTER TABLE labels ADD COLUMN margin REAL;
+        """
+    )
