@@ -11,6 +11,8 @@ import subprocess
 import sys
 
 from storage import Store, StudioError
+from storage.policies import latest_policy
+from storage.prompts import count_prompts
 
 SUBCOMMANDS = {}
 
@@ -28,10 +30,14 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-demo", action="store_true", help="do not seed a new, empty store with the demo")
 
 
+def store_is_empty(store: Store) -> bool:
+    return count_prompts(store) == 0 and latest_policy(store) is None
+
+
 def open_store(args: argparse.Namespace) -> Store:
-    """Open (and migrate) the store; a new, empty one is seeded with the demo unless --no-demo."""
+    """Open (and migrate) the store; an empty one (no prompts, no policy) is seeded with the demo unless --no-demo."""
     store = Store(args.db)
-    if store.created and not args.no_demo:
+    if not args.no_demo and store_is_empty(store):
         seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path)])
         if seed.returncode != 0:
             raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")

@@ -9,6 +9,8 @@ import sys
 from storage import Store
 from storage.errors import StoreUnavailable
 
+from trainers.launcher import reap_orphans
+
 from .auth import Users
 from .ui import build_app, launch_options
 
@@ -34,6 +36,7 @@ def serve(store: Store, host: str, port: int, users: Users | None = None, block:
     if host not in LOCAL_HOSTS and users is None:
         print(f"warning: serving on {host} without --auth: anyone who can reach this machine can label and train",
               file=sys.stderr)
+    reap_orphans(store)  # jobs whose worker died while the studio was down are offered for resume
     blocks = build_app(store, users)
     blocks.launch(server_name=host, server_port=port, prevent_thread_lock=not block, quiet=False,
                   auth=users.check if users else None, **launch_options())

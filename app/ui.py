@@ -1,4 +1,7 @@
-"""The studio's one `gr.Blocks`: a tab per module, each built by that module's `build(studio)`."""
+"""The studio's one `gr.Blocks`: a tab per module, each built by that module's `build(studio)`.
+
+A tab's `build` may return `(fn, outputs)` pairs to run when a page loads (its initial state).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from storage import Store
 from .auth import Users
 from .context import Studio
 
-TABS: list = []  # modules with TITLE and build(studio), in display order
+from . import train_tab
+
+TABS: list = [train_tab]  # modules with TITLE and build(studio), in display order
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 
 
@@ -19,10 +24,13 @@ def build_app(store: Store, users: Users | None = None) -> gr.Blocks:
     studio = Studio(store, users)
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")
+        on_load = []
         with gr.Tabs():
             for tab in TABS:
                 with gr.Tab(tab.TITLE):
-                    tab.build(studio)
+                    on_load.extend(tab.build(studio) or [])
+        for fn, outputs in on_load:
+            blocks.load(fn, None, outputs, api_visibility="private")
     return blocks
 
 

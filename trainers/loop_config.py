@@ -1,0 +1,122 @@
+"""The loop's settings: one dataclass, validated before any job starts, saved with every round. No torch here,
+so the UI can validate a config without loading a model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from storage.errors import InvalidInput
+
+ANNOTATORS = ("oracle", "human")
+SELECTORS = ("random", "disagreement")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO"})
+    prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
+    samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
+    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected each round"})
+    queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
+    annotator: str = field(default="oracle", metadata={"help": "oracle (synthetic) or human (waits for UI labels)"})
+    oracle: str = field(default="assets.lexicon:sentiment_score", metadata={"help": "module:function scoring a text"})
+    oracle_noise: float = field(default=0.0, metadata={"help": "probability the oracle answers at random"})
+    selector: str = field(default="random", metadata={"help": "pair selector: random or disagreement"})
+    ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
+    reward_epochs: int = field(default=3, metadata={"help": "reward-model epochs over all labels"})
+    reward_lr: float = field(default=5e-4, metadata={"help": "reward-model learning rate"})
+    reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
+    ppo_iterations: int = field(default=8, metadata={"help": "M: PPO iterations per round"})
+    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per PPO rollout"})
+    ppo_epochs: int = field(default=4, metadata={"help": "PPO epochs over each rollout"})
+    ppo_lr: float = field(default=3e-4, metadata={"help": "PPO learning rate"})
+    kl_coef: float = field(default=0.05, metadata={"help": "beta: KL penalty to the reference"})
+    target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
+    response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
+    lora: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
+
+    def __post_init__(self):
+        positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
+                    "ppo_iterations", "ppo_batch_size", "ppo_epochs", "response_length", "ensemble")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("reward_lr", "ppo_lr", "temperature"):
+            if not getattr(self, name) > 0:
+                raise InvalidInput(f"{name} must be positive, got {getattr(self, name)}")
+        if self.samples_per_prompt < 2:
+            raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {self.samples_per_prompt}")
+        if self.queue_reserve < 0 or self.kl_coef < 0:
+            raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
+        if not 0 < self.top_p <= 1:
+            raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.oracle_noise <= 1:
+            raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
+        if self.annotator not in ANNOTATORS:
+            raise InvalidInput(f"annotator must be one of {', '.join(ANNOTATORS)}, got {self.annotator!r}")
+        if self.selector not in SELECTORS:
+            raise InvalidInput(f"selector must be one of {', '.join(SELECTORS)}, got {self.selector!r}")
+        if self.selector == "disagreement" and self.ensemble < 2:
+            raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
+        if ":" not in self.oracle:
+            raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "LoopConfig":
+        """Build from user input: unknown keys and wrong types are errors naming the key."""
+        if not isinstance(values, dict):
+            raise InvalidInput("the loop config must be a JSON object of settings")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise InvalidInput(f"unknown loop setting {unknown[0]!r}; known settings: {', '.join(known)}")
+        for name, value in values.items():
+            if not _type_ok(known[name].type, value):
+                raise InvalidInput(f"loop setting {name!r} must be {known[name].type}, got {value!r}")
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> "LoopConfig":
+        try:
+            values = json.loads(text or "{}")
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and retry") from None
+        return cls.from_dict(values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _type_ok(annotation: str, value) -> bool:
+    """Does a JSON value fit a field annotation ("int", "float", "str", "bool", "float | None")?"""
+    if value is None:
+        return "None" in annotation
+    if isinstance(value, bool):
+        return annotation == "bool"
+    if annotation.startswith("float"):
+        return isinstance(value, (int, float))
+    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
+
+
+PRESETS = {
+    "demo": LoopConfig(),
+    "small real model (LoRA)": LoopConfig(prompts_per_round=64, samples_per_prompt=2, labels_per_round=200,
+                                          reward_epochs=1, reward_lr=1e-5, reward_batch_size=8, ppo_batch_size=16,
+                                          ppo_lr=1e-5, kl_coef=0.1, target_kl=6.0, response_length=64, lora=True),
+}
+
+
+def check_against_prompts(config: LoopConfig, training_prompts: int) -> None:
+    """Settings that depend on the store: batches cannot be larger than the prompt set."""
+    if training_prompts < 1:
+        raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
+    for name in ("prompts_per_round", "ppo_batch_size"):
+        if getattr(config, name) > training_prompts:
+            raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
+                               f"training prompts; lower it or import more prompts")

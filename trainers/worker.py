@@ -1,0 +1,91 @@
+"""The job worker: `python -m trainers.worker --db PATH --job ID` claims a job and runs it to an end state.
+
+It heartbeats from a background thread, and records `completed`, `cancelled` (the cancel flag was set) or
+`failed` with the tail of the traceback. Under `accelerate launch` only the main process writes job state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import threading
+import traceback
+
+from storage import Store
+from storage import jobs as job_rows
+from storage.types import Job, JobStatus
+
+RUNNERS = {  # job kind -> "module:function" taking (store, job)
+    "reward": "trainers.reward_job:run",
+    "ppo": "trainers.ppo_job:run",
+    "loop": "trainers.loop:run",
+}
+HEARTBEAT_S = 2.0
+TRACEBACK_LINES = 15
+
+
+class Heartbeat(threading.Thread):
+    """Writes the job's heartbeat every few seconds until stopped."""
+
+    def __init__(self, store: Store, job_id: int):
+        super().__init__(daemon=True)
+        self.store, self.job_id = store, job_id
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_S):
+            try:
+                job_rows.heartbeat(self.store, self.job_id)
+            except Exception:  # a locked store for a moment must not kill the job; the next beat retries
+                pass
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def resolve(kind: str):
+    module, function = RUNNERS[kind].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def run_job(store: Store, job: Job) -> JobStatus:
+    """Run a claimed job and record how it ended."""
+    heartbeat = Heartbeat(store, job.id)
+    heartbeat.start()
+    try:
+        resolve(job.kind)(store, job)
+    except BaseException as exc:
+        status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.FAILED
+        tail = "".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:]
+        error = None if status is JobStatus.CANCELLED else "\n".join(tail)  # its last line names the error
+        job_rows.finish_job(store, job.id, status, error)
+        if not isinstance(exc, Exception):
+            raise
+        return status
+    finally:
+        heartbeat.stopped.set()
+    status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.COMPLETED
+    job_rows.finish_job(store, job.id, status)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run one studio job (started by the UI or the CLI).")
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--job", type=int, required=True)
+    args = parser.parse_args(argv)
+    store = Store(args.db)
+    if is_main_process():
+        job = job_rows.claim_job(store, args.job, os.getpid())
+    else:
+        job = job_rows.get_job(store, args.job)
+    status = run_job(store, job) if is_main_process() else resolve(job.kind)(store, job)
+    print(f"job {args.job}: {status.value if status else 'done'}", file=sys.stderr)
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, None) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
