@@ -1,0 +1,97 @@
+"""Jobs: the worker records how a job ended; the launcher finds workers that died."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from storage import Conflict, JobStatus
+from storage import jobs as job_rows
+from trainers import launcher, worker
+
+
+def ok(store, job):
+    job_rows.add_log(store, job.id, "working")
+
+
+def boom(store, job):
+    raise ValueError("the reward model directory is gone")
+
+
+def cancelled_midway(store, job):
+    job_rows.request_cancel(store, job.id)
+    if job_rows.cancel_requested(store, job.id):
+        raise RuntimeError("stopped at the cancel flag")
+
+
+@pytest.fixture
+def runners(monkeypatch):
+    for name in ("ok", "boom", "cancelled_midway"):
+        monkeypatch.setitem(worker.RUNNERS, name, f"tests.test_jobs:{name}")
+
+
+def claimed(store, kind):
+    return job_rows.claim_job(store, job_rows.create_job(store, kind, {}), pid=1)
+
+
+def test_completed(store, runners):
+    job = claimed(store, "ok")
+    assert worker.run_job(store, job) is JobStatus.COMPLETED
+    done = job_rows.get_job(store, job.id)
+    assert done.status is JobStatus.COMPLETED and done.progress == 1.0 and done.finished
+    assert job_rows.tail_logs(store, job.id) == ["working"]
+
+
+def test_failed_records_the_traceback_tail(store, runners):
+    job = claimed(store, "boom")
+    assert worker.run_job(store, job) is JobStatus.FAILED
+    error = job_rows.get_job(store, job.id).error
+    assert error.splitlines()[-1] == "ValueError: the reward model directory is gone"
+    assert "test_jobs.py" in error
+
+
+def test_cancel_flag_ends_cancelled(store, runners):
+    job = claimed(store, "cancelled_midway")
+    assert worker.run_job(store, job) is JobStatus.CANCELLED
+    assert job_rows.get_job(store, job.id).error is None
+
+
+def test_one_active_job_per_store(store):
+    job_rows.create_job(store, "loop", {})
+    with pytest.raises(Conflict, match="still running"):
+        launcher.start_job(store, "ppo", {})
+
+
+def test_unknown_kind_is_refused(store):
+    with pytest.raises(Exception, match="unknown job kind"):
+        launcher.start_job(store, "mine-bitcoin", {})
+    assert job_rows.list_jobs(store) == []
+
+
+def test_dead_worker_is_marked_interrupted(store):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    job = job_rows.claim_job(store, job_rows.create_job(store, "ppo", {}), pid=child.pid)
+    assert launcher.reap_orphans(store) == [job.id]
+    assert job_rows.get_job(store, job.id).status is JobStatus.INTERRUPTED
+    assert job_rows.requeue_job(store, job.id).status is JobStatus.QUEUED
+
+
+def test_stale_heartbeat_and_never_claimed(store):
+    running = job_rows.claim_job(store, job_rows.create_job(store, "ppo", {}), pid=1)  # pid 1 is alive
+    assert launcher.reap_orphans(store) == []
+    assert launcher.reap_orphans(store, now=time.time() + launcher.STALE_AFTER_S + 1) == [running.id]
+    queued = job_rows.create_job(store, "loop", {})
+    assert launcher.reap_orphans(store) == []
+    assert launcher.reap_orphans(store, now=time.time() + launcher.STALE_AFTER_S + 1) == [queued]
+
+
+def test_worker_command_has_no_shell(store, tmp_path):
+    argv = launcher.worker_command(store, 7)
+    assert argv[:3] == [sys.executable, "-m", "trainers.worker"] and argv[-2:] == ["--job", "7"]
+    with pytest.raises(Exception, match="accelerate config"):
+        launcher.worker_command(store, 7, accelerate_config=str(tmp_path / "missing.yaml"))
+    config = tmp_path / "acc.yaml"
+    config.write_text("num_processes: 2\n")
+    assert launcher.worker_command(store, 7, str(config))[1:4] == ["-m", "accelerate.commands.launch", "--config_file"]
