@@ -61,3 +61,37 @@ def list_generations(store: Store, policy_id: int | None = None, prompt_id: int 
         params.append(prompt_id)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     return [_row(r) for r in store.db().query(f"SELECT * FROM generations {where} ORDER BY id", params)]
+
+
+EVAL_SOURCE = "eval"  # held-out samples drawn to compare policy versions, never queued for labeling
+
+
+def add_scores(store: Store, scores: dict[int, dict[str, float]]) -> None:
+    """Store named scores of generations: {generation_id: {"oracle": 1.0, "reward": 0.3}}."""
+    with store.write() as db:
+        for generation_id, named in scores.items():
+            for name, value in named.items():
+                db.execute("INSERT INTO generation_scores (generation_id, name, value) VALUES (?, ?, ?)"
+                           " ON CONFLICT (generation_id, name) DO UPDATE SET value = excluded.value",
+                           [generation_id, name, float(value)])
+
+
+def eval_samples(store: Store) -> list[dict]:
+    """Held-out evaluation samples of every policy version: rows {policy_id, round, prompt, text, <score names>}."""
+    rows = store.db().query(
+        """
+        SELECT g.id, g.policy_id, pol.round, p.text AS prompt, g.text, s.name, s.value
+        FROM generations g
+        JOIN prompts p ON p.id = g.prompt_id
+        JOIN policies pol ON pol.id = g.policy_id
+        LEFT JOIN generation_scores s ON s.generation_id = g.id
+        WHERE g.source = ?
+        ORDER BY g.policy_id, g.prompt_id, g.id
+        """, [EVAL_SOURCE])
+    samples: dict[int, dict] = {}
+    for r in rows:
+        sample = samples.setdefault(r["id"], {"policy_id": r["policy_id"], "round": r["round"], "prompt": r["prompt"],
+                                             "text": r["text"]})
+        if r["name"] is not None:
+            sample[r["name"]] = r["value"]
+    return list(samples.values())

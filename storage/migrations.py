@@ -160,3 +160,19 @@ def m003_reservation_sides_and_label_margin(db: Database) -> None:
         ALTER TABLE labels ADD COLUMN margin REAL;
         """
     )
+
+
+@migrations()
+def m004_generation_scores(db: Database) -> None:
+    """Scores of generations by name (`oracle`, `reward`), e.g. of each policy's held-out evaluation samples."""
+    _run(db,
+        """
+        CREATE TABLE generation_scores (
+            generation_id INTEGER NOT NULL REFERENCES generations(id),
+            name TEXT NOT NULL,
+            value REAL NOT NULL,
+            PRIMARY KEY (generation_id, name)
+        );
+        CREATE INDEX generations_source ON generations(source, policy_id);
+        """
+    )

@@ -155,3 +155,26 @@ def test_connections_are_per_thread(store):
     [t.join() for t in threads]
     assert prompts.count_prompts(store) == 9
     assert len({id(db) for db in seen}) == 8 and all(db is not store.db() for db in seen)
+
+
+def test_eval_samples_with_scores(store):
+    policy, g1, g2, _ = seed_pair(store)
+    [e1] = generations.add_generations(store, [NewGeneration(1, " fine .", policy_id=policy, source=generations.EVAL_SOURCE)])
+    generations.add_scores(store, {e1: {"oracle": 1.0, "reward": 0.25}})
+    generations.add_scores(store, {e1: {"reward": 0.5}})
+    assert generations.eval_samples(store) == [
+        {"policy_id": policy, "round": 0, "prompt": "the movie was", "text": " fine .", "oracle": 1.0, "reward": 0.5}]
+
+
+def test_rounds(store):
+    from storage import rounds
+
+    policy, g1, g2, pair = seed_pair(store)
+    labels.add_label(store, pair, "ann", Outcome.FIRST)
+    assert rounds.round_label_count(store, 0) == 1 and rounds.round_pair_count(store, 0) == 1
+    assert rounds.round_pair_count(store, 1) == 0
+    rounds.add_round(store, None, 1, {"k": 4}, {"labels": 1}, policy, None)
+    assert [(r["round"], r["config"], r["summary"]) for r in rounds.list_rounds(store)] == [(1, {"k": 4}, {"labels": 1})]
+    assert rounds.max_policy_round_before(store, created=0) == 0
+    policies.add_policy(store, "/p2", round=2)
+    assert rounds.max_policy_round_before(store, created=1e12) == 2

@@ -1,0 +1,43 @@
+"""Rounds of the loop: one row per completed round, with its config and summary; per-round progress queries."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .db import Store
+
+
+def add_round(store: Store, job_id: int | None, round: int, config: dict, summary: dict, policy_id: int | None,
+              reward_model_id: int | None) -> int:
+    with store.write() as db:
+        cursor = db.execute(
+            "INSERT INTO rounds (job_id, round, config, summary, policy_id, reward_model_id, created)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [job_id, round, json.dumps(config), json.dumps(summary), policy_id, reward_model_id, time.time()],
+        )
+        return cursor.lastrowid
+
+
+def list_rounds(store: Store, job_id: int | None = None) -> list[dict]:
+    """Completed rounds in order, config and summary decoded."""
+    where, params = ("WHERE job_id = ?", [job_id]) if job_id is not None else ("", [])
+    rows = store.db().query(f"SELECT * FROM rounds {where} ORDER BY round, id", params)
+    return [{**r, "config": json.loads(r["config"]), "summary": json.loads(r["summary"])} for r in rows]
+
+
+def round_label_count(store: Store, round: int) -> int:
+    """Current non-skip labels on the pairs queued in `round`."""
+    return store.db().execute(
+        "SELECT count(*) FROM labels l JOIN pairs p ON p.id = l.pair_id"
+        " WHERE p.round = ? AND l.undone IS NULL AND l.outcome != 'skip'", [round]).fetchone()[0]
+
+
+def round_pair_count(store: Store, round: int) -> int:
+    return store.db().execute("SELECT count(*) FROM pairs WHERE round = ?", [round]).fetchone()[0]
+
+
+def max_policy_round_before(store: Store, created: float) -> int:
+    """Highest round of the policies registered before a time (0 when only the SFT policy exists)."""
+    row = store.db().execute("SELECT max(round) FROM policies WHERE created < ?", [created]).fetchone()
+    return row[0] or 0
