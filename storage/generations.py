@@ -10,6 +10,10 @@ from .db import Store
 from .types import Generation
 
 
+SAMPLE_SOURCE = "sample"  # policy samples that may be paired and queued for labeling
+EVAL_SOURCE = "eval"  # held-out samples drawn to compare policy versions, never queued for labeling
+
+
 @dataclass(frozen=True)
 class NewGeneration:
     prompt_id: int
@@ -51,8 +55,12 @@ def get_generations(store: Store, ids: list[int]) -> dict[int, Generation]:
     return {r["id"]: _row(r) for r in store.db().query(f"SELECT * FROM generations WHERE id IN ({marks})", list(ids))}
 
 
-def list_generations(store: Store, policy_id: int | None = None, prompt_id: int | None = None) -> list[Generation]:
+def list_generations(store: Store, policy_id: int | None = None, prompt_id: int | None = None,
+                     source: str | None = None) -> list[Generation]:
     clauses, params = [], []
+    if source is not None:
+        clauses.append("source = ?")
+        params.append(source)
     if policy_id is not None:
         clauses.append("policy_id = ?")
         params.append(policy_id)
@@ -63,7 +71,6 @@ def list_generations(store: Store, policy_id: int | None = None, prompt_id: int 
     return [_row(r) for r in store.db().query(f"SELECT * FROM generations {where} ORDER BY id", params)]
 
 
-EVAL_SOURCE = "eval"  # held-out samples drawn to compare policy versions, never queued for labeling
 
 
 def add_scores(store: Store, scores: dict[int, dict[str, float]]) -> None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from labeling.selection import candidate_pairs, select_random
 from storage import Store
-from storage.generations import NewGeneration, add_generations, list_generations
+from storage.generations import SAMPLE_SOURCE, NewGeneration, add_generations, list_generations
 from storage.pairs import add_pairs, list_pairs
 from storage.types import Policy, Prompt
 
@@ -35,7 +35,7 @@ def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: S
                                  config.temperature, config.top_p, seed=seed, batch_size=config.batch_size)
     params = asdict(config)
     rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, params=params, seed=seed,
-                          ended_with_eos=s.ended_with_eos, source="sample")
+                          ended_with_eos=s.ended_with_eos, source=SAMPLE_SOURCE)
             for prompt, group in zip(prompts, samples) for s in group]
     return add_generations(store, rows)
 
@@ -43,5 +43,5 @@ def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: S
 def queue_random_pairs(store: Store, policy: Policy, n: int, seed: int, round: int) -> list[int]:
     """Queue up to `n` new random pairs of `policy`'s responses (pairs already queued are not repeated)."""
     queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
-    candidates = candidate_pairs(list_generations(store, policy_id=policy.id), exclude=queued)
+    candidates = candidate_pairs(list_generations(store, policy_id=policy.id, source=SAMPLE_SOURCE), exclude=queued)
     return add_pairs(store, select_random(candidates, n, seed, round))
