@@ -18,3 +18,26 @@ def store(tmp_path):
     s = Store(tmp_path / "studio.db")
     yield s
     s.close()
+
+
+@pytest.fixture
+def queue_pairs(store):
+    """Queue pairs directly in the store: `queue_pairs([(prompt, response_a, response_b), ...])` -> pair ids.
+
+    Response a is the pair's first generation; `round` and `scores` set the queue order.
+    """
+    from storage.generations import NewGeneration, add_generations
+    from storage.pairs import NewPair, add_pairs
+    from storage.prompts import add_prompts, list_prompts
+
+    def add(triples, round=0, scores=None):
+        add_prompts(store, [prompt for prompt, _, _ in triples])
+        prompt_ids = {p.text: p.id for p in list_prompts(store)}
+        new = []
+        for i, (prompt, a, b) in enumerate(triples):
+            first, second = add_generations(store, [NewGeneration(prompt_ids[prompt], a), NewGeneration(prompt_ids[prompt], b)])
+            score = scores[i] if scores is not None else None
+            new.append(NewPair(prompt_ids[prompt], first, second, selector="random", score=score, round=round))
+        return add_pairs(store, new)
+
+    return add
