@@ -273,9 +273,10 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
 
 
 def _generation(db, prompt_id: int, text: str, source: str, now: float) -> int:
+    """An imported response, reused by text; its generation source `import:<source>` keeps it out of sampling."""
     found = db.execute("SELECT id FROM generations WHERE prompt_id = ? AND text = ? AND source = ? LIMIT 1",
-                       [prompt_id, text, source]).fetchone()
+                       [prompt_id, text, f"import:{source}"]).fetchone()
     if found:
         return found[0]
     return db.execute("INSERT INTO generations (prompt_id, text, source, created) VALUES (?, ?, ?, ?)",
-                      [prompt_id, text, source, now]).lastrowid
+                      [prompt_id, text, f"import:{source}", now]).lastrowid
