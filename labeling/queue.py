@@ -80,17 +80,21 @@ def _printable(value: str) -> bool:
     return not any(unicodedata.category(c) in _INVISIBLE for c in value)
 
 
-def check_annotator(name: object) -> str:
-    """A clean annotator name: 1-64 printable characters, surrounding spaces removed, NFC-normalised."""
+def check_name(name: object, what: str = "annotator name") -> str:
+    """A clean name: 1-64 printable characters, surrounding spaces removed, NFC-normalised."""
     if not isinstance(name, str) or not name.strip():
-        raise InvalidInput("type your name (the annotator name) before labeling")
+        raise InvalidInput(f"type a {what} first")
     name = unicodedata.normalize("NFC", name.strip())
     if len(name) > MAX_NAME_CHARS:
-        raise InvalidInput(f"the annotator name has {len(name)} characters; use at most {MAX_NAME_CHARS}")
+        raise InvalidInput(f"the {what} has {len(name)} characters; use at most {MAX_NAME_CHARS}")
     if not _printable(name):
-        raise InvalidInput("the annotator name contains control or invisible characters; use letters, digits, "
-                           "spaces and punctuation")
+        raise InvalidInput(f"the {what} contains control or invisible characters; use letters, digits, spaces "
+                           "and punctuation")
     return name
+
+
+def check_annotator(name: object) -> str:
+    return check_name(name, "annotator name")
 
 
 def check_vote_id(vote_id: object) -> str:

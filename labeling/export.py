@@ -1,0 +1,122 @@
+"""Label exports as files that `datasets.load_dataset` reads: `.jsonl` ("json" loader) or `.parquet`.
+
+- `trl`: TRL's preference format, `{prompt, chosen, rejected}`, one row per current first/second label; ties,
+  both-bad and skips are left out and counted. A `margin` column is added when imported labels carry margins
+  (0.0, no margin, for the others).
+- `soft`: every current label, skips included: `{label_id, pair_id, annotator, prompt, first, second, outcome,
+  target, margin}` where `target` = P(first preferred): 1, 0, 0.5 for ties and both-bad, null for skips.
+
+    result = export_labels(store, "trl", "prefs.jsonl")
+    datasets.load_dataset("json", data_files="prefs.jsonl", split="train")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage import Store
+from storage.errors import InvalidInput
+from storage.queue import ExportRow, export_rows
+from storage.types import Outcome
+
+FORMATS = ("trl", "soft")
+SUFFIXES = (".jsonl", ".parquet")
+
+_SCHEMAS = {
+    "trl": pa.schema([("prompt", pa.string()), ("chosen", pa.string()), ("rejected", pa.string())]),
+    "soft": pa.schema([("label_id", pa.int64()), ("pair_id", pa.int64()), ("annotator", pa.string()),
+                       ("prompt", pa.string()), ("first", pa.string()), ("second", pa.string()),
+                       ("outcome", pa.string()), ("target", pa.float64()), ("margin", pa.float64())]),
+}
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    format: str
+    rows: int
+    ties: int  # left out of a trl export, rows of their own in soft
+    both_bad: int
+    skips: int
+
+    def summary(self) -> str:
+        kept = "left out" if self.format == "trl" else "included"
+        return (f"wrote {self.rows} rows to {self.path} ({kept}: {self.ties} ties, {self.both_bad} both bad, "
+                f"{self.skips} skips)")
+
+
+def check_export_path(path: str | Path) -> Path:
+    """Fail before anything is read when the output file cannot be written where asked."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise InvalidInput(f"export file {path} must end in .jsonl or .parquet")
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a folder; give a file name such as {path / 'labels.jsonl'}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidInput(f"folder {folder} does not exist; create it or export elsewhere")
+    if not os.access(folder, os.W_OK):
+        raise InvalidInput(f"folder {folder} is not writable; export elsewhere")
+    return path
+
+
+def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
+    """Write the store's current labels in format `trl` or `soft`; the file appears whole or not at all."""
+    if fmt not in FORMATS:
+        raise InvalidInput(f"unknown export format {str(fmt)[:20]!r}; use trl or soft")
+    path = check_export_path(path)
+    labels = export_rows(store)
+    counts = {outcome: sum(row.outcome is outcome for row in labels) for outcome in Outcome}
+    rows = _trl_rows(labels) if fmt == "trl" else [_soft_row(row) for row in labels]
+    if not rows and labels:
+        raise InvalidInput("nothing to export in the trl format: no label prefers one response; use --format soft")
+    if not rows:
+        raise InvalidInput("nothing to export: the store has no labels yet; label some pairs first")
+    schema = _SCHEMAS[fmt]
+    if fmt == "trl" and "margin" in rows[0]:
+        schema = schema.append(pa.field("margin", pa.float64()))
+    _write_atomically(path, rows, schema)
+    return ExportResult(path, fmt, len(rows), counts[Outcome.TIE], counts[Outcome.BOTH_BAD], counts[Outcome.SKIP])
+
+
+def _trl_rows(labels: list[ExportRow]) -> list[dict]:
+    decided = [row for row in labels if row.outcome in (Outcome.FIRST, Outcome.SECOND)]
+    with_margin = any(row.margin is not None for row in decided)
+    rows = []
+    for row in decided:
+        chosen, rejected = (row.first, row.second) if row.outcome is Outcome.FIRST else (row.second, row.first)
+        item = {"prompt": row.prompt, "chosen": chosen, "rejected": rejected}
+        if with_margin:
+            item["margin"] = 0.0 if row.margin is None else row.margin
+        rows.append(item)
+    return rows
+
+
+def _soft_row(row: ExportRow) -> dict:
+    return {"label_id": row.label_id, "pair_id": row.pair_id, "annotator": row.annotator, "prompt": row.prompt,
+            "first": row.first, "second": row.second, "outcome": row.outcome.value, "target": row.outcome.target(),
+            "margin": row.margin}
+
+
+def _write_atomically(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if path.suffix.lower() == ".parquet":
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+        else:
+            with tmp.open("w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror}; check the disk and the folder's permissions") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
