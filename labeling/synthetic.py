@@ -1,0 +1,87 @@
+"""Synthetic annotators: an oracle that labels queued pairs from a scoring function, through the UI's code path.
+
+The oracle takes pairs with `labeling.queue.next_pair` and votes with `labeling.queue.submit_label`, exactly as a
+person in the Label tab does (same reservations, same left/right coin flip, same stored label), as annotator
+`oracle`. It prefers the response with the higher score, votes tie when the scores are equal and, with probability
+`noise`, votes left or right at random instead (the label-noise model of Christiano et al.).
+
+    oracle = OracleAnnotator.from_spec("assets.lexicon:sentiment_score", noise=0.1, seed=0)
+    label_ids = oracle.label(store, 200)
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from storage import Store
+from storage.errors import InvalidInput
+
+from .queue import ShownPair, next_pair, submit_label
+
+DEFAULT_ORACLE = "assets.lexicon:sentiment_score"
+
+Scorer = Callable[[str], float]
+
+
+def load_scorer(spec: str = DEFAULT_ORACLE) -> Scorer:
+    """The function named by `module:function` (it scores one response text; higher is better)."""
+    module_name, sep, function_name = spec.partition(":")
+    if not sep or not module_name or not function_name:
+        raise InvalidInput(f"the oracle {spec!r} must be written module:function, such as {DEFAULT_ORACLE}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput(f"cannot import module {module_name!r} for the oracle: {exc}; check the name and PYTHONPATH") from exc
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise InvalidInput(f"module {module_name!r} has no function {function_name!r}; name a function that scores a text")
+    return function
+
+
+@dataclass
+class OracleAnnotator:
+    """Labels pairs from `score(response) -> number`; `noise` is the fraction of random left/right votes."""
+
+    score: Scorer
+    name: str = "oracle"
+    noise: float = 0.0
+    seed: int = 0
+    rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.noise <= 1.0:
+            raise InvalidInput(f"the oracle's noise rate must be between 0 and 1, got {self.noise}")
+        self.rng = random.Random(self.seed)
+
+    @classmethod
+    def from_spec(cls, spec: str = DEFAULT_ORACLE, noise: float = 0.0, seed: int = 0,
+                  name: str = "oracle") -> OracleAnnotator:
+        return cls(load_scorer(spec), name=name, noise=noise, seed=seed)
+
+    def choose(self, shown: ShownPair) -> str:
+        """The vote for what is on screen: left, right or tie."""
+        if self.noise and self.rng.random() < self.noise:
+            return self.rng.choice(("left", "right"))
+        left, right = self._score(shown.left), self._score(shown.right)
+        return "left" if left > right else "right" if right > left else "tie"
+
+    def label(self, store: Store, n: int) -> list[int]:
+        """Label up to `n` queued pairs (fewer when the queue runs dry); returns the new label ids."""
+        if n < 0:
+            raise InvalidInput(f"the number of labels must be 0 or more, got {n}")
+        label_ids = []
+        while len(label_ids) < n and (shown := next_pair(store, self.name, rng=self.rng)) is not None:
+            label_ids.append(submit_label(store, self.name, shown.pair_id, self.choose(shown), str(uuid.uuid4())))
+        return label_ids
+
+    def _score(self, text: str) -> float:
+        value = self.score(text)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise InvalidInput(f"the oracle's scoring function returned {value!r}; it must return a finite number")
+        return float(value)
