@@ -1,0 +1,92 @@
+"""Curves and Samples tabs in a real browser (Playwright + Debian's Chromium) on a store holding a finished loop.
+
+The `loop_store` fixture is the only place that knows how the store was filled: replace its body with a short
+headless loop and the assertions, which read what to expect from the store, stay as they are.
+"""
+
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from storage import Store
+from storage.policies import list_policies
+from storage.rounds import list_rounds
+
+from test_curves_tab import fill_synthetic_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHARTS = ("curves-rounds", "curves-reward", "curves-ppo")
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def loop_store(tmp_path):
+    """A store after a 3-round loop (synthetic traces written with storage functions)."""
+    store = Store(tmp_path / "studio.db")
+    fill_synthetic_run(store, rounds=3, reward_steps=16, ppo_iterations=30)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def page_url(loop_store):
+    from app.ui import build_app, launch_options
+
+    blocks = build_app(loop_store)
+    blocks.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **launch_options())
+    try:
+        yield blocks.local_url
+    finally:
+        blocks.close()
+
+
+@pytest.fixture
+def browser():
+    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def colored_pixels(png: bytes) -> int:
+    """Pixels with a clear hue: plotted lines and bars (axes, grid and text are grey)."""
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    return sum(1 for r, g, b in image.getdata() if max(r, g, b) - min(r, g, b) > 80)
+
+
+def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(page_url)
+    page.get_by_role("tab", name="Curves").click()
+    for chart in CHARTS:
+        image = page.locator(f"#{chart} img")
+        image.wait_for(state="visible", timeout=30_000)
+        assert image.evaluate("img => img.complete && img.naturalWidth > 0")
+        assert colored_pixels(image.screenshot()) > 500, f"{chart} shows no data"
+    status = page.locator("#curves-status").inner_text()
+    assert "completed" in status and "metric points" in status
+    assert "No known failure pattern" in page.locator("#curves-warnings").inner_text()
+    page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
+    assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+    page.get_by_role("tab", name="Samples").click()
+    table = page.locator("#samples-table table.samples")
+    table.wait_for(state="visible", timeout=30_000)
+    headers = table.locator("th[data-policy]")
+    assert [int(h.get_attribute("data-policy")) for h in headers.all()] == [p.id for p in list_policies(loop_store)]
+    assert len(list_policies(loop_store)) == len(list_rounds(loop_store)) + 1
+    # model text is shown literally: the tags in prompts and samples are text, not markup
+    assert "<i>as written</i>" in table.inner_text() and table.locator("i").count() == 0
+    annotators = page.locator("#samples-annotators table.samples tbody tr")
+    assert [row.locator("td").first.inner_text() for row in annotators.all()] == ["alice", "bob"]
+    page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)

@@ -1,0 +1,219 @@
+"""Curves tab: round tagging of metric series, charts, warnings, exports, and the /metrics API via gradio_client.
+
+`fill_synthetic_run` writes what a finished loop leaves in a store (metrics, reward models, policies, rounds,
+held-out samples) through storage functions only; the browser test uses it too.
+"""
+
+import csv
+import math
+import os
+
+import pytest
+
+from storage import jobs as job_rows
+from storage.curves import metric_series
+from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, add_scores
+from storage.labels import add_label
+from storage.metrics import log_metrics
+from storage.pairs import NewPair, add_pairs
+from storage.policies import add_policy
+from storage.prompts import add_prompts, list_prompts
+from storage.reward_models import add_reward_model
+from storage.rounds import add_round
+from storage.types import JobStatus, Outcome
+
+HELDOUT = ["Describe the sea.", "Name a fruit.", "Say something <b>kind</b> & true."]
+
+
+def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_progress=False) -> dict:
+    """A loop job's traces: per round, reward metrics (steps continue), a reward model, PPO metrics (iterations
+    continue), a new policy with held-out samples (reward and oracle scores) and a round row with its summary.
+    `in_progress` adds a running round's first reward steps and leaves the job running."""
+    job_id = job_rows.create_job(store, "loop", {"rounds": rounds})
+    job_rows.claim_job(store, job_id, os.getpid())
+    add_prompts(store, ["Tell a story.", "Write a poem."])
+    add_prompts(store, HELDOUT, heldout=True)
+    heldout = list_prompts(store, heldout=True)
+    policies = [add_policy(store, "/synthetic/sft", round=0, note="SFT policy")]
+    add_eval_samples(store, policies[0], heldout, 0)
+    reward_step = ppo_step = 0
+    for g in range(1, rounds + 1):
+        add_labels(store, policies[-1], g)
+        for i in range(1, reward_steps + 1):
+            reward_step += 1
+            values = {"reward/loss": 0.7 * math.exp(-i / 6), "reward/accuracy": 0.5 + 0.4 * i / reward_steps}
+            if i % 4 == 0:
+                values.update({"reward/val_loss": 0.7 - 0.02 * i, "reward/val_accuracy": 0.55 + 0.05 * g + 0.01 * i})
+            log_metrics(store, job_id, reward_step, values)
+        rm = add_reward_model(store, f"/synthetic/rm-{g}", labels_used=50 * g, metrics={"val_accuracy": 0.7},
+                              norm_mean=0.0, norm_std=1.0, policy_id=policies[-1], round=g, job_id=job_id)
+        for i in range(ppo_iterations):
+            ppo_step += 1
+            t = ppo_step / (rounds * ppo_iterations)
+            log_metrics(store, job_id, ppo_step, {
+                "ppo/score": 0.2 + t + 0.05 * math.sin(i), "ppo/kl": 0.3 * t, "ppo/kl_coef": 0.05,
+                "ppo/entropy": 2.0 - 0.4 * t, "ppo/policy_loss": -0.01, "ppo/value_loss": 0.3 * (1 - t),
+                "ppo/clipfrac": 0.1, "ppo/approx_kl": 0.01, "ppo/explained_variance": t,
+                "ppo/response_length": 20 + 5 * t, "ppo/eos_rate": 0.8 + 0.1 * t, "ppo/episodes_per_s": 30.0})
+        policies.append(add_policy(store, f"/synthetic/policy-{g}", parent_id=policies[-1], round=g))
+        add_eval_samples(store, policies[-1], heldout, g)
+        summary = {"labels": 50 * g, "reward_val_accuracy": 0.6 + 0.05 * g, "score": 0.3 * g, "kl": 0.1 * g,
+                   "oracle_score": 0.4 + 0.1 * g}
+        add_round(store, job_id, g, {}, summary, policies[-1], rm)
+        log_metrics(store, job_id, g, {f"round/{k}": v for k, v in summary.items()})
+        log_metrics(store, job_id, g, {"annotator/alice/rm_agreement": 0.75, "annotator/bob/rm_agreement": 0.5 + 0.1 * g})
+    if in_progress:
+        for i in range(1, 5):
+            log_metrics(store, job_id, reward_step + i, {"reward/loss": 0.6, "reward/accuracy": 0.5})
+    else:
+        job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+    return {"job_id": job_id, "policy_ids": policies, "reward_steps": reward_steps, "ppo_iterations": ppo_iterations}
+
+
+def add_labels(store, policy_id, g) -> None:
+    """Four pairs of the policy's samples labeled by alice and bob, who disagree on the last one."""
+    prompt = list_prompts(store, heldout=False)[0]
+    texts = [f"round {g} sample {k}" for k in range(8)]
+    ids = add_generations(store, [NewGeneration(prompt.id, t, policy_id=policy_id, source="policy") for t in texts])
+    pairs = add_pairs(store, [NewPair(prompt.id, ids[k], ids[k + 4], "random", round=g) for k in range(4)])
+    for k, pair in enumerate(pairs):
+        add_label(store, pair, "alice", Outcome.FIRST, left_id=ids[k], decision_ms=2000)
+        add_label(store, pair, "bob", Outcome.SECOND if k == 3 else Outcome.FIRST, left_id=ids[k + 4], decision_ms=4000)
+
+
+def add_eval_samples(store, policy_id, prompts, g) -> None:
+    texts = [(p, f"{p.text} answer {k} of version {g} <i>as written</i>") for p in prompts for k in range(2)]
+    ids = add_generations(store, [NewGeneration(p.id, text, policy_id=policy_id, source=EVAL_SOURCE) for p, text in texts])
+    add_scores(store, {i: ({"oracle": 0.4 + 0.1 * g} if g == 0 else {"oracle": 0.4 + 0.1 * g, "reward": 0.2 * g})
+                       for i in ids})
+
+
+@pytest.fixture
+def run(store):
+    return fill_synthetic_run(store)
+
+
+def test_points_are_tagged_with_their_round(store):
+    run = fill_synthetic_run(store, rounds=2, reward_steps=8, ppo_iterations=5, in_progress=True)
+    reward = metric_series(store, run["job_id"], prefix="reward/")
+    assert set(reward) == {"reward/loss", "reward/accuracy", "reward/val_loss", "reward/val_accuracy"}
+    loss = reward["reward/loss"]
+    assert loss.steps == list(range(1, 21))  # 8 + 8 steps of two rounds, then 4 of the running round
+    assert loss.rounds == [1] * 8 + [2] * 8 + [None] * 4
+    kl = metric_series(store, run["job_id"], names=["ppo/kl"])["ppo/kl"]
+    assert kl.steps == list(range(1, 11)) and kl.rounds == [1] * 5 + [2] * 5
+    assert set(metric_series(store, run["job_id"], prefix="round/")) == {
+        "round/labels", "round/reward_val_accuracy", "round/score", "round/kl", "round/oracle_score"}
+    assert metric_series(store, run["job_id"] + 1, prefix="ppo/") == {}
+
+
+def test_prefix_is_a_prefix_not_a_pattern(store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    log_metrics(store, job_id, 1, {"ppo/kl": 1.0, "ppo_x": 2.0, "ppo0": 3.0, "pp": 4.0, "ppo/z/y": 5.0})
+    assert sorted(metric_series(store, job_id, prefix="ppo/")) == ["ppo/kl", "ppo/z/y"]
+
+
+def test_segments_restart_steps_per_round(store, run):
+    from app.curves_tab import segments
+
+    loss = metric_series(store, run["job_id"], names=["reward/loss"])["reward/loss"]
+    segs = segments(loss)
+    assert [s.round for s in segs] == [1, 2, 3]
+    assert all((s.steps - s.offset).tolist() == list(range(1, 13)) for s in segs)
+
+
+def test_charts_warnings_and_exports(store, run):
+    from app.context import Studio
+    from app.curves_tab import (ALL, findings, load_curves, render_ppo, render_reward, render_rounds,
+                                warnings_html, write_exports)
+
+    curves = load_curves(Studio(store), run["job_id"])
+    assert curves.points == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12
+    assert [value for _, value in curves.round_choices()] == [ALL, "1", "2", "3"]
+    assert curves.sft_oracle == pytest.approx(0.4)
+    for png in (render_reward(curves.reward, 0.6), render_ppo(curves.ppo, 0.0), render_rounds(curves.rounds, 0.4)):
+        assert png.startswith(b"\x89PNG")
+    assert findings(curves, ALL) == []
+    assert "No known failure" in warnings_html([], True)
+
+    only_two = curves.select(curves.ppo, "2")
+    assert [s.round for s in only_two["ppo/kl"]] == [2] and only_two["ppo/kl"][0].steps.tolist() == list(range(21, 41))
+
+    paths = write_exports(curves, "2", {"ppo": b"\x89PNG fake"})
+    metrics_csv, rounds_csv, png = paths
+    with open(metrics_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 12 + 2 * 3 + 20 * 12 and {r["round"] for r in rows} == {"2"}
+    assert {r["job_id"] for r in rows} == {str(run["job_id"])}
+    with open(rounds_csv, newline="") as f:
+        assert [float(r["oracle_score"]) for r in csv.DictReader(f)] == pytest.approx([0.5, 0.6, 0.7])
+    assert png.endswith("-round-2-ppo.png") and open(png, "rb").read() == b"\x89PNG fake"
+
+
+def test_warning_shows_in_plain_words_and_escaped(store):
+    from app.context import Studio
+    from app.curves_tab import ALL, findings, load_curves, warnings_html
+
+    job_id = job_rows.create_job(store, "ppo", {})
+    for step in range(1, 41):
+        log_metrics(store, job_id, step, {"ppo/kl": 0.2 * 1.12 ** step, "ppo/score": 0.0, "ppo/entropy": 2.0})
+    found = findings(load_curves(Studio(store), job_id), ALL)
+    assert [f.rule for f in found] == ["kl_runaway"]
+    text = warnings_html(found, True)
+    assert "KL is rising without bound" in text and "<script" not in warnings_html(
+        [found[0].__class__("x", "<script>", "d", "a")], True)
+
+
+def test_samples_side_by_side_shown_literally(store, run):
+    from app.samples_tab import samples_html
+    from storage.generations import eval_samples
+    from storage.policies import list_policies
+
+    page = samples_html(eval_samples(store), list_policies(store))
+    assert page.count("<th data-policy=") == 4 and "Policy 1 · SFT policy" in page and "after round 3" in page
+    assert page.count('<td class="prompt">') == 3
+    assert "<b>kind</b>" not in page and "&lt;b&gt;kind&lt;/b&gt; &amp; true." in page
+    assert "mean reward +0.60 · mean oracle 0.70" in page  # policy 4: every sample reward 0.6, oracle 0.7
+    one = samples_html(eval_samples(store), list_policies(store), prompt="Name a fruit.")
+    assert one.count('<td class="prompt">') == 1 and one.count('<div class="sample">') == 4 * 2
+
+
+def test_annotator_view(store, run):
+    from app.context import Studio
+    from app.samples_tab import annotators_html, rm_agreement_by_annotator
+
+    studio = Studio(store)
+    assert rm_agreement_by_annotator(studio) == {"alice": 0.75, "bob": pytest.approx(0.8)}  # the newest round's
+    page = annotators_html(studio)
+    # alice: 12 x first; bob: 9 x first, 3 x second -> agreement 9/12; chance agreement (12*9)/144 = 0.75 -> kappa 0
+    assert "2 annotators · 24 labels · agreement 75% over 12 rating pairs on 12 shared pairs · Light&#x27;s κ 0.00" in page
+    assert "<td>alice</td><td>12</td><td>0</td><td>0%</td><td>0%</td>" in page and "<td>80%</td>" in page
+
+
+@pytest.fixture
+def client(store, run):
+    from gradio_client import Client
+
+    from app.ui import build_app
+
+    blocks = build_app(store)
+    blocks.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    try:
+        yield Client(blocks.local_url, verbose=False)
+    finally:
+        blocks.close()
+
+
+def test_metrics_api(client, run):
+    job_id = run["job_id"]
+    rows = client.predict(job_id=job_id, names="ppo/kl, ppo/score", api_name="/metrics")
+    assert [r["name"] for r in rows] == ["ppo/kl"] * 60 + ["ppo/score"] * 60
+    assert [r["step"] for r in rows[:60]] == list(range(1, 61))
+    assert rows[59] == {"job_id": job_id, "step": 60, "name": "ppo/kl", "value": pytest.approx(0.3)}
+    as_list = client.predict(job_id=job_id, names=["round/oracle_score"], api_name="/metrics")
+    assert [(r["step"], r["value"]) for r in as_list] == [(1, pytest.approx(0.5)), (2, pytest.approx(0.6)),
+                                                         (3, pytest.approx(0.7))]
+    everything = client.predict(job_id=job_id, names="", api_name="/metrics")
+    assert len(everything) == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12 + 3 * 5 + 3 * 2
+    with pytest.raises(Exception, match="does not exist"):
+        client.predict(job_id=job_id + 99, names="ppo/kl", api_name="/metrics")
