@@ -83,6 +83,14 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+@subcommand("export", "write the labels as a TRL preference (or soft-label) data set, .jsonl or .parquet")
+def export_arguments(parser: argparse.ArgumentParser):
+    from labeling import export_cli
+
+    export_cli.add_arguments(parser)
+    return export_cli.run
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="app.py", description="RLHF Studio: label pairs, train a reward model, run PPO.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
