@@ -7,7 +7,8 @@ shared weights. (A separate critic network, as in InstructGPT, doubles the train
 forward passes; with LoRA a critic on frozen base features would be cheap but too weak to fit the returns.)
 The reference is frozen: a copy of the starting (SFT) policy in full fine-tuning; with LoRA, the same base with
 the adapters disabled, so actor, critic and reference share one copy of the base weights. The reward is a frozen
-sequence classifier scored on prompt+response ids (`RewardModelScorer`) or any `score(prompts, responses)`.
+reward model (`trainers.reward.RewardScorer`, scored on the rollout's own token ids: prompt + response + EOS) or
+any `score(prompts, responses) -> (B,)` function, such as the demo's oracle.
 
 One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, cut at EOS) -> store per
 token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score on the
@@ -46,6 +47,7 @@ from storage.metrics import log_metrics
 from storage.policies import add_policy
 
 from .kl_control import make_kl_controller
+from .reward import RewardScorer
 from .ppo_math import (KL_KINDS, compute_gae, entropy_from_logits, explained_variance, kl_estimate,
                        logprobs_from_logits, masked_mean, policy_loss, token_rewards, value_loss, whiten)
 
@@ -149,45 +151,6 @@ class HFRolloutBackend:
         pass
 
 
-class RewardModelScorer:
-    """Frozen sequence classifiers (one, or an ensemble averaged) scoring prompt+response ids on the last real token.
-
-    Each member's raw score is normalised with its (mean, std), as stored with the reward model.
-    """
-
-    def __init__(self, models: list[PreTrainedModel], norms: list[tuple[float, float]] | None = None):
-        self.models = [m.eval().requires_grad_(False) for m in models]
-        self.norms = norms or [(0.0, 1.0)] * len(models)
-
-    def check(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
-        for model in self.models:
-            if model.config.num_labels != 1:
-                raise PPOSetupError(f"the reward model has num_labels={model.config.num_labels}; a reward model "
-                                    "needs exactly one output (train it with the studio's reward trainer)")
-            rows, policy_rows = model.get_input_embeddings().num_embeddings, policy.get_input_embeddings().num_embeddings
-            if rows != policy_rows:
-                raise PPOSetupError(f"the reward model's vocabulary ({rows} tokens) differs from the policy's "
-                                    f"({policy_rows}); train the reward model from this policy's family")
-            if model.config.pad_token_id is None:
-                model.config.pad_token_id = tokenizer.pad_token_id
-            if model.config.pad_token_id != tokenizer.pad_token_id:
-                raise PPOSetupError(f"the reward model pads with token {model.config.pad_token_id} but the policy's "
-                                    f"tokenizer with {tokenizer.pad_token_id}; use reward and policy tokenizers that agree")
-
-    def to(self, device: torch.device) -> RewardModelScorer:
-        self.models = [m.to(device) for m in self.models]
-        return self
-
-    @torch.no_grad()
-    def score_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        """(B, T) ids, pads everywhere but the real tokens -> (B,) mean normalised score."""
-        total = torch.zeros(input_ids.shape[0], device=input_ids.device)
-        for model, (mean, std) in zip(self.models, self.norms):
-            raw = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits[:, 0]
-            total += (raw.float() - mean) / std
-        return total / len(self.models)
-
-
 class PolicyWithValueHead(nn.Module):
     """The actor and the critic: a causal LM and a zero-initialised scalar head on its last hidden state."""
 
@@ -241,6 +204,22 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase) -> None:
                             "appends to the right of the prompt)")
 
 
+def check_reward_model(scorer: RewardScorer, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Each member has one output, the policy's vocabulary and its pad token."""
+    check_same_vocabulary(tokenizer, scorer.tokenizer)
+    for model in scorer.models:
+        if model.config.num_labels != 1:
+            raise PPOSetupError(f"the reward model has num_labels={model.config.num_labels}; a reward model needs "
+                                "exactly one output (train it with python app.py train-reward)")
+        rows, policy_rows = model.get_input_embeddings().num_embeddings, policy.get_input_embeddings().num_embeddings
+        if rows != policy_rows:
+            raise PPOSetupError(f"the reward model's vocabulary ({rows} tokens) differs from the policy's "
+                                f"({policy_rows}); train the reward model from this policy")
+        if model.config.pad_token_id != tokenizer.pad_token_id:
+            raise PPOSetupError(f"the reward model pads with token {model.config.pad_token_id} but the policy with "
+                                f"{tokenizer.pad_token_id}; train the reward model from this policy")
+
+
 def check_same_vocabulary(tokenizer: PreTrainedTokenizerBase, reward_tokenizer: PreTrainedTokenizerBase) -> None:
     if tokenizer.get_vocab() != reward_tokenizer.get_vocab():
         raise PPOSetupError("the reward model's tokenizer has another vocabulary than the policy's; train the reward "
@@ -276,24 +255,20 @@ class PPOTrainer:
     """Trains `policy` with PPO against `reward`; reports to the store's job when given and resumes from `state_dir`."""
 
     def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 prompts: list[str], reward: RewardFn | RewardModelScorer | PreTrainedModel, *,
-                 reference: PreTrainedModel | None = None, value_head: dict | None = None,
-                 reward_tokenizer: PreTrainedTokenizerBase | None = None, store: Store | None = None,
+                 prompts: list[str], reward: RewardFn | RewardScorer | PreTrainedModel, *,
+                 reference: PreTrainedModel | None = None, value_head: dict | None = None, store: Store | None = None,
                  job_id: int | None = None, state_dir: str | Path | None = None,
                  backend: RolloutBackend | None = None):
         config.check()
         self.config, self.tokenizer = config, tokenizer
         self.accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no")
-        self.store, self.job_id = store, job_id
-        self.state_dir = Path(state_dir) if state_dir is not None else None
         check_tokenizer(tokenizer)
-        if reward_tokenizer is not None:
-            check_same_vocabulary(tokenizer, reward_tokenizer)
         if isinstance(reward, PreTrainedModel):
-            reward = RewardModelScorer([reward])
-        if isinstance(reward, RewardModelScorer):
-            reward.check(policy, tokenizer)
-            reward.to(self.accelerator.device)
+            if reward.config.pad_token_id is None:
+                reward.config.pad_token_id = tokenizer.pad_token_id
+            reward = RewardScorer([reward.eval().to(self.accelerator.device)], tokenizer, [(0.0, 1.0)], max_length=1 << 30)
+        if isinstance(reward, RewardScorer):
+            check_reward_model(reward, policy, tokenizer)
         self.reward = reward
         self.prompts = list(prompts)
         self.prompt_ids = self._tokenize_prompts(self.prompts, policy)
@@ -317,6 +292,12 @@ class PPOTrainer:
         self.kl_controller = make_kl_controller(config.init_kl_coef, config.target_kl, config.kl_horizon)
         self.iteration = 0
         torch.manual_seed(config.seed + 1 + self.accelerator.process_index)  # sampling differs between processes
+        self.attach(store, job_id, state_dir)
+
+    def attach(self, store: Store | None, job_id: int | None, state_dir: str | Path | None) -> None:
+        """Report to `job_id` in `store` from now on, and save to (resume from, if it holds a state) `state_dir`."""
+        self.store, self.job_id = store, job_id
+        self.state_dir = Path(state_dir) if state_dir is not None else None
         if self.state_dir is not None and (self.state_dir / STATE_FILE).is_file():
             self.load_state(self.state_dir)
 
@@ -383,12 +364,19 @@ class PPOTrainer:
                                     logits_to_keep=keep).logits
         return logprobs_from_logits(self._logits_to_logprobs(logits[:, :-1]), responses)
 
-    def _score(self, prompts, input_ids, attention_mask, positions, responses, mask) -> torch.Tensor:
-        if isinstance(self.reward, RewardModelScorer):
-            return self.reward.score_ids(input_ids, attention_mask, positions)
+    def _score(self, prompts, query, query_mask, responses, mask, ended) -> torch.Tensor:
+        if isinstance(self.reward, RewardScorer):  # prompt + response + EOS, as the reward model was trained
+            eos_slot = mask.sum(dim=1).long() * (~ended)  # where a response without EOS gets one appended
+            extended = torch.cat([responses, torch.full_like(responses[:, :1], self.tokenizer.pad_token_id)], dim=1)
+            extended_mask = torch.cat([mask.long(), torch.zeros_like(mask[:, :1], dtype=torch.long)], dim=1)
+            rows = torch.nonzero(~ended).squeeze(1)
+            extended[rows, eos_slot[rows]] = self.tokenizer.eos_token_id
+            extended_mask[rows, eos_slot[rows]] = 1
+            scores = self.reward.score_ids(torch.cat([query, extended], dim=1), torch.cat([query_mask, extended_mask], dim=1))
+            return scores.float().to(query.device)
         kept = [row[m.bool()].tolist() for row, m in zip(responses, mask)]
         texts = self.tokenizer.batch_decode(kept, skip_special_tokens=True)
-        return torch.as_tensor(self.reward(prompts, texts), dtype=torch.float32).to(input_ids.device)
+        return torch.as_tensor(self.reward(prompts, texts), dtype=torch.float32).to(query.device)
 
     @torch.no_grad()
     def rollout(self, prompts: list[str], prompt_ids: list[list[int]]) -> Rollout:
@@ -408,7 +396,7 @@ class PPOTrainer:
             logprobs = logprobs_from_logits(logits, responses)
             entropy = entropy_from_logits(logits)
             ref_logprobs = self._reference_logprobs(input_ids, attention_mask, positions, start, responses)
-            scores = self._score(prompts, input_ids, attention_mask, positions, responses, mask)
+            scores = self._score(prompts, query, query_mask, responses, mask, ended)
         return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask, values * mask,
                        scores, ended, entropy * mask)
 

@@ -1,0 +1,281 @@
+"""PPO trainer: checks before starting, rollout bookkeeping, store reporting, cancel, resume, LoRA, learning on the demo."""
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel,
+                          PreTrainedTokenizerFast)
+
+from storage.jobs import claim_job, create_job, get_job, request_cancel
+from storage.metrics import read_metrics
+from storage.policies import list_policies
+from trainers.ppo import STATE_FILE, PPOConfig, PPOSetupError, PPOTrainer, cut_at_eos, left_pad, load_value_head
+from trainers.reward import RewardScorer
+
+WORDS = "the movie plot acting was is great good bad awful fine and but .".split()
+PROMPTS = ["the movie was", "the plot was", "the acting was", "the movie is", "the plot is", "the acting is",
+           "the movie and the plot", "the acting and the plot"]
+METRICS = ["ppo/score", "ppo/kl", "ppo/kl_coef", "ppo/entropy", "ppo/policy_loss", "ppo/value_loss", "ppo/clipfrac",
+           "ppo/approx_kl", "ppo/explained_variance", "ppo/response_length", "ppo/eos_rate", "ppo/episodes_per_s"]
+
+
+def make_tokenizer(pad: str | None = "<pad>", padding_side: str = "left") -> PreTrainedTokenizerFast:
+    """A word-level tokenizer: <eos> = 0, <pad> = 1, <unk> = 2, then WORDS."""
+    vocab = {w: i for i, w in enumerate(["<eos>", "<pad>", "<unk>", *WORDS])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    kwargs = {"pad_token": pad} if pad else {}
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<eos>", unk_token="<unk>",
+                                   padding_side=padding_side, **kwargs)
+
+
+def make_policy(seed: int = 0) -> GPT2LMHeadModel:
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=len(WORDS) + 3, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                        eos_token_id=0, bos_token_id=0, pad_token_id=1)
+    return GPT2LMHeadModel(config).eval()
+
+
+def count_great(prompts: list[str], responses: list[str]) -> torch.Tensor:
+    return torch.tensor([float(r.split().count("great")) for r in responses])
+
+
+def small_config(**overrides) -> PPOConfig:
+    settings = dict(batch_size=4, num_mini_batches=2, ppo_epochs=2, learning_rate=1e-3, response_length=6,
+                    max_prompt_length=8)
+    return PPOConfig(**{**settings, **overrides})
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, above all on a CPU shared with other jobs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ----- checks before starting ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tokenizer, message", [
+    (make_tokenizer(pad=None), "no pad token"),
+    (make_tokenizer(pad="<eos>"), "pad token is its EOS"),
+    (make_tokenizer(padding_side="right"), "pads on the right"),
+])
+def test_refuses_bad_tokenizers(tokenizer, message):
+    with pytest.raises(PPOSetupError, match=message):
+        PPOTrainer(small_config(), make_policy(), tokenizer, PROMPTS, count_great)
+
+
+def test_refuses_fewer_prompts_than_a_batch():
+    with pytest.raises(PPOSetupError, match="3 training prompts for a batch of 4"):
+        PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS[:3], count_great)
+
+
+def test_refuses_bf16_on_a_cpu():
+    with pytest.raises(PPOSetupError, match="bf16 was requested but there is no GPU"):
+        PPOTrainer(small_config(bf16=True), make_policy(), make_tokenizer(), PROMPTS, count_great)
+
+
+def make_reward_model(vocab_size: int = len(WORDS) + 3, num_labels: int = 1) -> GPT2ForSequenceClassification:
+    torch.manual_seed(1)
+    config = GPT2Config(vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=1, n_head=2, num_labels=num_labels,
+                        pad_token_id=1)
+    return GPT2ForSequenceClassification(config).eval()
+
+
+def test_refuses_a_reward_model_with_two_labels_or_another_vocabulary():
+    with pytest.raises(PPOSetupError, match="num_labels=2"):
+        PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model(num_labels=2))
+    with pytest.raises(PPOSetupError, match="vocabulary"):
+        PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model(vocab_size=50))
+    other = make_tokenizer()
+    other.add_tokens(["superb"])
+    scorer = RewardScorer([make_reward_model()], other, [(0.0, 1.0)], max_length=32)
+    with pytest.raises(PPOSetupError, match="another vocabulary"):
+        PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, scorer)
+
+
+def test_refuses_inconsistent_settings():
+    with pytest.raises(PPOSetupError, match="must divide"):
+        small_config(num_mini_batches=3).check()
+    with pytest.raises(PPOSetupError, match="k1, k2, k3"):
+        small_config(kl_estimator="k9").check()
+    with pytest.raises(PPOSetupError, match="context of 32"):
+        PPOTrainer(small_config(response_length=30), make_policy(), make_tokenizer(), PROMPTS, count_great)
+
+
+# ----- rollout bookkeeping ---------------------------------------------------------------------------------------
+
+def test_left_pad_and_cut_at_eos():
+    ids, mask = left_pad([[5, 6, 7], [8]], pad=1)
+    assert ids.tolist() == [[5, 6, 7], [1, 1, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    responses = torch.tensor([[4, 0, 9, 9], [4, 5, 6, 7], [0, 3, 0, 3]])  # EOS = 0
+    kept, mask, ended = cut_at_eos(responses, eos=0, pad=1)
+    assert kept.tolist() == [[4, 0, 1, 1], [4, 5, 6, 7], [0, 1, 1, 1]]
+    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert ended.tolist() == [True, False, True]
+
+
+def test_reward_model_scores_prompt_response_eos_never_the_padding():
+    reward_model = make_reward_model()
+    scorer = RewardScorer([reward_model], make_tokenizer(), [(0.5, 2.0)], max_length=32)
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, scorer)
+    query, query_mask = left_pad([[3, 4, 7], [3, 5]], pad=1)
+    responses = torch.tensor([[8, 0, 1, 1], [9, 10, 11, 12]])  # the first ends with EOS (0); the second has none
+    mask = torch.tensor([[1.0, 1, 0, 0], [1, 1, 1, 1]])
+    ended = torch.tensor([True, False])
+    scores = trainer._score(["a", "b"], query, query_mask, responses, mask, ended)
+    for sequence, score in zip([[3, 4, 7, 8, 0], [3, 5, 9, 10, 11, 12, 0]], scores):
+        alone = reward_model(input_ids=torch.tensor([sequence])).logits[0, 0]
+        assert score.item() == pytest.approx(((alone - 0.5) / 2.0).item(), abs=1e-5)
+
+
+def test_ppo_trains_against_a_reward_model():
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model())
+    metrics = trainer.train(1).metrics
+    assert -5 < metrics["ppo/score"] < 5
+
+
+def test_rollout_stores_masked_tensors_of_one_shape():
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great)
+    indices = trainer._batch_indices(0)
+    rollout = trainer.rollout([PROMPTS[i] for i in indices], [trainer.prompt_ids[i] for i in indices])
+    shape = rollout.responses.shape
+    assert shape[0] == 4 and 1 <= shape[1] <= 6
+    for name in ("mask", "logprobs", "ref_logprobs", "values", "entropy"):
+        assert getattr(rollout, name).shape == shape, name
+    pad = rollout.mask == 0
+    assert (rollout.responses[pad] == 1).all() and (rollout.logprobs[pad] == 0).all()
+    # before any update the reference is the policy itself: per-token KL 0
+    torch.testing.assert_close(rollout.logprobs, rollout.ref_logprobs)
+    assert (rollout.logprobs[~pad] < 0).all()
+
+
+def test_prompt_batches_cover_every_prompt_each_epoch():
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great)
+    epoch = trainer._batch_indices(0) + trainer._batch_indices(1)
+    assert sorted(epoch) == list(range(8))
+    assert trainer._batch_indices(2) != trainer._batch_indices(0)  # a new order in the next epoch
+    assert trainer._batch_indices(0) == trainer._batch_indices(0)
+
+
+# ----- training, store reporting, cancel, resume -----------------------------------------------------------------
+
+def test_train_reports_every_metric_each_iteration_and_changes_the_weights(store):
+    policy = make_policy()
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    job_id = create_job(store, "ppo", {})
+    claim_job(store, job_id, pid=1)
+    trainer = PPOTrainer(small_config(), policy, make_tokenizer(), PROMPTS, count_great, store=store, job_id=job_id)
+    result = trainer.train(2)
+    assert result.iterations == 2 and not result.cancelled
+    rows = read_metrics(store, job_id)
+    assert {(r["name"], r["step"]) for r in rows} >= {(name, step) for name in METRICS for step in (1, 2)}
+    changed = [n for n, p in policy.named_parameters() if not torch.equal(p, before[n])]
+    assert "transformer.wte.weight" in changed and len(changed) == len(before)
+    assert get_job(store, job_id).phase == "ppo 1/2"
+
+
+def test_cancel_stops_within_one_iteration_and_saves_the_state(store, tmp_path):
+    job_id = create_job(store, "ppo", {})
+    claim_job(store, job_id, pid=1)
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great, store=store,
+                         job_id=job_id, state_dir=tmp_path / "state")
+
+    def cancel_after_second(iteration, metrics):
+        if iteration == 2:
+            request_cancel(store, job_id)
+
+    result = trainer.train(10, on_iteration=cancel_after_second)
+    assert result.cancelled and result.iterations == 2
+    assert max(r["step"] for r in read_metrics(store, job_id)) == 2
+    state = torch.load(tmp_path / "state" / STATE_FILE, weights_only=True)
+    assert state["iteration"] == 2
+
+
+def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    config = small_config(target_kl=0.5, kl_horizon=100, save_every=100)
+    straight = PPOTrainer(config, make_policy(), make_tokenizer(), PROMPTS, count_great)
+    straight.train(3)
+
+    first = PPOTrainer(config, make_policy(), make_tokenizer(), PROMPTS, count_great, state_dir=tmp_path)
+    first.train(2)  # the state is saved at the end of a train() call
+    resumed = PPOTrainer(config, make_policy(), make_tokenizer(), PROMPTS, count_great, state_dir=tmp_path)
+    assert resumed.iteration == 2
+    resumed.train(3)
+
+    assert resumed.kl_controller.value == straight.kl_controller.value != config.init_kl_coef
+    expected = straight._unwrapped.state_dict()
+    for name, value in resumed._unwrapped.state_dict().items():
+        assert torch.equal(value, expected[name]), name
+
+
+def test_early_stop_when_the_policy_moves_too_far():
+    trainer = PPOTrainer(small_config(max_approx_kl=0.0, ppo_epochs=4, learning_rate=1e-2), make_policy(),
+                         make_tokenizer(), PROMPTS, count_great)
+    steps = []
+    step = trainer.optimizer.step
+    trainer.optimizer.step = lambda *a, **k: (steps.append(1), step(*a, **k))[1]
+    trainer.train(1)
+    assert len(steps) == 1  # 4 epochs x 2 mini-batches without the bound
+
+
+def test_registered_policy_loads_as_a_plain_causal_lm(store):
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great)
+    trainer.train(1)
+    policy_id = trainer.register_policy(store, parent_id=None, round=1)
+    [policy] = list_policies(store)
+    assert policy.id == policy_id and policy.round == 1
+    loaded = AutoModelForCausalLM.from_pretrained(policy.path)
+    for name, value in trainer._unwrapped.policy.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], value)
+    assert load_value_head(policy.path)["weight"].shape == (1, 32)
+    assert [p.name for p in (store.data_dir / "policies").iterdir()] == [p.name for p in [type(store.path)(policy.path)]]
+
+
+def test_lora_trains_adapters_and_head_but_leaves_the_base_unchanged(store):
+    policy = make_policy()
+    base = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    trainer = PPOTrainer(small_config(lora=True, learning_rate=1e-2), policy, make_tokenizer(), PROMPTS, count_great)
+    lora_before = {n: p.detach().clone() for n, p in trainer._unwrapped.named_parameters() if p.requires_grad}
+    trainer.train(2)
+    peft_model = trainer._unwrapped.policy
+    for name, param in peft_model.get_base_model().named_parameters():
+        original = name.replace(".base_layer", "")
+        if "lora_" not in name:
+            assert torch.equal(param, base[original]), name
+    trained = dict(trainer._unwrapped.named_parameters())
+    assert all(not torch.equal(trained[n], v) for n, v in lora_before.items() if "lora_B" in n or "value_head" in n)
+    # the reference is the base with adapters disabled: it still gives the original model's logits
+    ids = torch.tensor([[3, 4, 7, 5]])
+    with peft_model.disable_adapter():
+        reference_logits = peft_model(input_ids=ids).logits
+    torch.testing.assert_close(reference_logits, make_policy()(input_ids=ids).logits)
+    # the saved policy is the merged model
+    policy_id = trainer.register_policy(store, parent_id=None)
+    path = list_policies(store)[0].path
+    merged = AutoModelForCausalLM.from_pretrained(path)
+    torch.testing.assert_close(merged(input_ids=ids).logits, peft_model(input_ids=ids).logits)
+    assert policy_id == 1 and (type(store.path)(path) / "adapter" / "adapter_config.json").is_file()
+
+
+# ----- learning on the demo --------------------------------------------------------------------------------------
+
+def test_oracle_ppo_raises_the_heldout_score_on_the_demo():
+    from assets.build_demo import ensure_demo_policy
+    from assets.corpus import demo_prompts
+    from trainers.models import load_policy, load_tokenizer
+    from trainers.ppo_cli import oracle_reward
+
+    path = ensure_demo_policy()
+    train, heldout = demo_prompts()
+    config = PPOConfig(batch_size=32, num_mini_batches=2, ppo_epochs=2, learning_rate=3e-4, response_length=16,
+                       init_kl_coef=0.05, seed=0)
+    trainer = PPOTrainer(config, load_policy(path), load_tokenizer(path), train, oracle_reward)
+    before = trainer.evaluate(heldout * 4, oracle_reward, seed=1)
+    trainer.train(12)
+    after = trainer.evaluate(heldout * 4, oracle_reward, seed=1)
+    assert after["score"] > before["score"] + 0.5, (before, after)
+    assert after["kl"] < 8.0, after
