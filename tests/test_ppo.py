@@ -10,7 +10,6 @@ from storage.jobs import claim_job, create_job, get_job, request_cancel
 from storage.metrics import read_metrics
 from storage.policies import list_policies
 from trainers.ppo import STATE_FILE, PPOConfig, PPOSetupError, PPOTrainer, cut_at_eos, left_pad, load_value_head
-from trainers.reward import RewardScorer
 
 WORDS = "the movie plot acting was is great good bad awful fine and but .".split()
 PROMPTS = ["the movie was", "the plot was", "the acting was", "the movie is", "the plot is", "the acting is",
@@ -86,6 +85,8 @@ def make_reward_model(vocab_size: int = len(WORDS) + 3, num_labels: int = 1) -> 
 
 
 def test_refuses_a_reward_model_with_two_labels_or_another_vocabulary():
+    from trainers.reward import RewardScorer
+
     with pytest.raises(PPOSetupError, match="num_labels=2"):
         PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model(num_labels=2))
     with pytest.raises(PPOSetupError, match="vocabulary"):
@@ -119,6 +120,8 @@ def test_left_pad_and_cut_at_eos():
 
 
 def test_reward_model_scores_prompt_response_eos_never_the_padding():
+    from trainers.reward import RewardScorer
+
     reward_model = make_reward_model()
     scorer = RewardScorer([reward_model], make_tokenizer(), [(0.5, 2.0)], max_length=32)
     trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, scorer)

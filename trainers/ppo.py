@@ -47,11 +47,10 @@ from storage.metrics import log_metrics
 from storage.policies import add_policy
 
 from .kl_control import make_kl_controller
-from .reward import RewardScorer
 from .ppo_math import (KL_KINDS, compute_gae, entropy_from_logits, explained_variance, kl_estimate,
                        logprobs_from_logits, masked_mean, policy_loss, token_rewards, value_loss, whiten)
 
-RewardFn = Callable[[list[str], list[str]], torch.Tensor]
+RewardFn = Callable[[list[str], list[str]], torch.Tensor]  # or a trainers.reward.RewardScorer (imported lazily)
 VALUE_HEAD_FILE = "value_head.safetensors"
 STATE_FILE = "ppo_state.pt"
 
@@ -204,7 +203,7 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase) -> None:
                             "appends to the right of the prompt)")
 
 
-def check_reward_model(scorer: RewardScorer, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+def check_reward_model(scorer, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
     """Each member has one output, the policy's vocabulary and its pad token."""
     check_same_vocabulary(tokenizer, scorer.tokenizer)
     for model in scorer.models:
@@ -255,7 +254,7 @@ class PPOTrainer:
     """Trains `policy` with PPO against `reward`; reports to the store's job when given and resumes from `state_dir`."""
 
     def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 prompts: list[str], reward: RewardFn | RewardScorer | PreTrainedModel, *,
+                 prompts: list[str], reward: RewardFn | PreTrainedModel, *,
                  reference: PreTrainedModel | None = None, value_head: dict | None = None, store: Store | None = None,
                  job_id: int | None = None, state_dir: str | Path | None = None,
                  backend: RolloutBackend | None = None):
@@ -264,10 +263,13 @@ class PPOTrainer:
         self.accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no")
         check_tokenizer(tokenizer)
         if isinstance(reward, PreTrainedModel):
+            from .reward import RewardScorer
+
             if reward.config.pad_token_id is None:
                 reward.config.pad_token_id = tokenizer.pad_token_id
             reward = RewardScorer([reward.eval().to(self.accelerator.device)], tokenizer, [(0.0, 1.0)], max_length=1 << 30)
-        if isinstance(reward, RewardScorer):
+        self.reward_is_model = hasattr(reward, "score_ids")
+        if self.reward_is_model:
             check_reward_model(reward, policy, tokenizer)
         self.reward = reward
         self.prompts = list(prompts)
@@ -365,7 +367,7 @@ class PPOTrainer:
         return logprobs_from_logits(self._logits_to_logprobs(logits[:, :-1]), responses)
 
     def _score(self, prompts, query, query_mask, responses, mask, ended) -> torch.Tensor:
-        if isinstance(self.reward, RewardScorer):  # prompt + response + EOS, as the reward model was trained
+        if self.reward_is_model:  # prompt + response + EOS, as the reward model was trained
             eos_slot = mask.sum(dim=1).long() * (~ended)  # where a response without EOS gets one appended
             extended = torch.cat([responses, torch.full_like(responses[:, :1], self.tokenizer.pad_token_id)], dim=1)
             extended_mask = torch.cat([mask.long(), torch.zeros_like(mask[:, :1], dtype=torch.long)], dim=1)

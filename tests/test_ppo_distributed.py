@@ -1,0 +1,52 @@
+"""PPO under `torchrun --nproc_per_node 2` on the CPU (gloo): both processes end with identical weights.
+
+Run by pytest, this file launches itself under torchrun; each process trains the tiny policy of test_ppo.py on its
+own prompts for two iterations and saves its weights and prompt indices for the test to compare.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_two_processes_end_with_identical_weights(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__,
+               str(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert first["world_size"] == second["world_size"] == 2
+    assert set(first["prompts"]).isdisjoint(second["prompts"])  # in an iteration each process has its own prompts...
+    for name, value in first["weights"].items():  # ...yet the gradients were averaged: same weights
+        assert torch.equal(value, second["weights"][name]), name
+    initial = first["initial"]
+    assert any(not torch.equal(first["weights"][name], value) for name, value in initial.items())
+
+
+def main(out: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_ppo import PROMPTS, count_great, make_policy, make_tokenizer, small_config
+
+    from trainers.ppo import PPOTrainer
+
+    torch.set_num_threads(1)
+    policy = make_policy()
+    initial = {f"policy.{n}": p.detach().clone() for n, p in policy.named_parameters()}
+    trainer = PPOTrainer(small_config(), policy, make_tokenizer(), PROMPTS, count_great)
+    trainer.train(2)
+    prompts = trainer._batch_indices(0)
+    weights = {n: p.detach().cpu() for n, p in trainer._unwrapped.named_parameters()}
+    rank = trainer.accelerator.process_index
+    torch.save({"weights": weights, "initial": initial, "prompts": prompts,
+                "world_size": trainer.accelerator.num_processes}, out / f"rank{rank}.pt")
+    trainer.accelerator.wait_for_everyone()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
