@@ -66,9 +66,10 @@ def train_tokenizer(sentences: list[str], vocab_size: int) -> PreTrainedTokenize
     )
 
 
-def _encode(tokenizer: PreTrainedTokenizerFast, sentences: list[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _encode(tokenizer: PreTrainedTokenizerFast, sentences: list[str],
+            max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded (input_ids, attention_mask) of each sentence followed by EOS."""
-    ids = [tokenizer(s)["input_ids"][: max_len - 1] + [tokenizer.eos_token_id] for s in sentences]
+    ids = [x[: max_len - 1] + [tokenizer.eos_token_id] for x in tokenizer(sentences)["input_ids"]]
     width = max(len(x) for x in ids)
     input_ids = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)  # (N, T)
     attention_mask = torch.zeros((len(ids), width), dtype=torch.long)  # (N, T)

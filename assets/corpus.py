@@ -5,8 +5,10 @@ SFT policy learns to continue them. Adjectives are positive, negative or neutral
 and "and" / "but" clauses mostly keep / flip the polarity, so the policy's samples have mixed sentiment with a
 mean lexicon score near zero: preference learning and PPO have room to raise it.
 
-    >>> build_corpus(2, seed=0)  # doctest: +SKIP
-    ['overall , the soundtrack was quite brilliant .', 'i found the plot awful , a total mess .']
+    >>> for sentence in build_corpus(2, seed=0):
+    ...     print(sentence)
+    my friends said the cinematography seemed delightful , and the story was very memorable .
+    honestly , the ending was so bad and truly wooden .
 """
 
 from __future__ import annotations

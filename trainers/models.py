@@ -35,13 +35,19 @@ class ModelError(StudioError):
     """A model directory is missing, incomplete, or holds a tokenizer the studio cannot train with."""
 
 
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def check_model_dir(path: str | Path) -> Path:
     """The path as a Path, after checking it is a directory written by `save_pretrained` (has config.json)."""
     path = Path(path)
     if not path.exists():
         raise ModelError(f"model directory {path} does not exist; give the path of a save_pretrained directory")
     if not path.is_dir() or not (path / "config.json").is_file():
-        raise ModelError(f"{path} is not a model directory (no config.json); give a directory written by save_pretrained")
+        raise ModelError(f"{path} is not a model directory (no config.json); "
+                         "give a directory written by save_pretrained")
     return path
 
 
@@ -49,12 +55,12 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     """The directory's tokenizer, padding on the left, after checking it has an EOS and a separate pad token."""
     path = check_model_dir(path)
     if not any((path / name).is_file() for name in _TOKENIZER_FILES):
-        raise ModelError(f"no tokenizer in {path}; save the tokenizer into it with tokenizer.save_pretrained({str(path)!r})")
+        raise ModelError(f"no tokenizer in {path}; "
+                         f"save the tokenizer into it with tokenizer.save_pretrained({str(path)!r})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"cannot load the tokenizer in {path}: {first_line}") from exc
+        raise ModelError(f"cannot load the tokenizer in {path}: {_first_line(exc)}") from exc
     if tokenizer.eos_token_id is None:
         raise ModelError(f"the tokenizer in {path} has no EOS token; set tokenizer.eos_token and save it again")
     if tokenizer.pad_token_id is None:
@@ -79,7 +85,7 @@ def load_policy(path: str | Path, dtype: torch.dtype | str | None = None) -> Pre
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except (OSError, ValueError, KeyError) as exc:
-        raise ModelError(f"cannot load a causal language model from {path}: {str(exc).strip().splitlines()[0]}") from exc
+        raise ModelError(f"cannot load a causal language model from {path}: {_first_line(exc)}") from exc
     _check_embeddings(model, tokenizer, path)
     model.config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -97,7 +103,7 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | str | None = None) 
     try:
         model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise ModelError(f"cannot load a reward model from {path}: {str(exc).strip().splitlines()[0]}") from exc
+        raise ModelError(f"cannot load a reward model from {path}: {_first_line(exc)}") from exc
     _check_embeddings(model, tokenizer, path)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model.eval()
