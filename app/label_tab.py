@@ -7,7 +7,7 @@ in read-only text boxes, so model output is never run as HTML or markdown.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import html
 import uuid
 
@@ -22,6 +22,7 @@ from .context import Studio
 TITLE = "Label"
 QUEUE = "label-queue"  # one concurrency group for every queue action, so Gradio hands them out fairly
 QUEUE_WORKERS = 4
+POLL_S = 10.0
 EMPTY = "The queue is empty: new pairs arrive when the next round samples from the policy."
 VOTES = [  # (choice, button label with its key, element id)
     (Choice.LEFT, "◀ Left is better (1)", "vote-left"),
@@ -65,6 +66,15 @@ def _escape(text: str) -> str:
     return escaped
 
 
+@contextlib.contextmanager
+def user_errors():
+    """The user's mistakes (StudioError) become one-line errors in the browser or the API client."""
+    try:
+        yield
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from None
+
+
 def build(studio: Studio) -> list:
     store = studio.store
 
@@ -75,36 +85,26 @@ def build(studio: Studio) -> list:
             raise gr.Error(f"you are signed in as {name}; you cannot label as someone else")
         return name
 
-    def api(fn):
-        """Run a queue action for the API, turning the user's mistakes into one-line errors."""
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except StudioError as exc:
-                raise gr.Error(str(exc)) from None
-        return wrapped
-
-    @api
     def api_next_pair(annotator: str, request: gr.Request) -> dict:
         """Reserve the next pair for `annotator` (or return the one already reserved for them); `pair_id` is null
         when the queue is empty. Also returns `labeled_today` and `left_in_queue`."""
-        name = who(request, annotator)
-        return pair_dict(next_pair(store, name), progress(store, name))
+        with user_errors():
+            name = who(request, annotator)
+            return pair_dict(next_pair(store, name), progress(store, name))
 
-    @api
     def api_submit_label(annotator: str, pair_id: int, choice: str, vote_id: str, request: gr.Request) -> dict:
         """Store a vote on the pair reserved for `annotator`: `choice` is left, right, tie, both_bad or skip as shown.
         `vote_id` is new for each vote; sending it again stores nothing. Returns `label_id` and `next` (the next pair)."""
-        name = who(request, annotator)
-        label_id, shown = submit_and_next(store, name, pair_id, choice, vote_id)
-        return {"label_id": label_id, "next": pair_dict(shown, progress(store, name))}
+        with user_errors():
+            name = who(request, annotator)
+            label_id, shown = submit_and_next(store, name, pair_id, choice, vote_id)
+            return {"label_id": label_id, "next": pair_dict(shown, progress(store, name))}
 
-    @api
     def api_undo_label(annotator: str, request: gr.Request) -> dict:
         """Revert `annotator`'s latest label; returns the pair shown again (or the next pair)."""
-        name = who(request, annotator)
-        return pair_dict(undo_label(store, name), progress(store, name))
+        with user_errors():
+            name = who(request, annotator)
+            return pair_dict(undo_label(store, name), progress(store, name))
 
     group = {"concurrency_id": QUEUE, "concurrency_limit": QUEUE_WORKERS}
     gr.api(api_next_pair, api_name="next_pair", **group)
@@ -118,9 +118,9 @@ def build(studio: Studio) -> list:
                                   scale=3, visible=not signed_in, elem_id="annotator-name")
             start = gr.Button("Start labeling", variant="primary", size="md", scale=0, min_width=160,
                               visible=not signed_in, elem_id="start")
-            counts = gr.Markdown(elem_id="label-progress")
+            counts = gr.Markdown("Type your name to start." if not signed_in else "", elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
-            guidelines = gr.Markdown(queue_settings(store).guidelines)
+            guidelines = gr.Markdown()
         prompt = gr.Textbox(label="Prompt", interactive=False, lines=1, max_lines=8, elem_id="pair-prompt")
         with gr.Row(equal_height=True, elem_id="responses"):
             left = gr.Textbox(label="Left response", interactive=False, lines=6, max_lines=24, min_width=300,
@@ -138,35 +138,35 @@ def build(studio: Studio) -> list:
                 "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo", js_on_load=SHORTCUTS_JS,
                 elem_id="label-keys")
         with gr.Accordion("Queue settings (project owner)", open=False, elem_id="queue-settings"):
-            settings = queue_settings(store)
-            guidelines_box = gr.Textbox(settings.guidelines, label="Guidelines (markdown)", lines=5)
+            guidelines_box = gr.Textbox(label="Guidelines (markdown)", lines=5)
             with gr.Row():
-                overlap = gr.Number(settings.overlap, label="Annotators per pair (overlap)", precision=0, minimum=1)
-                ttl = gr.Number(settings.reservation_ttl_s, label="Reservation time (seconds)", minimum=10)
+                overlap = gr.Number(label="Annotators per pair (overlap)", precision=0, minimum=1)
+                ttl = gr.Number(label="Reservation time (seconds)", minimum=10)
                 save = gr.Button("Save settings")
     pair_state = gr.State(None)
     vote_state = gr.State(None)
 
+    poll = gr.Timer(POLL_S, active=False)  # while the queue is empty, look for new pairs now and then
+
     def view(name: str, shown: ShownPair | None, message: str = ""):
-        """Outputs for a shown pair (or the empty queue): state, texts, progress, status."""
+        """Outputs for a shown pair (or the empty queue): state, texts, progress, status, polling."""
         done = progress(store, name)
         counts_md = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
         if shown is None:
-            return None, None, EMPTY, "", "", counts_md, message
-        return shown.pair_id, uuid.uuid4().hex, shown.prompt, shown.left, shown.right, counts_md, message
+            return None, None, EMPTY, "", "", counts_md, message, gr.Timer(active=True)
+        return (shown.pair_id, uuid.uuid4().hex, shown.prompt, shown.left, shown.right, counts_md, message,
+                gr.Timer(active=False))
 
-    screen = [pair_state, vote_state, prompt, left, right, counts, status]
+    screen = [pair_state, vote_state, prompt, left, right, counts, status, poll]
 
     def on_start(typed: str, request: gr.Request):
-        try:
+        with user_errors():
             name = who(request, typed)
             return view(name, next_pair(store, name), f"Labeling as **{_escape(name)}**.")
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
 
     def on_vote(choice: Choice):
         def vote(typed: str, pair_id: int | None, vote_id: str | None, request: gr.Request):
-            try:
+            with user_errors():
                 name = who(request, typed)
                 if pair_id is None:
                     return view(name, next_pair(store, name), "Nothing to vote on yet.")
@@ -176,30 +176,31 @@ def build(studio: Studio) -> list:
                     gr.Warning(str(exc))
                     return view(name, next_pair(store, name))
                 return view(name, shown, f"Saved: {choice.value.replace('_', ' ')}.")
-            except StudioError as exc:
-                raise gr.Error(str(exc)) from None
         return vote
 
     def on_undo(typed: str, request: gr.Request):
-        try:
+        with user_errors():
             name = who(request, typed)
             return view(name, undo_label(store, name), "Undone: the pair is back; vote again.")
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
 
-    def on_save(text: str, overlap_value: float, ttl_value: float, request: gr.Request):
+    def on_poll(typed: str, pair_id: int | None, request: gr.Request):
+        with user_errors():
+            name = who(request, typed)
+            shown = None if pair_id is not None else next_pair(store, name)
+        return view(name, shown, "New pairs arrived.") if shown else tuple(gr.skip() for _ in screen)
+
+    def save_queue_settings(guidelines: str, overlap: float, reservation_ttl_s: float, request: gr.Request) -> str:
+        """Admins: set the guidelines (markdown), annotators per pair and reservation time; returns the guidelines."""
         studio.require_admin(request)
-        try:
-            saved = update_queue_settings(store, guidelines=text, overlap=overlap_value, reservation_ttl_s=ttl_value)
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
-        gr.Info("Queue settings saved.")
+        with user_errors():
+            saved = update_queue_settings(store, guidelines=guidelines, overlap=overlap,
+                                          reservation_ttl_s=reservation_ttl_s)
         return saved.guidelines
 
     def on_load(request: gr.Request):
         """Signed-in annotators see their pair at once; others see the guidelines and type a name first."""
         if not signed_in:
-            return None, None, "", "", "", "Type your name to start.", ""
+            return tuple(gr.skip() for _ in screen)
         return on_start("", request)
 
     private = {"api_visibility": "private", **group}
@@ -208,5 +209,11 @@ def build(studio: Studio) -> list:
     for (choice, *_), button in zip(VOTES, vote_buttons):
         button.click(on_vote(choice), [name_box, pair_state, vote_state], screen, **private)
     undo.click(on_undo, name_box, screen, **private)
-    save.click(on_save, [guidelines_box, overlap, ttl], guidelines, api_visibility="private")
-    return [(on_load, screen)]
+    poll.tick(on_poll, [name_box, pair_state], screen, **private)
+    save.click(save_queue_settings, [guidelines_box, overlap, ttl], guidelines, api_name="save_queue_settings")
+
+    def current_settings():
+        now = queue_settings(store)
+        return now.guidelines, now.guidelines, now.overlap, now.reservation_ttl_s
+
+    return [(on_load, screen), (current_settings, [guidelines, guidelines_box, overlap, ttl])]

@@ -83,7 +83,7 @@ def _printable(value: str) -> bool:
 def check_name(name: object, what: str = "annotator name") -> str:
     """A clean name: 1-64 printable characters, surrounding spaces removed, NFC-normalised."""
     if not isinstance(name, str) or not name.strip():
-        raise InvalidInput(f"type a {what} first")
+        raise InvalidInput(f"the {what} is empty; type one first")
     name = unicodedata.normalize("NFC", name.strip())
     if len(name) > MAX_NAME_CHARS:
         raise InvalidInput(f"the {what} has {len(name)} characters; use at most {MAX_NAME_CHARS}")

@@ -6,6 +6,7 @@ import socket
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from app import label_tab
 from app.auth import read_auth_file
 from app.ui import build_app, launch_options
 from storage.labels import list_labels
@@ -53,8 +54,12 @@ def serve(store):
         app.close()
 
 
+expect.set_options(timeout=20_000)  # a loaded CI machine answers slowly; nothing here waits for a timeout
+
+
 def open_page(browser, url, dialogs):
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.set_default_timeout(20_000)
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     page.goto(url)
     return page
@@ -123,7 +128,8 @@ def test_label_with_clicks_and_keys_including_tie_and_undo(store, queue_pairs, s
     assert dialogs == []
 
 
-def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pairs, serve, browser):
+def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pairs, serve, browser, monkeypatch):
+    monkeypatch.setattr(label_tab, "POLL_S", 0.5)
     queue_pairs(PAIRS[:3])
     dialogs = []
     page = open_page(browser, serve(), dialogs)
@@ -140,6 +146,9 @@ def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pair
     page.wait_for_timeout(300)
     assert dialogs == []
     assert len(list_labels(store)) == 3
+    expect(page.locator("#pair-prompt textarea")).to_have_value(label_tab.EMPTY)
+    queue_pairs([("A late prompt.", "late a", "late b")])  # the empty queue is polled: new pairs show up
+    expect(page.locator("#pair-prompt textarea")).to_have_value("A late prompt.", timeout=15_000)
 
 def test_signed_in_annotators_label_as_themselves(store, queue_pairs, serve, browser, tmp_path):
     queue_pairs(PAIRS[3:])

@@ -12,6 +12,7 @@ from gradio_client import Client
 
 from app.auth import read_auth_file
 from app.ui import build_app
+from labeling.queue import queue_settings
 from storage.labels import list_labels
 
 N_ANNOTATORS = 8
@@ -180,3 +181,16 @@ def test_with_auth_only_admins_import_and_export(store, queue_pairs, serve, user
     assert message.startswith("1 rows") and len(open(download["value"]).read().splitlines()) == 1
     table, _ = alice.predict(api_name="/annotator_stats")
     assert table["data"][0][:3] == ["alice", 1, 0]
+
+
+def test_with_auth_only_admins_edit_the_guidelines_and_queue_settings(store, serve, users):
+    url = serve(users)
+    alice = Client(url, auth=("alice", "alice-pw"), verbose=False)
+    owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+    with pytest.raises(Exception, match="only an admin"):
+        alice.predict("Vote for the longest answer.", 1, 600, api_name="/save_queue_settings")
+    with pytest.raises(Exception, match="overlap"):
+        owner.predict("Prefer the kinder review.", 500, 600, api_name="/save_queue_settings")
+    assert owner.predict("Prefer the kinder review.", 2, 120, api_name="/save_queue_settings") == "Prefer the kinder review."
+    settings = queue_settings(store)
+    assert (settings.guidelines, settings.overlap, settings.reservation_ttl_s) == ("Prefer the kinder review.", 2, 120.0)

@@ -1,0 +1,216 @@
+"""Labeling under load: N concurrent gradio_client annotators against a studio served in a subprocess.
+
+Each annotator asks `/next_pair` once, then votes with `/submit_label` (which returns the next pair: one round trip
+per vote) for a fixed time. The same number of clients then call a no-op endpoint of the same app, measured in the
+same run, to show Gradio's own cost. Afterwards the store must hold exactly the acknowledged votes, and no pair may
+have been handed to two annotators (overlap 1, no skips).
+
+    python bench/annotate_load.py [--annotators 1 4 16] [--seconds 10] [--pairs 20000]
+
+Prints a table: calls/s, p50/p95 latency in ms, and our votes/s as a fraction of the no-op's calls/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from storage import Store  # noqa: E402
+from storage.generations import NewGeneration, add_generations  # noqa: E402
+from storage.labels import list_labels  # noqa: E402
+from storage.pairs import NewPair, add_pairs  # noqa: E402
+from storage.prompts import add_prompts, list_prompts  # noqa: E402
+
+
+def fill(store: Store, n_pairs: int, seed: int = 0) -> None:
+    """`n_pairs` pairs of two generations each, one prompt per pair, random selector scores."""
+    rng = random.Random(seed)
+    add_prompts(store, [f"Prompt {i}: write a short movie review." for i in range(n_pairs)])
+    prompts = list_prompts(store)
+    ids = add_generations(store, [NewGeneration(p.id, f"{side} review {p.id}: " + "the film was fine. " * 5, source="sample")
+                                  for p in prompts for side in ("first", "second")])
+    add_pairs(store, [NewPair(p.id, ids[2 * i], ids[2 * i + 1], "random", rng.random()) for i, p in enumerate(prompts)])
+
+
+def serve(db: str, port: int) -> None:
+    """The studio's app plus a no-op endpoint (this benchmark's only), launched like `python app.py serve`."""
+    from app.label_tab import QUEUE_WORKERS
+    from app.ui import build_app, launch_options
+
+    def noop(annotator: str, request: gr.Request) -> dict:
+        """Does nothing: Gradio's own cost per call."""
+        return {"pair_id": None}
+
+    blocks = build_app(Store(db))
+    with blocks:
+        gr.api(noop, api_name="noop", concurrency_id="noop", concurrency_limit=QUEUE_WORKERS)
+    blocks.launch(server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
+    import urllib.request
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the studio exited with code {process.returncode}")
+        try:
+            urllib.request.urlopen(url + "config", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"the studio did not answer at {url} within {timeout} s")
+
+
+class Ledger:
+    """What the clients saw: pairs handed out and votes acknowledged (thread-safe)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.handed: list[tuple[int, str]] = []
+        self.acknowledged: dict[str, tuple[int, int, str]] = {}
+
+    def hand(self, pair_id: int | None, name: str) -> None:
+        if pair_id is not None:
+            with self.lock:
+                self.handed.append((pair_id, name))
+
+    def ack(self, vote_id: str, label_id: int, pair_id: int, name: str) -> None:
+        with self.lock:
+            self.acknowledged[vote_id] = (label_id, pair_id, name)
+
+
+def run_clients(url: str, n: int, seconds: float, work) -> tuple[int, list[float]]:
+    """Start n clients, let each run `work(client, name, stop_at, latencies)`; returns (calls, latencies)."""
+    from gradio_client import Client
+
+    clients = [Client(url, verbose=False) for _ in range(n)]
+    latencies: list[list[float]] = [[] for _ in range(n)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(n + 1)
+
+    def client_thread(i: int) -> None:
+        start.wait()
+        try:
+            work(clients[i], f"annotator-{i}", stop_at, latencies[i])
+        except BaseException as exc:  # reported after the run
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client_thread, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    stop_at = time.perf_counter() + seconds
+    start.wait()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise SystemExit(f"a client failed: {errors[0]!r}")
+    merged = [x for per_client in latencies for x in per_client]
+    return len(merged), merged
+
+
+def annotate(ledger: Ledger):
+    def work(client, name: str, stop_at: float, latencies: list[float]) -> None:
+        rng = random.Random(name)
+        shown = client.predict(name, api_name="/next_pair")
+        ledger.hand(shown["pair_id"], name)
+        while time.perf_counter() < stop_at and shown["pair_id"] is not None:
+            vote_id = uuid.uuid4().hex
+            began = time.perf_counter()
+            answer = client.predict(name, shown["pair_id"], rng.choice(["left", "right", "tie", "both_bad"]), vote_id,
+                                    api_name="/submit_label")
+            latencies.append(time.perf_counter() - began)
+            ledger.ack(vote_id, answer["label_id"], shown["pair_id"], name)
+            shown = answer["next"]
+            ledger.hand(shown["pair_id"], name)
+    return work
+
+
+def noop(client, name: str, stop_at: float, latencies: list[float]) -> None:
+    while time.perf_counter() < stop_at:
+        began = time.perf_counter()
+        client.predict(name, api_name="/noop")
+        latencies.append(time.perf_counter() - began)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--annotators", type=int, nargs="+", default=[1, 4, 16], help="concurrent clients per run")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each measured run")
+    parser.add_argument("--pairs", type=int, default=20_000, help="pairs in the queue (enough for every run)")
+    parser.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], int(args.serve[1]))
+        return 0
+
+    folder = Path(tempfile.mkdtemp(prefix="annotate-load-"))
+    db = folder / "studio.db"
+    started = time.perf_counter()
+    fill(Store(db), args.pairs)
+    print(f"store: {args.pairs} pairs in {time.perf_counter() - started:.1f} s ({db})", file=sys.stderr)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(db), str(port)], cwd=ROOT)
+    ledger = Ledger()
+    rows = []
+    try:
+        wait_for(url, process)
+        for n in args.annotators:
+            votes, vote_latencies = run_clients(url, n, args.seconds, annotate(ledger))
+            calls, noop_latencies = run_clients(url, n, args.seconds, noop)
+            rows.append((n, votes / args.seconds, vote_latencies, calls / args.seconds, noop_latencies))
+            print(f"  {n} annotators: {votes / args.seconds:.1f} votes/s, no-op {calls / args.seconds:.1f} calls/s",
+                  file=sys.stderr)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+    print("| annotators | votes/s (submit + next) | p50 ms | p95 ms | no-op calls/s | p50 ms | p95 ms | votes/s ÷ no-op |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, vote_rate, vote_lat, noop_rate, noop_lat in rows:
+        print(f"| {n} | {vote_rate:.1f} | {1000 * percentile(vote_lat, 50):.0f} | {1000 * percentile(vote_lat, 95):.0f} "
+              f"| {noop_rate:.1f} | {1000 * percentile(noop_lat, 50):.0f} | {1000 * percentile(noop_lat, 95):.0f} "
+              f"| {vote_rate / noop_rate:.2f} |")
+
+    labels = list_labels(Store(db), include_undone=True)
+    stored = {label.vote_id: (label.id, label.pair_id, label.annotator) for label in labels}
+    lost = set(ledger.acknowledged) - set(stored)
+    unacknowledged = set(stored) - set(ledger.acknowledged)
+    changed = [v for v in ledger.acknowledged if v in stored and stored[v] != ledger.acknowledged[v]]
+    pairs_handed = [pair for pair, _ in set(ledger.handed)]
+    double_assigned = len(pairs_handed) - len(set(pairs_handed))
+    print(f"\nacknowledged votes: {len(ledger.acknowledged)}, stored labels: {len(labels)}, lost: {len(lost)}, "
+          f"stored but never acknowledged: {len(unacknowledged)}, mismatched: {len(changed)}, "
+          f"pairs handed to two annotators: {double_assigned}")
+    return 0 if not (lost or changed or double_assigned) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
