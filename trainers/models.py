@@ -23,8 +23,11 @@ from pathlib import Path
 import torch
 from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
                           PreTrainedModel, PreTrainedTokenizerBase)
+from transformers.utils import logging as hf_logging
 
 from storage.errors import StudioError
+
+hf_logging.disable_progress_bar()  # a bar per checkpoint load drowns the worker's log lines
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _PAD_FIX = ("add one distinct from EOS (tokenizer.add_special_tokens({'pad_token': '<|pad|>'}), "
