@@ -282,3 +282,84 @@ def test_oracle_ppo_raises_the_heldout_score_on_the_demo():
     after = trainer.evaluate(heldout * 4, oracle_reward, seed=1)
     assert after["score"] > before["score"] + 0.5, (before, after)
     assert after["kl"] < 8.0, after
+
+
+# ----- the command line and store runs ----------------------------------------------------------------------------
+
+def cli(*arguments: str) -> int:
+    """`python app.py ARGS` in this process (the entry point file, not the `app` UI package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("app_entry", Path(__file__).resolve().parent.parent / "app.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return entry.main(list(arguments))
+
+
+CLI_SETTINGS = ["--batch-size", "4", "--num-mini-batches", "2", "--ppo-epochs", "1", "--response-length", "6",
+                "--learning-rate", "1e-3"]
+
+
+@pytest.fixture
+def seeded_store(store, tmp_path):
+    """A store holding the tiny policy (version 1) and the training prompts."""
+    from storage.policies import add_policy
+    from storage.prompts import add_prompts
+
+    path = tmp_path / "sft"
+    make_policy().save_pretrained(path)
+    make_tokenizer().save_pretrained(path)
+    add_policy(store, str(path))
+    add_prompts(store, PROMPTS)
+    return store
+
+
+def test_cli_trains_and_registers_a_new_policy_version(seeded_store, capsys):
+    from storage.jobs import list_jobs
+
+    code = cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--iterations", "2", "--reward", "oracle",
+               *CLI_SETTINGS)
+    assert code == 0, capsys.readouterr().err
+    [job] = list_jobs(seeded_store)
+    assert job.status.value == "completed" and job.config["ppo"]["batch_size"] == 4
+    first, second = list_policies(seeded_store)
+    assert (second.parent_id, second.round) == (first.id, 1)
+    assert {r["step"] for r in read_metrics(seeded_store, job.id, names=["ppo/score"])} == {1, 2}
+    assert not (seeded_store.data_dir / "ppo" / f"job-{job.id}").exists()  # the resumable state is dropped
+    assert f"registered policy version {second.id}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--iterations", "0"], "--iterations must be at least 1"),
+    (["--reward", "rm"], "no reward model is registered"),
+    (["--batch-size", "16"], "8 training prompts for a batch of 16"),
+])
+def test_cli_bad_input_exits_2_and_writes_nothing(seeded_store, capsys, arguments, message):
+    from storage.jobs import list_jobs
+
+    code = cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--reward", "oracle", *CLI_SETTINGS, *arguments)
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert list_jobs(seeded_store) == [] and len(list_policies(seeded_store)) == 1
+
+
+def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store):
+    from dataclasses import asdict
+
+    from storage.jobs import finish_job
+    from storage.types import JobStatus
+    from trainers.ppo_cli import PPORun, train_ppo
+
+    run = PPORun(iterations=3, reward="oracle", policy_id=1, ppo={"batch_size": 4, "response_length": 6})
+    job_id = create_job(seeded_store, "ppo", asdict(run))
+    claim_job(seeded_store, job_id, pid=1)
+    outcome = train_ppo(seeded_store, run, job_id,
+                        on_iteration=lambda i, m: request_cancel(seeded_store, job_id) if i == 1 else None)
+    assert outcome.cancelled and outcome.iterations == 1 and outcome.policy_id is None
+    finish_job(seeded_store, job_id, JobStatus.CANCELLED)
+
+    assert cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--resume", str(job_id)) == 0
+    assert get_job(seeded_store, job_id).status.value == "completed"
+    assert sorted(r["step"] for r in read_metrics(seeded_store, job_id, names=["ppo/kl"])) == [1, 2, 3]
+    assert len(list_policies(seeded_store)) == 2

@@ -41,85 +41,19 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from storage import Store, StudioError
+from storage import Store
 from storage.jobs import heartbeat
 from storage.metrics import log_metrics
 from storage.policies import add_policy
 
 from .kl_control import make_kl_controller
-from .ppo_math import (KL_KINDS, compute_gae, entropy_from_logits, explained_variance, kl_estimate,
+from .ppo_config import PPOConfig, PPOSetupError
+from .ppo_math import (compute_gae, entropy_from_logits, explained_variance, kl_estimate,
                        logprobs_from_logits, masked_mean, policy_loss, token_rewards, value_loss, whiten)
 
 RewardFn = Callable[[list[str], list[str]], torch.Tensor]  # or a trainers.reward.RewardScorer (imported lazily)
 VALUE_HEAD_FILE = "value_head.safetensors"
 STATE_FILE = "ppo_state.pt"
-
-
-class PPOSetupError(StudioError):
-    """PPO cannot start with these models, prompts or settings."""
-
-
-@dataclass
-class PPOConfig:
-    """Settings of a PPO run; sizes are per process (under accelerate, each process runs `batch_size` episodes)."""
-
-    seed: int = field(default=0, metadata={"help": "Seed of the initial weights, prompt order and sampling."})
-    batch_size: int = field(default=64, metadata={"help": "Episodes (prompts) per iteration and process."})
-    num_mini_batches: int = field(default=1, metadata={"help": "Mini-batches per PPO epoch; must divide batch_size."})
-    ppo_epochs: int = field(default=4, metadata={"help": "Passes over each rollout buffer."})
-    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate of the policy and value head."})
-    adam_eps: float = field(default=1e-5, metadata={"help": "AdamW epsilon."})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clipping threshold."})
-    clip_range: float = field(default=0.2, metadata={"help": "PPO ratio clip ε of the policy loss."})
-    clip_range_value: float = field(default=0.2, metadata={"help": "Clip of the value change in the value loss."})
-    vf_coef: float = field(default=0.1, metadata={"help": "Weight of the value loss."})
-    ent_coef: float = field(default=0.0, metadata={"help": "Weight of the entropy bonus."})
-    gamma: float = field(default=1.0, metadata={"help": "Discount γ of GAE (1 for language models)."})
-    lam: float = field(default=0.95, metadata={"help": "GAE λ."})
-    kl_estimator: str = field(default="k1", metadata={"help": "Per-token KL estimate in the reward: k1, k2 or k3."})
-    init_kl_coef: float = field(default=0.05, metadata={"help": "β, the weight of the KL penalty (initial value)."})
-    target_kl: float | None = field(default=None, metadata={
-        "help": "Target sequence KL of the adaptive β controller; None keeps β fixed."})
-    kl_horizon: int = field(default=10000, metadata={"help": "Horizon (episodes) of the adaptive β controller."})
-    max_approx_kl: float | None = field(default=None, metadata={
-        "help": "Stop an iteration's update early when the approximate KL to the old policy exceeds this; None: never."})
-    response_length: int = field(default=24, metadata={"help": "Most tokens generated per response."})
-    max_prompt_length: int = field(default=64, metadata={"help": "Longer prompts keep their last tokens."})
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (> 0); log-probs use the same."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
-    missing_eos_penalty: float = field(default=1.0, metadata={
-        "help": "Subtracted from the score of a response that ends without EOS."})
-    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of all weights."})
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling α."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
-    lora_target_modules: list[str] | None = field(default=None, metadata={
-        "help": "Module names given adapters; None: peft's default for the architecture."})
-    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPU only)."})
-    generation_backend: str = field(default="hf", metadata={"help": "Rollout generation: hf (generate) or vllm (GPU)."})
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "GPU memory share given to vLLM."})
-    save_every: int = field(default=10, metadata={"help": "Save the resumable state every this many iterations."})
-
-    def check(self) -> None:
-        """Raise PPOSetupError, in one line, for an inconsistent setting."""
-        if self.batch_size < 2:
-            raise PPOSetupError(f"batch size must be at least 2 (advantages are whitened over it), got {self.batch_size}")
-        if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
-            raise PPOSetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size ({self.batch_size})")
-        if self.kl_estimator not in KL_KINDS:
-            raise PPOSetupError(f"unknown KL estimator {self.kl_estimator!r}; use one of {', '.join(KL_KINDS)}")
-        if self.temperature <= 0 or not 0 < self.top_p <= 1:
-            raise PPOSetupError(f"PPO samples: temperature must be > 0 and top-p in (0, 1], got {self.temperature}, {self.top_p}")
-        if self.response_length < 1 or self.ppo_epochs < 1 or self.save_every < 1:
-            raise PPOSetupError("response_length, ppo_epochs and save_every must be at least 1")
-        if self.target_kl is not None and self.target_kl <= 0:
-            raise PPOSetupError(f"target KL must be positive, got {self.target_kl}")
-        if self.generation_backend not in ("hf", "vllm"):
-            raise PPOSetupError(f"unknown generation backend {self.generation_backend!r}; use hf or vllm")
-        if self.bf16 and not torch.cuda.is_available():
-            raise PPOSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
-        if self.generation_backend == "vllm" and not torch.cuda.is_available():
-            raise PPOSetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
 
 
 class RolloutBackend(Protocol):

@@ -127,10 +127,14 @@ def build_trainer(store: Store, run: PPORun):
 
     from storage.prompts import list_prompts
 
-    from .ppo import PPOConfig, PPOTrainer
+    from .ppo import PPOTrainer
+    from .ppo_config import PPOConfig
     from .reward import RewardScorer
 
     run.check()
+    unknown = sorted(set(run.ppo) - {f.name for f in fields(PPOConfig)})
+    if unknown:
+        raise InvalidInput(f"unknown PPO setting {unknown[0]!r}; see python app.py ppo --help for the settings")
     config = PPOConfig(**run.ppo)
     config.check()
     start = start_policy(store, run.policy_id)
@@ -180,7 +184,7 @@ def _option_type(annotation: str):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`--iterations`, `--reward`, `--policy`, `--resume`, and one option per PPOConfig field (`--batch-size`...)."""
-    from .ppo import PPOConfig
+    from .ppo_config import PPOConfig
 
     parser.add_argument("--iterations", type=int, default=10, help="PPO iterations to run")
     parser.add_argument("--reward", choices=REWARDS, default="rm",
@@ -201,7 +205,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> PPORun:
-    from .ppo import PPOConfig
+    from .ppo_config import PPOConfig
 
     settings = {f.name: getattr(args, f.name) for f in fields(PPOConfig) if getattr(args, f.name, None) is not None}
     return PPORun(iterations=args.iterations, reward=args.reward, oracle=args.oracle, policy_id=args.policy,
