@@ -83,6 +83,15 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+@subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)")
+def ppo_arguments(parser: argparse.ArgumentParser):
+    from trainers import ppo_cli
+
+    add_store_arguments(parser)
+    ppo_cli.add_arguments(parser)
+    return lambda args: ppo_cli.run(args, open_store(args))
+
+
 @subcommand("export", "write the labels as a TRL preference (or soft-label) data set, .jsonl or .parquet")
 def export_arguments(parser: argparse.ArgumentParser):
     from labeling import export_cli
