@@ -29,9 +29,9 @@ def make_tokenizer(pad: str | None = "<pad>", padding_side: str = "left") -> Pre
                                    padding_side=padding_side, **kwargs)
 
 
-def make_policy(seed: int = 0) -> GPT2LMHeadModel:
+def make_policy(seed: int = 0, width: int = 32) -> GPT2LMHeadModel:
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=len(WORDS) + 3, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+    config = GPT2Config(vocab_size=len(WORDS) + 3, n_positions=32, n_embd=width, n_layer=2, n_head=2,
                         eos_token_id=0, bos_token_id=0, pad_token_id=1)
     return GPT2LMHeadModel(config).eval()
 
@@ -363,3 +363,51 @@ def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store):
     assert get_job(seeded_store, job_id).status.value == "completed"
     assert sorted(r["step"] for r in read_metrics(seeded_store, job_id, names=["ppo/kl"])) == [1, 2, 3]
     assert len(list_policies(seeded_store)) == 2
+
+
+# ----- vLLM backend (GPU machines only) ---------------------------------------------------------------------------
+
+@pytest.fixture
+def policy_dir(tmp_path):
+    path = tmp_path / "policy"
+    make_policy(width=64).save_pretrained(path)  # heads of 32: a size every vLLM attention backend supports
+    make_tokenizer().save_pretrained(path)
+    return path
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA GPU")
+def test_vllm_samples_cut_at_eos_and_follow_synced_weights(policy_dir):
+    from trainers.models import load_policy, load_tokenizer
+    from trainers.vllm_generation import VLLMGenerator
+
+    tokenizer = load_tokenizer(policy_dir)
+    generator = VLLMGenerator(policy_dir, tokenizer, gpu_memory_utilization=0.2, max_model_len=32)
+    [[first, second]] = generator.generate(["the movie was"], num_samples=2, max_new_tokens=6, temperature=1.0,
+                                          top_p=1.0, seed=0)
+    for sample in (first, second):
+        assert 1 <= sample.num_tokens <= 6 and tokenizer.pad_token_id not in sample.token_ids
+        assert sample.ended_with_eos == (sample.token_ids[-1] == tokenizer.eos_token_id)
+    # after a weight sync, greedy vLLM decoding matches greedy HF decoding of the changed policy
+    policy = load_policy(policy_dir).cuda()
+    with torch.no_grad():
+        policy.transformer.wte.weight.mul_(3.0)
+    generator.sync_weights(policy)
+    query, mask = left_pad([tokenizer("the plot was")["input_ids"]], tokenizer.pad_token_id)
+    vllm_ids = generator.generate_ids(query.cuda(), mask.cuda(), 6, temperature=1e-6, top_p=1.0)
+    hf_ids = policy.generate(input_ids=query.cuda(), attention_mask=mask.cuda(), max_new_tokens=6, do_sample=False,
+                             suppress_tokens=[tokenizer.pad_token_id])[:, query.shape[1]:]
+    kept, _, _ = cut_at_eos(hf_ids, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert vllm_ids[0, :kept.shape[1]].tolist() == kept[0].tolist()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA GPU")
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_ppo_with_the_vllm_backend(policy_dir, lora):
+    from trainers.models import load_policy, load_tokenizer
+
+    config = small_config(generation_backend="vllm", vllm_gpu_memory_utilization=0.2, lora=lora)
+    trainer = PPOTrainer(config, load_policy(policy_dir), load_tokenizer(policy_dir), PROMPTS, count_great)
+    metrics = trainer.train(2).metrics
+    assert 0 < metrics["ppo/response_length"] <= 6 and metrics["ppo/kl"] == metrics["ppo/kl"]

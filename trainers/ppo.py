@@ -224,7 +224,7 @@ class PPOTrainer:
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
-        self.backend = backend or HFRolloutBackend(self._unwrapped.policy, tokenizer)
+        self.backend = backend or self._default_backend()
         self.kl_controller = make_kl_controller(config.init_kl_coef, config.target_kl, config.kl_horizon)
         self.iteration = 0
         torch.manual_seed(config.seed + 1 + self.accelerator.process_index)  # sampling differs between processes
@@ -262,6 +262,25 @@ class PPOTrainer:
             raise PPOSetupError(f"a prompt of {longest} tokens plus {self.config.response_length} response tokens "
                                 f"exceeds the policy's context of {context}; lower max_prompt_length or response_length")
         return ids
+
+    def _default_backend(self) -> RolloutBackend:
+        policy = self._unwrapped.policy
+        if self.config.generation_backend == "hf":
+            return HFRolloutBackend(policy, self.tokenizer)
+        from .vllm_generation import VLLMGenerator
+
+        base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+        model_dir = Path(base.name_or_path or "")
+        if not (model_dir / "config.json").is_file():  # built in memory: give the engine a directory to start from
+            model_dir = Path(tempfile.mkdtemp(prefix="ppo-vllm-"))
+            plain = copy.deepcopy(policy).merge_and_unload() if self.config.lora else policy
+            plain.save_pretrained(model_dir)
+            self.tokenizer.save_pretrained(model_dir)
+        longest = max(len(ids) for ids in self.prompt_ids)
+        backend = VLLMGenerator(model_dir, self.tokenizer, self.config.vllm_gpu_memory_utilization,
+                                max_model_len=longest + self.config.response_length, seed=self.config.seed)
+        backend.sync_weights(policy)  # adapters or weights that differ from the directory's
+        return backend
 
     def _with_lora(self, policy: PreTrainedModel) -> nn.Module:
         from peft import LoraConfig, PeftModel, get_peft_model
