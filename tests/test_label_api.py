@@ -177,8 +177,14 @@ def test_with_auth_only_admins_import_and_export(store, queue_pairs, serve, user
     with pytest.raises(Exception, match="only an admin"):
         alice.predict(handle_file(str(prompts)), False, api_name="/import_prompts")
     assert "Imported 1 prompts" in owner.predict(handle_file(str(prompts)), False, api_name="/import_prompts")
+    preferences = tmp_path / "prefs.jsonl"
+    preferences.write_text('{"prompt": "q", "chosen": "good", "rejected": "bad"}\n')
+    with pytest.raises(Exception, match="only an admin"):
+        alice.predict(handle_file(str(preferences)), "hh", api_name="/import_preferences")
+    assert "Imported 1 labeled pairs" in owner.predict(handle_file(str(preferences)), "hh",
+                                                       api_name="/import_preferences")
     download, message = owner.predict("trl", ".jsonl", api_name="/export_labels")
-    assert message.startswith("1 rows") and len(open(download["value"]).read().splitlines()) == 1
+    assert message.startswith("2 rows") and len(open(download["value"]).read().splitlines()) == 2
     table, _ = alice.predict(api_name="/annotator_stats")
     assert table["data"][0][:3] == ["alice", 1, 0]
 
