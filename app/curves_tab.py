@@ -1,21 +1,19 @@
 """Curves tab: the rounds, reward-model and PPO charts of a job, warnings in plain words, live refresh while the
-job runs, export as CSV + PNG; API `/metrics(job_id, names)`.
+job runs, the shown data as CSV (each chart exports itself as PNG); API `/metrics(job_id, names)`.
 
-Charts are matplotlib PNGs drawn here (no torch in this process). Long series are smoothed on every point, then
-downsampled (min/max per bucket) before plotting, and a chart whose data and settings did not change is not drawn
-again, so a page stays responsive with 100 000 metric rows.
+Charts are Plotly figures written here as plain dicts and drawn in the browser by the plotly.js that Gradio
+ships (no plotly package, no torch, no drawing in this process). A chart panel carries at most PANEL_POINTS points:
+long series are smoothed on every point, then downsampled (min and max per bucket), so pages stay responsive on
+large stores. A chart keeps its zoom and hidden rounds across live refreshes.
 """
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import html
-import io
+import json
 import math
 import tempfile
-from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -23,7 +21,6 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 from gradio.components.plot import PlotData
-from matplotlib.figure import Figure
 
 from storage import jobs as job_rows
 from storage.curves import Series, metric_series
@@ -47,10 +44,10 @@ PPO_PANELS = {"ppo/score": "Reward-model score", "ppo/kl": "KL to reference (nat
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score"}
 ALL, IN_PROGRESS = "all", "current"
-MAX_POINTS = 800  # per line, after smoothing
+PANEL_POINTS = 1000  # points sent per chart panel (shared by its lines), after smoothing
+MIN_LINE_POINTS = 100
 LIVE_REFRESH_S = 3.0
 DEFAULT_SMOOTHING = 0.6
-PANEL_INCHES, DPI = (3.5, 2.3), 100
 COLORS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777"]
 INK, MUTED = "#1f2937", "#6b7280"
 
@@ -126,145 +123,128 @@ def findings(curves: Curves, choice: str) -> list[Finding]:
     return diagnose(series)
 
 
-# ---- charts -------------------------------------------------------------------------------------------------------
+# ---- charts: Plotly figures as plain dicts, drawn by the plotly.js that Gradio ships ------------------------------
 
-def _figure(panels: int, cols: int, height: float = PANEL_INCHES[1]) -> tuple[Figure, list]:
-    rows = math.ceil(panels / cols)
-    fig = Figure(figsize=(PANEL_INCHES[0] * cols, height * rows), dpi=DPI, layout="constrained")
-    axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
-    for ax in axes[panels:]:
-        ax.set_visible(False)
-    return fig, axes[:panels]
-
-
-def _style(ax, title: str, has_data: bool) -> None:
-    ax.set_title(title, loc="left", fontsize=10, color=INK)
-    ax.tick_params(labelsize=8, colors=MUTED)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    for side in ("left", "bottom"):
-        ax.spines[side].set_color("#d1d5db")
-    ax.grid(True, color="#e5e7eb", linewidth=0.8)
-    if not has_data:
-        ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center", color=MUTED, fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-
-
-def _line(ax, x: np.ndarray, y: np.ndarray, smoothing: float, color: str, label: str | None = None) -> None:
-    """The raw series faint and its EMA on top (or the raw series alone without smoothing)."""
-    if smoothing > 0:
-        ax.plot(*downsample(x, y, MAX_POINTS), color=color, alpha=0.22, linewidth=1)
-        ax.plot(*downsample(x, ema(y, smoothing), MAX_POINTS), color=color, linewidth=1.8, label=label)
-    else:
-        ax.plot(*downsample(x, y, MAX_POINTS), color=color, linewidth=1.5, label=label)
-    if len(x) == 1:
-        ax.plot(x, y, "o", color=color, markersize=4)
-
-
-def _png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", facecolor="white")
-    return buffer.getvalue()
+def round_color(round_: int | None, raw: bool = False) -> str:
+    """The same color for a round in every chart; raw (unsmoothed) lines in a light tint of it."""
+    color = INK if round_ is None else COLORS[(round_ - 1) % len(COLORS)]
+    if not raw:
+        return color
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{round(c + (255 - c) * 0.7):02x}" for c in (r, g, b))
 
 
 def _round_label(round_: int | None) -> str:
     return "in progress" if round_ is None else f"round {round_}"
 
 
-def render_reward(group: dict[str, list[Segment]], smoothing: float) -> bytes:
-    """One panel per reward metric, one line per round against the step within that round."""
-    fig, axes = _figure(len(REWARD_PANELS), 4)
-    rounds = sorted({s.round for segs in group.values() for s in segs}, key=lambda r: math.inf if r is None else r)
-    colors = {r: COLORS[i % len(COLORS)] for i, r in enumerate(rounds)}
-    for ax, (name, title) in zip(axes, REWARD_PANELS.items()):
-        segs = group.get(name, [])
-        for s in segs:
-            _line(ax, s.steps - s.offset, s.values, smoothing, colors[s.round], _round_label(s.round))
-        if name.endswith("accuracy") and segs:
-            ax.axhline(0.5, color=MUTED, linestyle=":", linewidth=1)
-        ax.set_xlabel("step within round", fontsize=8, color=MUTED)
-        _style(ax, title, bool(segs))
-    if len(rounds) > 1 or rounds == [None]:
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=8, frameon=False)
-    return _png(fig)
+def significant(values, digits: int = 6) -> np.ndarray:
+    """Values rounded to `digits` significant digits of the series' largest magnitude: no float noise such as
+    0.09999999999999998 from smoothing a constant (which the chart would zoom into), and shorter JSON."""
+    values = np.asarray(values, dtype=float)
+    largest = float(np.max(np.abs(values))) if len(values) else 0.0
+    if largest == 0.0 or not math.isfinite(largest):
+        return values
+    return np.round(values, digits - math.ceil(math.log10(largest)))
 
 
-def render_ppo(group: dict[str, list[Segment]], smoothing: float) -> bytes:
-    """One panel per PPO metric on one time axis (iterations continue across rounds); dotted lines start rounds."""
-    fig, axes = _figure(len(PPO_PANELS), 4)
-    for ax, (name, title) in zip(axes, PPO_PANELS.items()):
-        segs = group.get(name, [])
-        if segs:
-            steps = np.concatenate([s.steps for s in segs])
-            _line(ax, steps, np.concatenate([s.values for s in segs]), smoothing, COLORS[0])
-            for s in segs[1:]:
-                ax.axvline(s.steps[0], color=MUTED, linestyle=":", linewidth=1)
-            for s in segs if len(segs) > 1 else []:
-                ax.text(s.steps[0], 1.0, f" {'now' if s.round is None else s.round}", transform=ax.get_xaxis_transform(),
-                        fontsize=7, color=MUTED, va="top")
-        ax.set_xlabel("PPO iteration", fontsize=8, color=MUTED)
-        _style(ax, title, bool(segs))
-    return _png(fig)
+def _trace(x, y, name: str, color: str, width: float, axis: int, legend: bool = False, **extra) -> dict:
+    return {"type": "scatter", "mode": "lines", "x": np.asarray(x).tolist(), "y": significant(y).tolist(), "name": name,
+            "legendgroup": name, "showlegend": legend, "line": {"color": color, "width": width},
+            "xaxis": f"x{axis}", "yaxis": f"y{axis}", "hovertemplate": "%{y:.4g}", **extra}
 
 
-def render_rounds(rounds: list[dict], sft_oracle: float | None) -> bytes:
-    """Per round: labels, reward-model validation accuracy, mean score, KL and oracle score."""
-    fig, axes = _figure(len(ROUND_PANELS), 5, height=2.6)
-    for ax, (key, title) in zip(axes, ROUND_PANELS.items()):
+def round_lines(segs: list[Segment], smoothing: float, within_round: bool, axis: int, legend: set) -> list[dict]:
+    """One line per round (x: step within the round, or the job's step): the EMA, with the raw series faint
+    behind it when smoothing; the lines share PANEL_POINTS points. `legend` collects the rounds already listed."""
+    traces = []
+    max_points = max(MIN_LINE_POINTS, PANEL_POINTS // max(1, len(segs) * (2 if smoothing > 0 else 1)))
+    for s in segs:
+        label = _round_label(s.round)
+        x = s.steps - s.offset if within_round else s.steps
+        if smoothing > 0:
+            traces.append(_trace(*downsample(x, s.values, max_points), f"{label} · raw", round_color(s.round, raw=True),
+                                 1, axis, hoverinfo="skip", legendgroup=label))
+        traces.append(_trace(*downsample(x, ema(s.values, smoothing), max_points), label, round_color(s.round), 2,
+                             axis, legend=label not in legend))
+        legend.add(label)
+    return traces
+
+
+def figure(panels: dict[str, str], traces: dict[str, list[dict]], cols: int, x_title: str, panel_height: int,
+           name: str, x_axis: dict | None = None) -> PlotData:
+    """A grid of small charts sharing one legend (click a round to hide it everywhere); PNG from the ⤓ button."""
+    rows = math.ceil(len(panels) / cols)
+    hgap, vgap = 0.05, 0.3 / rows
+    width, height = (1 - hgap * (cols - 1)) / cols, (1 - vgap * (rows - 1)) / rows
+    top = 56 if any(t.get("showlegend") for group in traces.values() for t in group) else 36  # room for a legend
+    layout = {"height": panel_height * rows + top + 20, "margin": {"l": 40, "r": 10, "t": top, "b": 40},
+              "paper_bgcolor": "white", "plot_bgcolor": "white", "hovermode": "x unified", "uirevision": name,
+              "font": {"size": 11, "color": INK}, "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1,
+                                                            "yanchor": "top", "yref": "container"},
+              "annotations": []}
+    data = []
+    for i, (key, title) in enumerate(panels.items()):
+        row, col = divmod(i, cols)
+        x0, y1 = col * (width + hgap), 1 - row * (height + vgap)
+        axis = {"showline": True, "linecolor": "#d1d5db", "gridcolor": "#eef0f3", "zeroline": False,
+                "tickfont": {"size": 10, "color": MUTED}}
+        layout[f"xaxis{i + 1}"] = {**axis, "domain": [x0, x0 + width], "anchor": f"y{i + 1}",
+                                   "title": {"text": x_title, "font": {"size": 10, "color": MUTED}, "standoff": 4},
+                                   **(x_axis or {})}
+        layout[f"yaxis{i + 1}"] = {**axis, "domain": [y1 - height, y1], "anchor": f"x{i + 1}"}
+        layout["annotations"].append({"text": f"<b>{html.escape(title)}</b>", "x": x0, "y": y1, "xref": "paper",
+                                      "yref": "paper", "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 12}})
+        if not traces.get(key):
+            layout["annotations"].append({"text": "no data yet", "x": x0 + width / 2, "y": y1 - height / 2,
+                                          "xref": "paper", "yref": "paper", "showarrow": False,
+                                          "font": {"color": MUTED}})
+        data.extend(traces.get(key, []))
+    config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
+              "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+    return PlotData(type="plotly", plot=json.dumps({"data": data, "layout": layout, "config": config}))
+
+
+def reward_figure(group: dict[str, list[Segment]], smoothing: float, name: str) -> PlotData:
+    legend: set = set()
+    traces = {key: round_lines(group.get(key, []), smoothing, True, i + 1, legend)
+              for i, key in enumerate(REWARD_PANELS)}
+    for i, key in enumerate(REWARD_PANELS):
+        if key.endswith("accuracy") and traces[key]:
+            xs = [x for t in traces[key] for x in (t["x"][0], t["x"][-1])]
+            traces[key].append(_trace([min(xs), max(xs)], [0.5, 0.5], "chance", MUTED, 1, i + 1,
+                                      line={"color": MUTED, "width": 1, "dash": "dot"}))
+    return figure(REWARD_PANELS, traces, 4, "step within round", 230, name)
+
+
+def ppo_figure(group: dict[str, list[Segment]], smoothing: float, name: str) -> PlotData:
+    legend: set = set()
+    traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(PPO_PANELS)}
+    return figure(PPO_PANELS, traces, 4, "PPO iteration", 210, name)
+
+
+def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:
+    """Per round: labels, reward-model validation accuracy, mean score, KL and oracle score, with chance and the
+    SFT policy's oracle score as dotted reference lines."""
+    traces = {}
+    for i, key in enumerate(ROUND_PANELS):
         points = [(r["round"], r["summary"][key]) for r in rounds if r["summary"].get(key) is not None]
+        if not points:
+            continue
         x, y = [p[0] for p in points], [p[1] for p in points]
-        if key == "labels" and points:
-            ax.bar(x, y, color=COLORS[0], width=0.6)
-        elif points:
-            ax.plot(x, y, "o-", color=COLORS[2 if key == "oracle_score" else 0], linewidth=2, markersize=5)
-        if key == "reward_val_accuracy" and points:
-            ax.axhline(0.5, color=MUTED, linestyle=":", linewidth=1)
-            ax.text(0.99, 0.5, "chance", transform=ax.get_yaxis_transform(), fontsize=8, color=MUTED, ha="right",
-                    va="bottom")
-        if key == "oracle_score" and sft_oracle is not None:
-            ax.axhline(sft_oracle, color=MUTED, linestyle="--", linewidth=1)
-            ax.text(0.99, sft_oracle, "SFT policy", transform=ax.get_yaxis_transform(), fontsize=8, color=MUTED,
-                    ha="right", va="bottom")
-            points = points or [(0, sft_oracle)]
-        if points:
-            ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel("round", fontsize=8, color=MUTED)
-        _style(ax, title, bool(points))
-    return _png(fig)
-
-
-class PngCache:
-    """The last few charts by a hash of their inputs, so an unchanged chart is not drawn again."""
-
-    def __init__(self, size: int = 48):
-        self.size, self.items = size, OrderedDict()
-
-    def get(self, key: str, draw) -> bytes:
-        if key in self.items:
-            self.items.move_to_end(key)
-            return self.items[key]
-        png = self.items[key] = draw()
-        while len(self.items) > self.size:
-            self.items.popitem(last=False)
-        return png
-
-
-def _key(*parts) -> str:
-    digest = hashlib.sha1()
-    for part in parts:
-        if isinstance(part, dict):
-            for name, segs in sorted(part.items()):
-                digest.update(name.encode())
-                for s in segs:
-                    digest.update(f"{s.round}:{s.offset}".encode() + s.steps.tobytes() + s.values.tobytes())
+        color = COLORS[2] if key == "oracle_score" else COLORS[0]
+        if key == "labels":
+            line = {"type": "bar", "x": x, "y": y, "name": ROUND_PANELS[key], "marker": {"color": color},
+                    "xaxis": f"x{i + 1}", "yaxis": f"y{i + 1}", "showlegend": False, "hovertemplate": "%{y}"}
         else:
-            digest.update(repr(part).encode())
-    return digest.hexdigest()
-
-
-def _plot(png: bytes) -> PlotData:
-    return PlotData(type="matplotlib", plot="data:image/png;base64," + base64.b64encode(png).decode())
+            line = _trace(x, y, ROUND_PANELS[key], color, 2.5, i + 1, mode="lines+markers", marker={"size": 7})
+        traces[key] = [line]
+        reference = {"reward_val_accuracy": ("chance", 0.5), "oracle_score": ("SFT policy", sft_oracle)}.get(key)
+        if reference and reference[1] is not None:
+            traces[key].append(_trace([min(x) - 0.2, max(x) + 0.2], [reference[1]] * 2, reference[0], MUTED, 1, i + 1,
+                                      line={"color": MUTED, "width": 1.5, "dash": "dot"}))
+    return figure(ROUND_PANELS, traces, 5, "round", 230, name, x_axis={"dtick": 1, "tick0": 0})
 
 
 # ---- text and files -----------------------------------------------------------------------------------------------
@@ -298,8 +278,8 @@ def status_line(curves: Curves) -> str:
     return " · ".join(parts)
 
 
-def write_exports(curves: Curves, choice: str, charts: dict[str, bytes]) -> list[str]:
-    """The shown metrics (long format, raw values) and the rounds as CSV, and the charts as PNG, in a new folder."""
+def write_exports(curves: Curves, choice: str) -> list[str]:
+    """The shown metrics (long format, raw values) and every round's summary as CSV files in a new folder."""
     folder = Path(tempfile.mkdtemp(prefix="studio-curves-"))
     stem = f"job{curves.job.id}" if curves.job else "studio"
     if choice != ALL:
@@ -318,10 +298,6 @@ def write_exports(curves: Curves, choice: str, charts: dict[str, bytes]) -> list
         writer.writerow(["round", "job_id", "policy_id", *ROUND_PANELS])
         writer.writerows([r["round"], r["job_id"], r["policy_id"], *(r["summary"].get(k) for k in ROUND_PANELS)]
                          for r in curves.rounds)
-    for chart, png in charts.items():
-        path = folder / f"{stem}-{chart}.png"
-        path.write_bytes(png)
-        paths.append(path)
     return [str(p) for p in paths]
 
 
@@ -332,7 +308,7 @@ def job_choices(studio: Studio) -> list[tuple[str, int]]:
 # ---- the tab ------------------------------------------------------------------------------------------------------
 
 def build(studio: Studio) -> list:
-    store, cache = studio.store, PngCache()
+    store = studio.store
 
     def metrics(job_id: int, names: str | list[str] = "", request: gr.Request = None) -> list[dict]:
         """Metric rows {job_id, step, name, value} of a job, ordered by name then step. `names`: a comma-separated
@@ -348,35 +324,27 @@ def build(studio: Studio) -> list:
 
     gr.api(metrics, api_name="metrics")
 
-    gr.Markdown("How the reward model and PPO are learning. The **rounds** chart says whether the loop works: "
-                "the oracle score (or your own reading of the samples) should rise round after round.")
+    gr.Markdown("How the reward model and PPO are learning. The **rounds** charts say whether the loop works: the "
+                "oracle score (or your own reading of the samples) should rise round after round. Hover to read values, "
+                "drag to zoom, click a round in the legend to hide it; the camera button saves a chart as PNG.")
     with gr.Row(equal_height=True):
-        job = gr.Dropdown(label="Job", choices=[], scale=3)
+        job = gr.Dropdown(label="Job", choices=[], scale=3, elem_id="curves-job")
         round_choice = gr.Dropdown(label="Round", choices=[("All rounds", ALL)], value=ALL, scale=2)
         smoothing = gr.Slider(0.0, 0.99, value=DEFAULT_SMOOTHING, step=0.01, label="Smoothing (EMA)", scale=3)
         with gr.Column(scale=1, min_width=170):
             refresh_button = gr.Button("↻ Refresh", size="sm")
-            export_button = gr.Button("⬇ Export CSV + PNG", size="sm")
-    downloads = gr.File(label="Exported: the shown metrics (raw values), the rounds and the charts",
-                        file_count="multiple", interactive=False, visible=False)
+            export_button = gr.Button("⬇ Data as CSV", size="sm")
+    downloads = gr.File(label="The shown metrics (raw values) and the rounds, as CSV", file_count="multiple",
+                        interactive=False, visible=False)
     status = gr.Markdown(elem_id="curves-status")
     warnings = gr.HTML(css_template=WARNINGS_CSS, elem_id="curves-warnings")
     gr.Markdown("### Rounds: is the loop working?")
-    rounds_plot = gr.Plot(show_label=False, elem_id="curves-rounds", format="png")
+    rounds_plot = gr.Plot(show_label=False, elem_id="curves-rounds")
     gr.Markdown("### Reward model: one line per round")
-    reward_plot = gr.Plot(show_label=False, elem_id="curves-reward", format="png")
-    gr.Markdown("### PPO: iterations across rounds (dotted lines start a round)")
-    ppo_plot = gr.Plot(show_label=False, elem_id="curves-ppo", format="png")
+    reward_plot = gr.Plot(show_label=False, elem_id="curves-reward")
+    gr.Markdown("### PPO: iterations across rounds, colored by round")
+    ppo_plot = gr.Plot(show_label=False, elem_id="curves-ppo")
     timer = gr.Timer(LIVE_REFRESH_S, active=False)
-
-    def charts(curves: Curves, choice: str, smoothing_value: float) -> dict[str, bytes]:
-        reward, ppo = curves.select(curves.reward, choice), curves.select(curves.ppo, choice)
-        return {
-            "rounds": cache.get(_key("rounds", curves.rounds, curves.sft_oracle),
-                                lambda: render_rounds(curves.rounds, curves.sft_oracle)),
-            "reward": cache.get(_key("reward", smoothing_value, reward), lambda: render_reward(reward, smoothing_value)),
-            "ppo": cache.get(_key("ppo", smoothing_value, ppo), lambda: render_ppo(ppo, smoothing_value)),
-        }
 
     def show(job_id, choice, smoothing_value):
         try:
@@ -385,10 +353,13 @@ def build(studio: Studio) -> list:
             raise gr.Error(str(exc)) from None
         choices = curves.round_choices()
         choice = choice if choice in {value for _, value in choices} else ALL
-        drawn = charts(curves, choice, float(smoothing_value))
+        smoothing_value = float(smoothing_value)
+        reward, ppo = curves.select(curves.reward, choice), curves.select(curves.ppo, choice)
+        stem = (f"job{curves.job.id}" if curves.job else "studio") + ("" if choice == ALL else f"-round-{choice}")
         return (gr.Dropdown(choices=choices, value=choice), status_line(curves),
                 warnings_html(findings(curves, choice), curves.points > 0 or bool(curves.rounds)),
-                _plot(drawn["rounds"]), _plot(drawn["reward"]), _plot(drawn["ppo"]),
+                rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
+                reward_figure(reward, smoothing_value, f"{stem}-reward"), ppo_figure(ppo, smoothing_value, f"{stem}-ppo"),
                 gr.Timer(active=bool(curves.job and curves.job.status.active)))
 
     def reload(job_id, choice, smoothing_value):
@@ -397,9 +368,8 @@ def build(studio: Studio) -> list:
         job_id = job_id if job_id in ids else (ids[0] if ids else None)
         return (gr.Dropdown(choices=options, value=job_id), *show(job_id, choice, smoothing_value))
 
-    def export(job_id, choice, smoothing_value):
-        curves = load_curves(studio, job_id)
-        return gr.File(value=write_exports(curves, choice, charts(curves, choice, float(smoothing_value))), visible=True)
+    def export(job_id, choice):
+        return gr.File(value=write_exports(load_curves(studio, job_id), choice), visible=True)
 
     shown = [round_choice, status, warnings, rounds_plot, reward_plot, ppo_plot, timer]
     settings = [job, round_choice, smoothing]
@@ -408,5 +378,5 @@ def build(studio: Studio) -> list:
     smoothing.release(show, settings, shown, api_visibility="private")
     refresh_button.click(reload, settings, [job, *shown], api_visibility="private")
     timer.tick(show, settings, shown, api_visibility="private", show_progress="hidden")
-    export_button.click(export, settings, downloads, api_visibility="private")
+    export_button.click(export, [job, round_choice], downloads, api_visibility="private")
     return [(lambda: reload(None, ALL, DEFAULT_SMOOTHING), [job, *shown])]

@@ -14,9 +14,9 @@ from storage import Store
 from .auth import Users
 from .context import Studio
 
-from . import data_tab, label_tab, train_tab
+from . import curves_tab, data_tab, label_tab, samples_tab, train_tab
 
-TABS: list = [label_tab, train_tab, data_tab]  # modules with TITLE and build(studio), in display order
+TABS: list = [label_tab, train_tab, curves_tab, samples_tab, data_tab]  # modules with TITLE and build(studio), in display order
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 
 

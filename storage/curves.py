@@ -3,13 +3,16 @@
 A point belongs to round g when the first round boundary written after it is g's: a round's reward model is
 registered right after its reward training, and its round row right after its PPO (both rows keep the job and
 the time). Points after the last boundary belong to the round still in progress (round None).
-Queries are range scans of the metrics primary key (job_id, name, step), so they stay fast on large stores.
+Queries are range scans of the covering index metrics_series (job_id, name, step, value, created), so they stay
+fast on large stores.
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 
 from .db import Store
 
@@ -36,14 +39,11 @@ def metric_series(store: Store, job_id: int, names: list[str] | None = None, pre
         params.extend([prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)])
     times, boundary_rounds = _round_boundaries(store, job_id)
     series: dict[str, Series] = {}
-    for name, step, value, created in store.db().execute(sql + " ORDER BY name, step", params):
-        s = series.get(name)
-        if s is None:
-            s = series[name] = Series(name, [], [], [])
-        s.steps.append(step)
-        s.values.append(value)
-        at = bisect.bisect_left(times, created)
-        s.rounds.append(boundary_rounds[at] if at < len(times) else None)
+    for name, rows in groupby(store.db().execute(sql + " ORDER BY name, step", params).fetchall(), key=itemgetter(0)):
+        _, steps, values, created = zip(*rows)
+        at = [bisect.bisect_left(times, t) for t in created]
+        series[name] = Series(name, list(steps), list(values),
+                              [boundary_rounds[i] if i < len(times) else None for i in at])
     return series
 
 

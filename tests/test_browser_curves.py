@@ -5,12 +5,16 @@ headless loop and the assertions, which read what to expect from the store, stay
 """
 
 import io
+import os
 from pathlib import Path
 
 import pytest
 from PIL import Image
+from playwright.sync_api import expect, sync_playwright
 
 from storage import Store
+from storage import jobs as job_rows
+from storage.metrics import log_metrics
 from storage.policies import list_policies
 from storage.rounds import list_rounds
 
@@ -19,7 +23,7 @@ from test_curves_tab import fill_synthetic_run
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CHARTS = ("curves-rounds", "curves-reward", "curves-ppo")
+CHARTS = {"curves-rounds": 5, "curves-reward": 4, "curves-ppo": 12}  # chart -> panels
 
 pytestmark = pytest.mark.browser
 
@@ -48,7 +52,6 @@ def page_url(loop_store):
 @pytest.fixture
 def browser():
     assert CHROMIUM.exists(), f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
-    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -68,16 +71,30 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     page.goto(page_url)
     page.get_by_role("tab", name="Curves").click()
-    for chart in CHARTS:
-        image = page.locator(f"#{chart} img")
-        image.wait_for(state="visible", timeout=30_000)
-        assert image.evaluate("img => img.complete && img.naturalWidth > 0")
-        assert colored_pixels(image.screenshot()) > 500, f"{chart} shows no data"
+    for chart, panels in CHARTS.items():
+        page.locator(f"#{chart} .cartesianlayer .subplot").first.wait_for(state="attached", timeout=90_000)
+        assert page.locator(f"#{chart} .cartesianlayer .subplot").count() == panels
+        assert page.locator(f"#{chart} .scatterlayer .trace, #{chart} .barlayer .trace").count() >= panels
+        assert "no data yet" not in page.locator(f"#{chart}").inner_text()
+        page.locator(f"#{chart}").scroll_into_view_if_needed()
+        assert colored_pixels(page.locator(f"#{chart}").screenshot()) > 500 * panels, f"{chart} shows no data"
     status = page.locator("#curves-status").inner_text()
     assert "completed" in status and "metric points" in status
     assert "No known failure pattern" in page.locator("#curves-warnings").inner_text()
     page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
     assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+    # a job that is running refreshes by itself
+    job_id = job_rows.create_job(loop_store, "ppo", {})
+    job_rows.claim_job(loop_store, job_id, os.getpid())
+    log_metrics(loop_store, job_id, 1, {"ppo/kl": 0.1, "ppo/score": 0.2})
+    page.get_by_role("button", name="↻ Refresh").click()
+    page.locator("#curves-job input").click()
+    page.get_by_role("option", name=f"Job {job_id} · ppo · running").click()
+    expect(page.locator("#curves-status")).to_contain_text("2 metric points", timeout=30_000)
+    expect(page.locator("#curves-status")).to_contain_text("live")
+    log_metrics(loop_store, job_id, 2, {"ppo/kl": 0.2, "ppo/score": 0.3})
+    expect(page.locator("#curves-status")).to_contain_text("4 metric points", timeout=30_000)  # no click: the timer
 
     page.get_by_role("tab", name="Samples").click()
     table = page.locator("#samples-table table.samples")

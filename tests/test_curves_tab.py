@@ -5,6 +5,7 @@ held-out samples) through storage functions only; the browser test uses it too.
 """
 
 import csv
+import json
 import math
 import os
 
@@ -122,32 +123,61 @@ def test_segments_restart_steps_per_round(store, run):
     assert all((s.steps - s.offset).tolist() == list(range(1, 13)) for s in segs)
 
 
-def test_charts_warnings_and_exports(store, run):
+def test_curves_selection_and_exports(store, run):
     from app.context import Studio
-    from app.curves_tab import (ALL, findings, load_curves, render_ppo, render_reward, render_rounds,
-                                warnings_html, write_exports)
+    from app.curves_tab import ALL, findings, load_curves, warnings_html, write_exports
 
     curves = load_curves(Studio(store), run["job_id"])
     assert curves.points == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12
     assert [value for _, value in curves.round_choices()] == [ALL, "1", "2", "3"]
     assert curves.sft_oracle == pytest.approx(0.4)
-    for png in (render_reward(curves.reward, 0.6), render_ppo(curves.ppo, 0.0), render_rounds(curves.rounds, 0.4)):
-        assert png.startswith(b"\x89PNG")
     assert findings(curves, ALL) == []
     assert "No known failure" in warnings_html([], True)
 
     only_two = curves.select(curves.ppo, "2")
     assert [s.round for s in only_two["ppo/kl"]] == [2] and only_two["ppo/kl"][0].steps.tolist() == list(range(21, 41))
 
-    paths = write_exports(curves, "2", {"ppo": b"\x89PNG fake"})
-    metrics_csv, rounds_csv, png = paths
+    metrics_csv, rounds_csv = write_exports(curves, "2")
+    assert metrics_csv.endswith(f"job{run['job_id']}-round-2-metrics.csv")
     with open(metrics_csv, newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 * 12 + 2 * 3 + 20 * 12 and {r["round"] for r in rows} == {"2"}
     assert {r["job_id"] for r in rows} == {str(run["job_id"])}
     with open(rounds_csv, newline="") as f:
         assert [float(r["oracle_score"]) for r in csv.DictReader(f)] == pytest.approx([0.5, 0.6, 0.7])
-    assert png.endswith("-round-2-ppo.png") and open(png, "rb").read() == b"\x89PNG fake"
+
+
+def test_figures_smooth_downsample_and_color_by_round():
+    from app.curves_tab import PANEL_POINTS, ppo_figure, reward_figure, round_color, rounds_figure, segments
+    from storage.curves import Series
+
+    steps = list(range(1, 20_001))
+    kl = segments(Series("ppo/kl", steps, [float(i % 7) for i in steps], [1] * 10_000 + [2] * 10_000))
+    raw = json.loads(ppo_figure({"ppo/kl": kl}, 0.0, "ppo").plot)
+    lines = [t for t in raw["data"] if t["xaxis"] == "x2"]  # ppo/kl is the second panel
+    assert [(t["name"], t["line"]["color"], t["showlegend"]) for t in lines] == [("round 1", "#2563eb", True),
+                                                                                  ("round 2", "#ea580c", True)]
+    assert sum(len(t["x"]) for t in lines) <= PANEL_POINTS and lines[1]["x"][-1] == 20_000
+    assert sum(a["text"] == "no data yet" for a in raw["layout"]["annotations"]) == 11  # the other PPO panels
+    assert raw["config"]["toImageButtonOptions"]["filename"] == "ppo"
+
+    smooth = json.loads(reward_figure({"reward/loss": kl, "reward/accuracy": kl}, 0.9, "reward").plot)
+    loss = [t for t in smooth["data"] if t["xaxis"] == "x1"]
+    assert [t["name"] for t in loss] == ["round 1 · raw", "round 1", "round 2 · raw", "round 2"]
+    assert loss[0]["line"]["color"] == round_color(1, raw=True) and loss[0]["hoverinfo"] == "skip"
+    assert loss[2]["x"][0] == 1 and loss[2]["x"][-1] == 10_000  # steps within the round
+    accuracy = [t for t in smooth["data"] if t["xaxis"] == "x2"]
+    assert [t["showlegend"] for t in accuracy if t["name"].startswith("round")] == [False] * 4  # listed once
+    assert accuracy[-1]["name"] == "chance" and accuracy[-1]["y"] == [0.5, 0.5]
+    # 70% of the way to white from #2563eb: 37 + 0.7 * 218 = 190 (be), 99 + 0.7 * 156 = 208 (d0), 235 + 0.7 * 20 = 249
+    assert round_color(1, raw=True) == "#bed0f9"
+
+    rounds = [{"round": g, "summary": {"labels": 10 * g, "oracle_score": 0.5 + 0.1 * g}} for g in (1, 2, 3)]
+    spec = json.loads(rounds_figure(rounds, 0.4, "rounds").plot)
+    assert [t["type"] for t in spec["data"] if t["xaxis"] == "x1"] == ["bar"]
+    oracle = [t for t in spec["data"] if t["xaxis"] == "x5"]
+    assert oracle[0]["y"] == pytest.approx([0.6, 0.7, 0.8]) and oracle[1]["name"] == "SFT policy"
+    assert oracle[1]["y"] == [0.4, 0.4]
 
 
 def test_warning_shows_in_plain_words_and_escaped(store):

@@ -121,5 +121,15 @@ def test_downsample_keeps_extremes_and_order():
     s, v = d.downsample(steps, values, 100)
     assert len(s) <= 100 and np.all(np.diff(s) > 0)
     assert 9.0 in v and -4.0 in v and 437 in s and 901 in s
+    assert s[0] == 0 and s[-1] == 999  # the line still starts and ends where the series does
     s, v = d.downsample(steps[:50], values[:50], 100)
     assert len(s) == 50
+
+
+@pytest.mark.parametrize("n", [101, 1000, 1234, 9999])
+def test_downsample_bounds_on_any_length(n):
+    values = RNG.normal(size=n)
+    s, v = d.downsample(np.arange(n), values, 100)
+    assert len(s) <= 100 and np.all(np.diff(s) > 0)
+    assert values.min() in v and values.max() in v and s[0] == 0 and s[-1] == n - 1
+    assert np.array_equal(values[s], v)

@@ -15,6 +15,7 @@ Most rules compare the means of a series' four quarters (q1..q4, in step order),
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -158,14 +159,18 @@ def ema(values: Sequence[float], smoothing: float) -> np.ndarray:
 
 
 def downsample(steps: Sequence[float], values: Sequence[float], max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most `max_points` points that keep the shape: each of max_points/2 buckets keeps its min and max."""
+    """At most `max_points` points that keep the shape: the first and the last, and the min and max of each of
+    (max_points - 2) / 2 equal buckets in between."""
     steps, values = np.asarray(steps), np.asarray(values, dtype=float)
     if len(values) <= max_points:
         return steps, values
-    edges = np.linspace(0, len(values), max_points // 2 + 1).astype(int)
-    keep = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        bucket = values[lo:hi]
-        keep.extend(sorted({lo + int(bucket.argmin()), lo + int(bucket.argmax())}))
-    keep = np.array(keep)
-    return steps[keep], values[keep]
+    inner = values[1:-1]
+    size = math.ceil(len(inner) / ((max_points - 2) // 2))
+    buckets = math.ceil(len(inner) / size)
+    padded = np.full(buckets * size, np.nan)
+    padded[:len(inner)] = inner
+    grid = padded.reshape(buckets, size)  # (buckets, size); only the last bucket may hold NaN padding
+    offsets = np.arange(buckets) * size + 1
+    keep = np.concatenate([[0, len(values) - 1], offsets + np.nanargmin(grid, axis=1), offsets + np.nanargmax(grid, axis=1)])
+    index = np.unique(keep)
+    return steps[index], values[index]

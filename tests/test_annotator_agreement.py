@@ -1,0 +1,49 @@
+"""Reward-model agreement with each annotator: counted by hand against a scorer with known preferences."""
+
+import pytest
+import torch
+
+from storage.jobs import create_job
+from storage.labels import add_label
+from storage.metrics import read_metrics
+from storage.reward_models import add_reward_model
+from storage.types import Outcome
+from trainers.annotator_agreement import record_annotator_agreement
+
+
+class FixedScorer:
+    """Two ensemble members whose mean P(first preferred) is 0.8 when the first response is "good", else 0.3."""
+
+    def preference_probabilities(self, prompts, firsts, seconds):
+        mean = torch.tensor([0.8 if first == "good" else 0.3 for first in firsts])
+        return torch.stack([mean + 0.1, mean - 0.1])  # (K=2, N)
+
+
+def test_agreement_per_annotator_by_hand(store, queue_pairs):
+    pairs = queue_pairs([("p1", "good", "bad"), ("p2", "bad", "good"), ("p3", "good", "meh"), ("p4", "x", "y")])
+    # the model prefers: first, second, first, second
+    add_label(store, pairs[0], "alice", Outcome.FIRST)  # agrees
+    add_label(store, pairs[1], "alice", Outcome.SECOND)  # agrees
+    add_label(store, pairs[2], "alice", Outcome.SECOND)  # disagrees
+    add_label(store, pairs[3], "alice", Outcome.TIE)  # not compared
+    add_label(store, pairs[0], "bob", Outcome.SECOND)  # disagrees
+    add_label(store, pairs[1], "bob", Outcome.SKIP)  # not compared
+    job_id = create_job(store, "reward", {})
+    add_reward_model(store, "/rm", labels_used=5, metrics={}, norm_mean=0.0, norm_std=1.0, round=2, job_id=job_id)
+
+    agreement = record_annotator_agreement(store, job_id, scorer=FixedScorer())
+
+    assert agreement == {"alice": pytest.approx(2 / 3), "bob": 0.0}
+    rows = {(r["name"], r["step"]): r["value"] for r in read_metrics(store, job_id, prefix="annotator/")}
+    assert rows == {("annotator/alice/rm_agreement", 2): pytest.approx(2 / 3), ("annotator/alice/rm_labels", 2): 3,
+                    ("annotator/bob/rm_agreement", 2): 0.0, ("annotator/bob/rm_labels", 2): 1}
+
+
+def test_nothing_to_compare_stores_nothing(store, queue_pairs):
+    job_id = create_job(store, "reward", {})
+    assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {}  # no reward model, no label
+    pair = queue_pairs([("p", "a", "b")])[0]
+    add_label(store, pair, "alice", Outcome.TIE)
+    add_reward_model(store, "/rm", labels_used=1, metrics={}, norm_mean=0.0, norm_std=1.0, job_id=job_id)
+    assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {}  # only a tie
+    assert read_metrics(store, job_id) == []
