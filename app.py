@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 from storage import Store, StudioError
 from storage.policies import latest_policy
 from storage.prompts import count_prompts
 
+ROOT = Path(__file__).resolve().parent
 SUBCOMMANDS = {}
 
 
@@ -38,7 +40,7 @@ def open_store(args: argparse.Namespace) -> Store:
     """Open (and migrate) the store; an empty one (no prompts, no policy) is seeded with the demo unless --no-demo."""
     store = Store(args.db)
     if not args.no_demo and store_is_empty(store):
-        seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path)])
+        seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path.resolve())], cwd=ROOT)
         if seed.returncode != 0:
             raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")
     return store
@@ -81,6 +83,15 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
         return 0
 
     return run
+
+
+@subcommand("loop", "run the preference loop in the terminal (oracle or human labels)")
+def loop_arguments(parser: argparse.ArgumentParser):
+    from trainers import loop_cli
+
+    add_store_arguments(parser)
+    loop_cli.add_arguments(parser)
+    return lambda args: loop_cli.run(args, open_store(args))
 
 
 @subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)")

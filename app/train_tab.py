@@ -14,7 +14,7 @@ from storage.errors import StudioError
 from storage.prompts import list_prompts
 from storage.types import Job
 from trainers.launcher import reap_orphans, resume_job, start_job
-from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_prompts
+from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_prompts, job_settings
 
 from .context import Studio
 
@@ -58,7 +58,7 @@ def build(studio: Studio) -> list:
         studio.require_admin(request)
         check_against_prompts(config, len(list_prompts(store, heldout=False)))
         reap_orphans(store)
-        return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, config.to_dict())))
+        return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 
     def start_loop(config_json: str, request: gr.Request) -> dict:
         """Start the human-preference loop with a JSON object of settings (see the Train tab); returns the job status."""
@@ -84,8 +84,17 @@ def build(studio: Studio) -> list:
         except StudioError as exc:
             raise gr.Error(str(exc)) from None
 
+    def resume(job_id: int, request: gr.Request) -> dict:
+        """Continue a cancelled, failed or interrupted job from its last completed step."""
+        studio.require_admin(request)
+        try:
+            return job_status_dict(studio, resume_job(store, int(job_id)))
+        except StudioError as exc:
+            raise gr.Error(str(exc)) from None
+
     gr.api(start_loop, api_name="start_loop")
     gr.api(stop_job, api_name="stop_job")
+    gr.api(resume, api_name="resume_job")
     gr.api(job_status, api_name="job_status")
 
     gr.Markdown("Launch training. Jobs run in a separate worker process; labeling goes on while they train.")
@@ -155,15 +164,11 @@ def build(studio: Studio) -> list:
         return render(job_rows.request_cancel(store, active[0].id))
 
     def on_resume(request: gr.Request):
-        studio.require_admin(request)
         reap_orphans(store)
         newest = job_rows.list_jobs(store, limit=1)
         if not newest:
             raise gr.Error("there is no job to resume; start one first")
-        try:
-            return render(resume_job(store, newest[0].id))
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
+        return render(job_rows.get_job(store, resume(newest[0].id, request)["job_id"]))
 
     def fill_preset(name: str):
         config = PRESETS[name]

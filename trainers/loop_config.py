@@ -120,3 +120,27 @@ def check_against_prompts(config: LoopConfig, training_prompts: int) -> None:
         if getattr(config, name) > training_prompts:
             raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
                                f"training prompts; lower it or import more prompts")
+
+
+def reward_settings(config: LoopConfig, round: int = 0) -> dict:
+    """The `trainers.reward.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
+    return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
+            "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
+            "seed": config.seed * 1000 + round}
+
+
+def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
+    """The `trainers.ppo.PPOConfig` fields a loop config sets (plain values: no torch needed here)."""
+    return {"batch_size": config.ppo_batch_size, "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
+            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
+            "temperature": config.temperature, "top_p": config.top_p, "lora": config.lora,
+            "seed": config.seed * 1000 + round, "save_every": max(1, config.ppo_iterations // 4)}
+
+
+def job_settings(kind: str, config: LoopConfig) -> dict:
+    """A job row's config for the Train tab's buttons: the loop itself, or one reward-model or PPO run."""
+    if kind == "loop":
+        return config.to_dict()
+    if kind == "reward":
+        return reward_settings(config)
+    return {"iterations": config.ppo_iterations, "reward": "rm", "ppo": ppo_settings(config)}

@@ -18,8 +18,8 @@ from storage import jobs as job_rows
 from storage.types import Job, JobStatus
 
 RUNNERS = {  # job kind -> "module:function" taking (store, job)
-    "reward": "trainers.reward_job:run",
-    "ppo": "trainers.ppo_job:run",
+    "reward": "trainers.reward_cli:run_reward_job",
+    "ppo": "trainers.ppo_cli:run_job",
     "loop": "trainers.loop:run",
 }
 HEARTBEAT_S = 2.0
@@ -51,12 +51,12 @@ def resolve(kind: str):
     return getattr(importlib.import_module(module), function)
 
 
-def run_job(store: Store, job: Job) -> JobStatus:
-    """Run a claimed job and record how it ended."""
+def run_job(store: Store, job: Job, runner=None) -> JobStatus:
+    """Run a claimed job (with its kind's runner, or `runner(store, job)`) and record how it ended."""
     heartbeat = Heartbeat(store, job.id)
     heartbeat.start()
     try:
-        resolve(job.kind)(store, job)
+        (runner or resolve(job.kind))(store, job)
     except BaseException as exc:
         status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.FAILED
         tail = "".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:]

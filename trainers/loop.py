@@ -1,0 +1,210 @@
+"""The human-preference loop (Christiano et al. 2017), round after round, resumable at every step.
+
+One round g: (1) sample K responses per prompt from the newest policy; (2) queue pairs (random, or where the
+reward-model ensemble disagrees most), plus a reserve so annotators never run dry while the round trains;
+(3) collect N labels (the oracle annotator labels them, or the loop waits for people in the UI); (4) train the
+reward model on all labels so far; (5) PPO for M iterations against it; (6) register policy g and the round's
+summary. Every step checks the store first, so a stopped or killed loop continues where it was.
+
+    python app.py loop --db studio.db --rounds 3 --labels-per-round 100 --annotator oracle
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import numpy as np
+import torch
+
+from labeling.selection import candidate_pairs, select_by_disagreement
+from storage import Store
+from storage import jobs as job_rows
+from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, add_scores, list_generations
+from storage.metrics import log_metrics, read_metrics
+from storage.pairs import add_pairs, list_pairs
+from storage.policies import latest_policy
+from storage.prompts import list_prompts
+from storage.reward_models import list_reward_models
+from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
+from storage.types import Job, Policy
+
+from .loop_config import LoopConfig, check_against_prompts, ppo_settings, reward_settings
+from .sampling import SamplingConfig, queue_random_pairs, sample_policy
+
+HUMAN_POLL_S = 2.0
+EVAL_SEED = 12345
+
+
+class LoopCancelled(Exception):
+    """The job's cancel flag was seen between steps."""
+
+
+class Loop:
+    """The rounds of one loop job. `log` receives progress lines; `progress(fraction, phase)` drives a bar."""
+
+    def __init__(self, store: Store, job: Job, log=print, progress=None):
+        self.store, self.job, self.log, self.progress = store, job, log, progress
+        self.config = LoopConfig.from_dict(job.config)
+        check_against_prompts(self.config, len(list_prompts(store, heldout=False)))
+        self.first_round = max_policy_round_before(store, job.created) + 1
+
+    def step(self, round_index: int, phase: str, fraction_of_round: float) -> None:
+        """Report where the loop is; stop here when a cancel was requested."""
+        progress = (round_index + fraction_of_round) / self.config.rounds
+        if job_rows.heartbeat(self.store, self.job.id, phase=f"round {round_index + 1}/{self.config.rounds}: {phase}",
+                              progress=progress):
+            raise LoopCancelled("the loop was stopped; resume to continue from this step")
+        job_rows.add_log(self.store, self.job.id, f"round {round_index + 1}: {phase}")
+        if self.progress:
+            self.progress(progress, phase)
+
+    def run(self) -> None:
+        start = latest_policy(self.store)
+        if not list_generations(self.store, policy_id=start.id, source=EVAL_SOURCE):  # the baseline, once
+            self.step(0, "evaluating the starting policy", 0.0)
+            baseline = evaluate_policy(self.store, start, self.config, self.config.annotator == "oracle")
+            if baseline is not None:
+                log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
+        done = {r["round"] for r in list_rounds(self.store, self.job.id)}
+        for index in range(self.config.rounds):
+            if self.first_round + index not in done:
+                self.run_round(index)
+
+    def run_round(self, index: int) -> None:
+        config, g = self.config, self.first_round + index
+        seed = config.seed * 1000 + g
+        policy = latest_policy(self.store)
+        if round_pair_count(self.store, g) == 0:
+            self.step(index, "sampling responses", 0.0)
+            self.queue_pairs(policy, g, seed)
+        if round_label_count(self.store, g) < config.labels_per_round:
+            self.step(index, "collecting labels", 0.1)
+            self.collect_labels(index, g, seed)
+        members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
+        if not members:
+            self.step(index, "training the reward model", 0.3)
+            self.train_reward(g)
+        new_policy = latest_policy(self.store)
+        if new_policy.round != g or new_policy.created < self.job.created:
+            self.step(index, "PPO", 0.5)
+            self.run_ppo(index, g)
+            new_policy = latest_policy(self.store)
+        self.step(index, "summarising", 0.95)
+        self.summarise(index, g, policy, new_policy)
+
+    def queue_pairs(self, policy: Policy, g: int, seed: int) -> None:
+        config = self.config
+        prompts = list_prompts(self.store, heldout=False)
+        chosen = random.Random(seed).sample(prompts, config.prompts_per_round)
+        sampling = SamplingConfig(config.samples_per_prompt, config.response_length, config.temperature, config.top_p)
+        new_ids = set(sample_policy(self.store, policy, chosen, sampling, seed))
+        wanted = config.labels_per_round + config.queue_reserve
+        ensemble = self.newest_ensemble()
+        if config.selector == "disagreement" and len(ensemble) >= 2:
+            from .reward import RewardScorer, pair_probabilities
+
+            queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
+            candidates = candidate_pairs([gen for gen in list_generations(self.store, policy_id=policy.id)
+                                          if gen.id in new_ids], exclude=queued)  # this round's samples only
+            scorer = RewardScorer.from_dirs([m.path for m in ensemble])
+            probs = pair_probabilities(scorer, candidates, {p.id: p.text for p in chosen})
+            add_pairs(self.store, select_by_disagreement(candidates, probs, wanted, round=g))
+        else:
+            queue_random_pairs(self.store, policy, wanted, seed, g)
+
+    def newest_ensemble(self):
+        models = list_reward_models(self.store)
+        if not models:
+            return []
+        newest = models[-1]
+        return [m for m in models if m.job_id == newest.job_id and m.round == newest.round]
+
+    def collect_labels(self, index: int, g: int, seed: int) -> None:
+        config = self.config
+        if config.annotator == "oracle":
+            from labeling.synthetic import OracleAnnotator
+
+            oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
+            oracle.label(self.store, config.labels_per_round - round_label_count(self.store, g))
+            return
+        while (have := round_label_count(self.store, g)) < config.labels_per_round:
+            self.step(index, f"waiting for labels ({have}/{config.labels_per_round})", 0.1 + 0.2 * have / config.labels_per_round)
+            time.sleep(HUMAN_POLL_S)
+
+    def train_reward(self, g: int) -> None:
+        from .reward import RewardConfig, train_reward_model
+
+        result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
+        self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
+
+    def run_ppo(self, index: int, g: int) -> None:
+        from .ppo_cli import PPORun, train_ppo
+
+        m = self.config.ppo_iterations
+        run = PPORun(iterations=m, reward="rm", round=g, ppo=ppo_settings(self.config, g))
+
+        def on_iteration(iteration: int, metrics: dict) -> None:
+            self.step(index, f"PPO iteration {iteration}/{m}", 0.5 + 0.45 * iteration / m)
+
+        outcome = train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}",
+                            step_offset=(g - self.first_round) * m, on_iteration=on_iteration)
+        if outcome.cancelled:
+            raise LoopCancelled("the loop was stopped during PPO; resume to continue from the last saved iteration")
+
+    def summarise(self, index: int, g: int, old_policy: Policy, new_policy: Policy) -> None:
+        members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
+        ppo = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix="ppo/")}
+        summary = {
+            "labels": round_label_count(self.store, g),
+            "reward_val_accuracy": members[0].metrics.get("val_accuracy") if members else None,
+            "score": ppo.get("ppo/score"),
+            "kl": ppo.get("ppo/kl"),
+        }
+        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == "oracle")
+        if oracle_score is not None:
+            summary["oracle_score"] = oracle_score
+        add_round(self.store, self.job.id, g, self.config.to_dict(), summary, new_policy.id,
+                  members[0].id if members else None)
+        log_metrics(self.store, self.job.id, g, {f"round/{k}": v for k, v in summary.items() if v is not None})
+        self.log(f"round {index + 1} done: {summary}")
+
+
+def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool, samples: int = 2) -> float | None:
+    """Sample the held-out prompts with `policy`, store the samples (source `eval`) with their reward-model and
+    oracle scores for the samples view, and return the mean oracle score (None without an oracle)."""
+    from labeling.synthetic import load_scorer
+
+    from .generation import HFGenerator
+    from .models import load_policy, load_tokenizer
+    from .reward import RewardScorer
+
+    prompts = list_prompts(store, heldout=True)
+    if not prompts:
+        return None
+    generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
+    groups = generator.generate([p.text for p in prompts], samples, config.response_length, config.temperature,
+                                config.top_p, seed=EVAL_SEED)
+    rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, seed=EVAL_SEED,
+                          ended_with_eos=s.ended_with_eos, source=EVAL_SOURCE)
+            for prompt, group in zip(prompts, groups) for s in group]
+    texts = [(prompt.text, s.text) for prompt, group in zip(prompts, groups) for s in group]
+    scores: dict[int, dict[str, float]] = {i: {} for i in add_generations(store, rows)}
+    if list_reward_models(store):
+        rewards = RewardScorer.from_store(store).score([p for p, _ in texts], [t for _, t in texts])
+        for (generation_id, named), reward in zip(scores.items(), rewards.tolist()):
+            named["reward"] = reward
+    oracle_mean = None
+    if with_oracle:
+        oracle = load_scorer(config.oracle)
+        values = [oracle(text) for _, text in texts]
+        for named, value in zip(scores.values(), values):
+            named["oracle"] = value
+        oracle_mean = float(np.mean(values))
+    add_scores(store, scores)
+    return oracle_mean
+
+
+def run(store: Store, job: Job) -> None:
+    """Worker entry point for `loop` jobs."""
+    torch.set_num_threads(min(torch.get_num_threads(), 4))
+    Loop(store, job).run()
