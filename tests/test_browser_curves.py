@@ -61,6 +61,11 @@ def browser():
             browser.close()
 
 
+def job_id_of(store) -> int:
+    """The loop job whose curves the page shows first (the newest job)."""
+    return job_rows.list_jobs(store, limit=1)[0].id
+
+
 def colored_pixels(png: bytes) -> int:
     """Pixels with a clear hue: plotted lines and bars (axes, grid and text are grey)."""
     image = Image.open(io.BytesIO(png)).convert("RGB")
@@ -83,6 +88,15 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     assert "No known failure pattern" in page.locator("#curves-warnings").inner_text()
     page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
     assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+    with page.expect_download() as download:  # a chart as PNG, from its mode bar
+        page.locator("#curves-ppo [data-title='Download plot as a PNG']").click()
+    assert download.value.suggested_filename == f"job{job_id_of(loop_store)}-ppo.png"
+    download.value.save_as(tmp_path / "ppo.png")
+    assert (tmp_path / "ppo.png").read_bytes().startswith(b"\x89PNG")
+    page.get_by_role("button", name="⬇ Data as CSV").click()  # the data as CSV
+    expect(page.get_by_role("cell", name="rounds.csv")).to_be_visible(timeout=30_000)
+    expect(page.get_by_role("cell", name=f"job{job_id_of(loop_store)}-metrics.csv")).to_be_visible()
 
     # a job that is running refreshes by itself
     job_id = job_rows.create_job(loop_store, "ppo", {})
