@@ -6,7 +6,6 @@ as a download; no path is ever typed.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -17,10 +16,10 @@ from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
 from labeling.preference_import import import_preference_file
-from storage.errors import StudioError
 from storage.queue import current_votes
 
 from .context import Studio
+from .label_tab import user_errors
 
 TITLE = "Data"
 STATS_HEADERS = ["annotator", "labels", "skips", "tie rate", "both bad rate", "picks left", "median decision (s)",
@@ -48,15 +47,6 @@ def stats_table(studio: Studio) -> tuple[list[list], str]:
     return rows, (f"**{summary.pairs}** pairs labeled by two or more annotators · percent agreement "
                   f"**{_pct(summary.percent)}** · Light's κ (mean pairwise Cohen's κ, ties a class) "
                   f"**{_num(summary.kappa)}**")
-
-
-@contextlib.contextmanager
-def user_errors():
-    """The user's mistakes (StudioError) become one-line errors in the browser."""
-    try:
-        yield
-    except StudioError as exc:
-        raise gr.Error(str(exc)) from None
 
 
 def build(studio: Studio) -> list:

@@ -66,13 +66,18 @@ def _escape(text: str) -> str:
     return escaped
 
 
+def user_message(text: str) -> str:
+    """Gradio shows error and warning messages as HTML: escape them (they may quote names people typed)."""
+    return html.escape(text, quote=False)
+
+
 @contextlib.contextmanager
 def user_errors():
     """The user's mistakes (StudioError) become one-line errors in the browser or the API client."""
     try:
         yield
     except StudioError as exc:
-        raise gr.Error(str(exc)) from None
+        raise gr.Error(user_message(str(exc)), print_exception=False) from None
 
 
 def build(studio: Studio) -> list:
@@ -82,7 +87,8 @@ def build(studio: Studio) -> list:
         """The annotator: under --auth the logged-in user (typing another name is refused), else the typed name."""
         name = studio.annotator(request, typed)
         if studio.users is not None and typed and typed.strip() and typed.strip() != name:
-            raise gr.Error(f"you are signed in as {name}; you cannot label as someone else")
+            raise gr.Error(user_message(f"you are signed in as {name}; you cannot label as someone else"),
+                           print_exception=False)
         return name
 
     def api_next_pair(annotator: str, request: gr.Request) -> dict:
@@ -173,7 +179,7 @@ def build(studio: Studio) -> list:
                 try:
                     _, shown = submit_and_next(store, name, pair_id, choice.value, vote_id)
                 except (Conflict, NotFound) as exc:  # the pair left us (expired, taken): move on
-                    gr.Warning(str(exc))
+                    gr.Warning(user_message(str(exc)))
                     return view(name, next_pair(store, name))
                 return view(name, shown, f"Saved: {choice.value.replace('_', ' ')}.")
         return vote

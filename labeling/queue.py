@@ -188,7 +188,7 @@ def undo_label(store: Store, annotator: str) -> ShownPair | None:
     meanwhile, show the next pair. Raises Conflict when there is nothing to undo."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
-    _, reserved = queue_store.undo_last(store, annotator, settings.overlap, settings.reservation_ttl_s, time.time())
+    reserved = queue_store.undo_last(store, annotator, settings.overlap, settings.reservation_ttl_s, time.time())
     return _shown(reserved) if reserved else next_pair(store, annotator)
 
 

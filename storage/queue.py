@@ -175,11 +175,11 @@ def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable
         return cursor.lastrowid
 
 
-def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: float) -> tuple[int, Reserved | None]:
+def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: float) -> Reserved | None:
     """Revert the annotator's latest current label (kept, flagged undone) and reserve its pair again, same sides.
 
-    Returns (the undone label's pair id, the reservation); the reservation is None when others filled the pair
-    in the meantime (possible after a skip), and the annotator then simply gets the next pair.
+    Returns None when others filled the pair in the meantime (possible after a skip); the annotator then simply
+    gets the next pair.
     """
     with store.write() as db:
         last = db.execute("SELECT id, pair_id, left_id FROM labels WHERE annotator = ? AND undone IS NULL"
@@ -190,8 +190,8 @@ def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: flo
         db.execute("UPDATE labels SET undone = ? WHERE id = ?", [now, label_id])
         db.execute("DELETE FROM reservations WHERE annotator = ?", [annotator])
         if left_id is None or not _may_hold(db, pair_id, annotator, overlap, now):
-            return pair_id, None
-        return pair_id, _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
+            return None
+        return _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
 
 
 def labeled_since(store: Store, annotator: str, since: float) -> int:

@@ -136,6 +136,8 @@ def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pair
     page.get_by_label("Your name").fill("<img src=x onerror=alert(2)>")  # a hostile name is text too
     page.get_by_label("Your name").press("Enter")
     expect(page.locator("#label-status")).to_contain_text("Labeling as <img src=x onerror=alert(2)>")
+    page.get_by_role("button", name="Undo last").click()  # an error message that names the hostile name
+    expect(page.get_by_text("has no label to undo")).to_be_visible()
     seen = set()
     for _ in range(3):
         screen, _ = act(page, lambda: page.get_by_role("button", name="Tie").click())
