@@ -121,10 +121,11 @@ def build(studio: Studio) -> list:
     with gr.Column(elem_id="label-tab"):
         with gr.Row(elem_id="label-top"):
             name_box = gr.Textbox(label="Your name", placeholder="type your name, then press Enter", max_length=64,
-                                  scale=3, visible=not signed_in, elem_id="annotator-name")
+                                  scale=3, min_width=220, visible=not signed_in, elem_id="annotator-name")
             start = gr.Button("Start labeling", variant="primary", size="md", scale=0, min_width=160,
                               visible=not signed_in, elem_id="start")
-            counts = gr.Markdown("Type your name to start." if not signed_in else "", elem_id="label-progress")
+            counts = gr.Markdown("Type your name to start." if not signed_in else "", min_width=260,
+                                 elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
             guidelines = gr.Markdown()
         prompt = gr.Textbox(label="Prompt", interactive=False, lines=1, max_lines=8, elem_id="pair-prompt")
