@@ -114,4 +114,11 @@ def test_port_in_use(tmp_path):
     (["--port", "70000"], "out of range"),
 ])
 def test_serve_bad_options(tmp_path, args, message):
-    assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--no-demo", *args, cwd=tmp_path), message)
+    port = ["--port", str(free_port())] if "--port" not in args else []
+    assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--no-demo", *port, *args, cwd=tmp_path), message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
