@@ -25,11 +25,12 @@ class LoopConfig:
     selector: str = field(default="random", metadata={"help": "pair selector: random or disagreement"})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=3, metadata={"help": "reward-model epochs over all labels"})
-    reward_lr: float = field(default=5e-4, metadata={"help": "reward-model learning rate"})
+    reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
-    ppo_iterations: int = field(default=8, metadata={"help": "M: PPO iterations per round"})
+    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO iterations per round"})
     ppo_batch_size: int = field(default=32, metadata={"help": "prompts per PPO rollout"})
-    ppo_epochs: int = field(default=4, metadata={"help": "PPO epochs over each rollout"})
+    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per PPO epoch (divides the batch)"})
+    ppo_epochs: int = field(default=2, metadata={"help": "PPO epochs over each rollout"})
     ppo_lr: float = field(default=3e-4, metadata={"help": "PPO learning rate"})
     kl_coef: float = field(default=0.05, metadata={"help": "beta: KL penalty to the reference"})
     target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
@@ -41,7 +42,7 @@ class LoopConfig:
 
     def __post_init__(self):
         positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
-                    "ppo_iterations", "ppo_batch_size", "ppo_epochs", "response_length", "ensemble")
+                    "ppo_iterations", "ppo_batch_size", "ppo_mini_batches", "ppo_epochs", "response_length", "ensemble")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -52,6 +53,8 @@ class LoopConfig:
             raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {self.samples_per_prompt}")
         if self.queue_reserve < 0 or self.kl_coef < 0:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
+        if self.ppo_batch_size % self.ppo_mini_batches:
+            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size ({self.ppo_batch_size})")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0 <= self.oracle_noise <= 1:
@@ -131,7 +134,8 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.ppo.PPOConfig` fields a loop config sets (plain values: no torch needed here)."""
-    return {"batch_size": config.ppo_batch_size, "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
+    return {"batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
+            "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "lora": config.lora,
             "seed": config.seed * 1000 + round, "save_every": max(1, config.ppo_iterations // 4)}

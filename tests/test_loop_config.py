@@ -1,0 +1,72 @@
+"""Loop settings: validated from user JSON with one-line errors; mapped onto reward-model and PPO settings."""
+
+import dataclasses
+
+import pytest
+
+from storage import InvalidInput
+from trainers.loop_config import PRESETS, LoopConfig, check_against_prompts, job_settings, ppo_settings, reward_settings
+
+
+def test_defaults_and_presets_are_valid():
+    assert LoopConfig.from_json("") == LoopConfig()
+    for preset in PRESETS.values():
+        assert LoopConfig.from_dict(preset.to_dict()) == preset
+
+
+def test_every_field_documents_itself():
+    assert all(f.metadata.get("help") for f in dataclasses.fields(LoopConfig))
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"learning_rate": 1}', "unknown loop setting 'learning_rate'"),
+    ('{"rounds": "3"}', "'rounds' must be int"),
+    ('{"rounds": 2.5}', "'rounds' must be int"),
+    ('{"lora": 1}', "'lora' must be bool"),
+    ('{"rounds": true}', "'rounds' must be int"),
+    ('{"reward_lr": -0.1}', "reward_lr must be positive"),
+    ('{"ppo_lr": 0}', "ppo_lr must be positive"),
+    ('{"response_length": 0}', "response_length must be at least 1"),
+    ('{"samples_per_prompt": 1}', "samples_per_prompt must be at least 2"),
+    ('{"top_p": 1.5}', "top_p must be in (0, 1]"),
+    ('{"oracle_noise": 2}', "oracle_noise must be between 0 and 1"),
+    ('{"target_kl": 0}', "target_kl must be positive"),
+    ('{"annotator": "robot"}', "annotator must be one of"),
+    ('{"selector": "best"}', "selector must be one of"),
+    ('{"selector": "disagreement"}', "needs an ensemble of 2"),
+    ('{"ppo_batch_size": 30, "ppo_mini_batches": 4}', "must divide ppo_batch_size"),
+    ('{"oracle": "no_colon"}', "module:function"),
+    ('[1, 2]', "must be a JSON object"),
+    ('{"rounds": ', "not valid JSON"),
+])
+def test_bad_settings_are_one_line_errors(text, message):
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")) as err:
+        LoopConfig.from_json(text)
+    assert "\n" not in str(err.value)
+
+
+def test_numbers_and_null_where_allowed():
+    config = LoopConfig.from_json('{"kl_coef": 1, "target_kl": null, "reward_lr": 0.001}')
+    assert config.kl_coef == 1 and config.target_kl is None
+
+
+def test_batches_cannot_exceed_the_prompt_set():
+    check_against_prompts(LoopConfig(prompts_per_round=10, ppo_batch_size=10), 10)
+    with pytest.raises(InvalidInput, match="ppo_batch_size is 32 but the store has only 20 training prompts"):
+        check_against_prompts(LoopConfig(prompts_per_round=10, ppo_batch_size=32), 20)
+    with pytest.raises(InvalidInput, match="no training prompts"):
+        check_against_prompts(LoopConfig(), 0)
+
+
+def test_settings_map_onto_the_trainers_configs():
+    from trainers.ppo import PPOConfig
+    from trainers.reward import RewardConfig
+
+    config = LoopConfig(reward_lr=0.01, ppo_lr=0.02, kl_coef=0.3, ensemble=2, lora=True, seed=4)
+    reward = RewardConfig(**reward_settings(config, round=2))
+    assert (reward.learning_rate, reward.ensemble, reward.round, reward.seed) == (0.01, 2, 2, 4002)
+    ppo = PPOConfig(**ppo_settings(config, round=2))
+    assert (ppo.learning_rate, ppo.init_kl_coef, ppo.lora, ppo.seed) == (0.02, 0.3, True, 4002)
+    assert job_settings("loop", config) == config.to_dict()
+    assert job_settings("reward", config) == reward_settings(config)
+    assert job_settings("ppo", config)["ppo"] == ppo_settings(config) and job_settings("ppo", config)["reward"] == "rm"
