@@ -14,7 +14,7 @@ import html
 import json
 import math
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 from pathlib import Path
 
@@ -24,14 +24,13 @@ from gradio.components.plot import PlotData
 
 from storage import jobs as job_rows
 from storage.curves import Series, metric_series
-from storage.errors import StudioError
 from storage.generations import eval_samples
 from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.diagnostics import Finding, diagnose, downsample, ema
 
-from .context import Studio
+from .context import Studio, user_errors
 
 TITLE = "Curves"
 REWARD_PANELS = {"reward/loss": "Loss", "reward/accuracy": "Accuracy (training batches)",
@@ -57,20 +56,39 @@ class Segment:
     """The points of one metric in one round; `offset` turns job steps into steps within the round."""
 
     round: int | None
+    label: str  # "round 2", or for points in no finished round: "in progress", "unfinished round" or "this job"
     steps: np.ndarray
     values: np.ndarray
     offset: int
 
 
-def segments(series: Series) -> list[Segment]:
-    """Consecutive runs of points belonging to one round, in step order."""
-    out, start, offset = [], 0, 0
+def segments(series: Series, open_label: str = "in progress") -> list[Segment]:
+    """Consecutive runs of points belonging to one round, in step order; `open_label` names points in none."""
+    out, start = [], 0
     for round_, run in groupby(series.rounds):
         n = len(list(run))
-        steps = np.asarray(series.steps[start:start + n])
-        out.append(Segment(round_, steps, np.asarray(series.values[start:start + n], dtype=float), offset))
-        start, offset = start + n, int(steps[-1])
+        label = open_label if round_ is None else f"round {round_}"
+        out.append(Segment(round_, label, np.asarray(series.steps[start:start + n]),
+                           np.asarray(series.values[start:start + n], dtype=float), 0))
+        start += n
     return out
+
+
+def _round_order(round_: int | None) -> float:
+    return math.inf if round_ is None else round_
+
+
+def align_rounds(group: dict[str, list[Segment]]) -> dict[str, list[Segment]]:
+    """Set every segment's offset so that a round's steps count from where the group's previous rounds ended (the
+    last step any of its metrics logged before): the same offset for every metric, even one a round did not log."""
+    last: dict[int | None, int] = {}
+    for segs in group.values():
+        for s in segs:
+            last[s.round] = max(last.get(s.round, 0), int(s.steps[-1]))
+    offsets, previous = {}, 0
+    for round_ in sorted(last, key=_round_order):
+        offsets[round_], previous = previous, max(previous, last[round_])
+    return {name: [replace(s, offset=offsets[s.round]) for s in segs] for name, segs in group.items()}
 
 
 @dataclass(frozen=True)
@@ -88,10 +106,9 @@ class Curves:
         return sum(len(s.steps) for group in (self.reward, self.ppo) for segs in group.values() for s in segs)
 
     def round_choices(self) -> list[tuple[str, str]]:
-        seen = sorted({s.round for group in (self.reward, self.ppo) for segs in group.values() for s in segs},
-                      key=lambda r: math.inf if r is None else r)
-        return [("All rounds", ALL)] + [("In progress" if r is None else f"Round {r}", IN_PROGRESS if r is None else str(r))
-                                        for r in seen]
+        seen = sorted({(s.round, s.label) for group in (self.reward, self.ppo) for segs in group.values() for s in segs},
+                      key=lambda pair: _round_order(pair[0]))
+        return [("All rounds", ALL)] + [(label.capitalize(), IN_PROGRESS if r is None else str(r)) for r, label in seen]
 
     def select(self, group: dict[str, list[Segment]], choice: str) -> dict[str, list[Segment]]:
         """Segments of the chosen round only (or all of them)."""
@@ -104,8 +121,11 @@ class Curves:
 def load_curves(studio: Studio, job_id: int | None) -> Curves:
     store = studio.store
     job = job_rows.get_job(store, job_id) if job_id is not None else None
+    open_label = ("in progress" if job.status.active else "unfinished round" if job.kind == "loop" else "this job"
+                  ) if job else ""
     by_prefix = {p: metric_series(store, job_id, prefix=p) if job else {} for p in ("reward/", "ppo/")}
-    reward, ppo = ({name: segments(s) for name, s in by_prefix[p].items()} for p in ("reward/", "ppo/"))
+    reward, ppo = (align_rounds({name: segments(s, open_label) for name, s in by_prefix[p].items()})
+                   for p in ("reward/", "ppo/"))
     sft = [s["oracle"] for s in eval_samples(store) if s["round"] == 0 and "oracle" in s]
     return Curves(job, reward, ppo, list_rounds(store), float(np.mean(sft)) if sft else None)
 
@@ -134,10 +154,6 @@ def round_color(round_: int | None, raw: bool = False) -> str:
     return "#" + "".join(f"{round(c + (255 - c) * 0.7):02x}" for c in (r, g, b))
 
 
-def _round_label(round_: int | None) -> str:
-    return "in progress" if round_ is None else f"round {round_}"
-
-
 def significant(values, digits: int = 6) -> np.ndarray:
     """Values rounded to `digits` significant digits of the series' largest magnitude: no float noise such as
     0.09999999999999998 from smoothing a constant (which the chart would zoom into), and shorter JSON."""
@@ -160,20 +176,21 @@ def round_lines(segs: list[Segment], smoothing: float, within_round: bool, axis:
     traces = []
     max_points = max(MIN_LINE_POINTS, PANEL_POINTS // max(1, len(segs) * (2 if smoothing > 0 else 1)))
     for s in segs:
-        label = _round_label(s.round)
+        label = s.label
         x = s.steps - s.offset if within_round else s.steps
         if smoothing > 0:
             traces.append(_trace(*downsample(x, s.values, max_points), f"{label} · raw", round_color(s.round, raw=True),
                                  1, axis, hoverinfo="skip", legendgroup=label))
         traces.append(_trace(*downsample(x, ema(s.values, smoothing), max_points), label, round_color(s.round), 2,
-                             axis, legend=label not in legend))
+                             axis, legend=label not in legend, legendrank=min(_round_order(s.round), 10 ** 6)))
         legend.add(label)
     return traces
 
 
 def figure(panels: dict[str, str], traces: dict[str, list[dict]], cols: int, x_title: str, panel_height: int,
            name: str, x_axis: dict | None = None) -> PlotData:
-    """A grid of small charts sharing one legend (click a round to hide it everywhere); PNG from the ⤓ button."""
+    """A grid of small charts sharing one legend (click a round to hide it everywhere); the mode bar's camera
+    button saves it as PNG named `name`."""
     rows = math.ceil(len(panels) / cols)
     hgap, vgap = 0.05, 0.3 / rows
     width, height = (1 - hgap * (cols - 1)) / cols, (1 - vgap * (rows - 1)) / rows
@@ -316,10 +333,8 @@ def build(studio: Studio) -> list:
         studio.annotator(request, None)
         wanted = names.split(",") if isinstance(names, str) else list(names or [])
         wanted = [n.strip() for n in wanted if n and n.strip()]
-        try:
+        with user_errors():
             job_rows.get_job(store, int(job_id))
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
         return read_metrics(store, int(job_id), names=wanted or None)
 
     gr.api(metrics, api_name="metrics")
@@ -347,10 +362,8 @@ def build(studio: Studio) -> list:
     timer = gr.Timer(LIVE_REFRESH_S, active=False)
 
     def show(job_id, choice, smoothing_value):
-        try:
+        with user_errors():
             curves = load_curves(studio, job_id)
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
         choices = curves.round_choices()
         choice = choice if choice in {value for _, value in choices} else ALL
         smoothing_value = float(smoothing_value)

@@ -118,9 +118,13 @@ def annotators_html(studio: Studio) -> str:
         return '<p class="none">No labels yet.</p>'
     rm = rm_agreement_by_annotator(studio)
     overall = agreement_summary(votes)
-    summary = (f"{len(stats)} annotators · {sum(s.labels for s in stats):,} labels · agreement "
-               f"{_fmt(overall.percent, '{:.0%}')} over {overall.comparisons:,} rating pairs on {overall.pairs:,} shared "
-               f"pairs · Light's κ {_fmt(overall.kappa, '{:.2f}')}")
+    labels = sum(s.labels for s in stats)
+    people = f"{len(stats)} annotator{'s' * (len(stats) != 1)} · {labels:,} label{'s' * (labels != 1)}"
+    if overall.comparisons:
+        summary = (f"{people} · agreement {_fmt(overall.percent, '{:.0%}')} over {overall.comparisons:,} rating pairs "
+                   f"on {overall.pairs:,} shared pairs · Light's κ {_fmt(overall.kappa, '{:.2f}')}")
+    else:
+        summary = f"{people} · no pair labeled by two annotators yet, so no agreement to measure"
     rows = []
     for s in stats:
         seconds = None if s.median_decision_ms is None else s.median_decision_ms / 1000
@@ -146,8 +150,9 @@ def prompt_choices(samples: list[dict]) -> list[tuple[str, str]]:
 
 def build(studio: Studio) -> list:
     gr.Markdown("The same held-out prompts answered by every policy version, so you can see how the behaviour "
-                "changed round by round. Scores: the reward model's (normalised) and the oracle's, where one exists.")
-    with gr.Row(equal_height=True):
+                "changed round by round. Scores: the reward model's (normalised; each version scored by the reward "
+                "model of its round) and the oracle's, where one exists.")
+    with gr.Row():
         prompt = gr.Dropdown(label="Held-out prompt", choices=[("All held-out prompts", ALL_PROMPTS)],
                              value=ALL_PROMPTS, scale=4)
         with gr.Column(scale=1, min_width=160):

@@ -114,13 +114,37 @@ def test_prefix_is_a_prefix_not_a_pattern(store):
     assert sorted(metric_series(store, job_id, prefix="ppo/")) == ["ppo/kl", "ppo/z/y"]
 
 
-def test_segments_restart_steps_per_round(store, run):
-    from app.curves_tab import segments
+def test_points_in_no_finished_round_are_named_by_the_job_state(store):
+    from app.context import Studio
+    from app.curves_tab import IN_PROGRESS, load_curves
+
+    run = fill_synthetic_run(store, rounds=1, reward_steps=4, ppo_iterations=3, in_progress=True)
+    curves = load_curves(Studio(store), run["job_id"])
+    assert [s.label for s in curves.reward["reward/loss"]] == ["round 1", "in progress"]
+    assert curves.round_choices()[-1] == ("In progress", IN_PROGRESS)
+    job_rows.request_cancel(store, run["job_id"])
+    job_rows.finish_job(store, run["job_id"], JobStatus.CANCELLED)
+    assert load_curves(Studio(store), run["job_id"]).reward["reward/loss"][-1].label == "unfinished round"
+    ppo_job = job_rows.create_job(store, "ppo", {})
+    log_metrics(store, ppo_job, 1, {"ppo/kl": 0.1})
+    job_rows.finish_job(store, ppo_job, JobStatus.COMPLETED)
+    assert [s.label for s in load_curves(Studio(store), ppo_job).ppo["ppo/kl"]] == ["this job"]
+
+
+def test_steps_count_from_the_start_of_each_round(store, run):
+    from app.curves_tab import align_rounds, segments
+    from storage.curves import Series
 
     loss = metric_series(store, run["job_id"], names=["reward/loss"])["reward/loss"]
-    segs = segments(loss)
-    assert [s.round for s in segs] == [1, 2, 3]
+    segs = align_rounds({"reward/loss": segments(loss)})["reward/loss"]
+    assert [s.round for s in segs] == [1, 2, 3] and [s.offset for s in segs] == [0, 12, 24]
     assert all((s.steps - s.offset).tolist() == list(range(1, 13)) for s in segs)
+    # round 1 logged only validation metrics (steps 6 and 12), round 2 also its loss (steps 13..24): loss in round 2
+    # still counts from the end of round 1, 12
+    val = Series("reward/val_loss", [6, 12, 18, 24], [0.7, 0.6, 0.7, 0.6], [1, 1, 2, 2])
+    train = Series("reward/loss", list(range(13, 25)), [0.5] * 12, [2] * 12)
+    aligned = align_rounds({"reward/val_loss": segments(val), "reward/loss": segments(train)})
+    assert [s.offset for s in aligned["reward/loss"]] == [12] and [s.offset for s in aligned["reward/val_loss"]] == [0, 12]
 
 
 def test_curves_selection_and_exports(store, run):
@@ -148,7 +172,8 @@ def test_curves_selection_and_exports(store, run):
 
 
 def test_figures_smooth_downsample_and_color_by_round():
-    from app.curves_tab import PANEL_POINTS, ppo_figure, reward_figure, round_color, rounds_figure, segments
+    from app.curves_tab import (PANEL_POINTS, align_rounds, ppo_figure, reward_figure, round_color, rounds_figure,
+                                segments)
     from storage.curves import Series
 
     steps = list(range(1, 20_001))
@@ -161,7 +186,7 @@ def test_figures_smooth_downsample_and_color_by_round():
     assert sum(a["text"] == "no data yet" for a in raw["layout"]["annotations"]) == 11  # the other PPO panels
     assert raw["config"]["toImageButtonOptions"]["filename"] == "ppo"
 
-    smooth = json.loads(reward_figure({"reward/loss": kl, "reward/accuracy": kl}, 0.9, "reward").plot)
+    smooth = json.loads(reward_figure(align_rounds({"reward/loss": kl, "reward/accuracy": kl}), 0.9, "reward").plot)
     loss = [t for t in smooth["data"] if t["xaxis"] == "x1"]
     assert [t["name"] for t in loss] == ["round 1 · raw", "round 1", "round 2 · raw", "round 2"]
     assert loss[0]["line"]["color"] == round_color(1, raw=True) and loss[0]["hoverinfo"] == "skip"
@@ -218,6 +243,15 @@ def test_annotator_view(store, run):
     # alice: 12 x first; bob: 9 x first, 3 x second -> agreement 9/12; chance agreement (12*9)/144 = 0.75 -> kappa 0
     assert "2 annotators · 24 labels · agreement 75% over 12 rating pairs on 12 shared pairs · Light&#x27;s κ 0.00" in page
     assert "<td>alice</td><td>12</td><td>0</td><td>0%</td><td>0%</td>" in page and "<td>80%</td>" in page
+
+
+def test_annotator_view_with_one_annotator(store, queue_pairs):
+    from app.context import Studio
+    from app.samples_tab import annotators_html
+
+    assert "No labels yet" in annotators_html(Studio(store))
+    add_label(store, queue_pairs([("p", "a", "b")])[0], "oracle", Outcome.FIRST)
+    assert "1 annotator · 1 label · no pair labeled by two annotators yet" in annotators_html(Studio(store))
 
 
 @pytest.fixture
