@@ -24,7 +24,7 @@ from storage.metrics import log_metrics, read_metrics
 from storage.pairs import add_pairs, list_pairs
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
-from storage.reward_models import list_reward_models
+from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Job, Policy
 
@@ -90,7 +90,7 @@ class Loop:
             self.run_ppo(index, g)
             new_policy = latest_policy(self.store)
         self.step(index, "summarising", 0.95)
-        self.summarise(index, g, policy, new_policy)
+        self.summarise(index, g, new_policy)
 
     def queue_pairs(self, policy: Policy, g: int, seed: int) -> None:
         config = self.config
@@ -99,7 +99,7 @@ class Loop:
         sampling = SamplingConfig(config.samples_per_prompt, config.response_length, config.temperature, config.top_p)
         new_ids = set(sample_policy(self.store, policy, chosen, sampling, seed))
         wanted = config.labels_per_round + config.queue_reserve
-        ensemble = self.newest_ensemble()
+        ensemble = latest_reward_models(self.store)
         if config.selector == "disagreement" and len(ensemble) >= 2:
             from .reward import RewardScorer, pair_probabilities
 
@@ -111,13 +111,6 @@ class Loop:
             add_pairs(self.store, select_by_disagreement(candidates, probs, wanted, round=g))
         else:
             queue_random_pairs(self.store, policy, wanted, seed, g)
-
-    def newest_ensemble(self):
-        models = list_reward_models(self.store)
-        if not models:
-            return []
-        newest = models[-1]
-        return [m for m in models if m.job_id == newest.job_id and m.round == newest.round]
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config = self.config
@@ -132,9 +125,11 @@ class Loop:
             time.sleep(HUMAN_POLL_S)
 
     def train_reward(self, g: int) -> None:
+        from .annotator_agreement import record_annotator_agreement
         from .reward import RewardConfig, train_reward_model
 
         result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
+        record_annotator_agreement(self.store, self.job.id)
         self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
 
     def run_ppo(self, index: int, g: int) -> None:
@@ -151,7 +146,7 @@ class Loop:
         if outcome.cancelled:
             raise LoopCancelled("the loop was stopped during PPO; resume to continue from the last saved iteration")
 
-    def summarise(self, index: int, g: int, old_policy: Policy, new_policy: Policy) -> None:
+    def summarise(self, index: int, g: int, new_policy: Policy) -> None:
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
         ppo = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix="ppo/")}
         summary = {
