@@ -7,14 +7,42 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+import sqlite3  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 
 from storage import Store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def store(tmp_path):
     """A fresh, migrated store file in the test's tmp dir."""
+    s = Store(tmp_path / "studio.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory) -> Path:
+    """A store seeded with the demo, made once per test session (seeding costs ~25 s of CPU); copy it, never write it."""
+    path = tmp_path_factory.mktemp("demo-template") / "studio.db"
+    subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
+                   capture_output=True)
+    return path
+
+
+@pytest.fixture
+def demo_store(demo_template, tmp_path):
+    """This test's own copy of the demo-seeded store, as `python app.py` makes it (data folder beside it)."""
+    source, target = sqlite3.connect(demo_template), sqlite3.connect(tmp_path / "studio.db")
+    source.backup(target)
+    source.close()
+    target.close()
     s = Store(tmp_path / "studio.db")
     yield s
     s.close()

@@ -2,6 +2,7 @@
 
 It heartbeats from a background thread, and records `completed`, `cancelled` (the cancel flag was set) or
 `failed` with the tail of the traceback. Under `accelerate launch` only the main process writes job state.
+Before running, it removes the partial checkpoints a killed worker left behind (never registered, only disk).
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 from storage import Store
 from storage import jobs as job_rows
@@ -24,6 +27,10 @@ RUNNERS = {  # job kind -> "module:function" taking (store, job)
 }
 HEARTBEAT_S = 2.0
 TRACEBACK_LINES = 15
+# What a worker killed mid-write leaves in the data folder: a policy saved under a temporary name before its rename
+# (trainers.ppo), reward-model members staged before registration (trainers.reward), PPO state being written.
+# One job runs per store at a time, so when a job starts none of these belongs to a live writer.
+PARTIAL_CHECKPOINTS = ("policies/.tmp-*", "reward_models/.staging-*", "ppo/*/.state-*.tmp")
 
 
 class Heartbeat(threading.Thread):
@@ -42,6 +49,19 @@ class Heartbeat(threading.Thread):
                 pass
 
 
+def sweep_partial_checkpoints(store: Store) -> list[Path]:
+    """Delete the partial checkpoints of killed workers under the store's data folder; returns what was removed."""
+    removed = []
+    for pattern in PARTIAL_CHECKPOINTS:
+        for path in sorted(store.data_dir.glob(pattern)):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -53,6 +73,9 @@ def resolve(kind: str):
 
 def run_job(store: Store, job: Job, runner=None) -> JobStatus:
     """Run a claimed job (with its kind's runner, or `runner(store, job)`) and record how it ended."""
+    removed = sweep_partial_checkpoints(store)
+    if removed:
+        job_rows.add_log(store, job.id, f"removed {len(removed)} partial checkpoint(s) left by a stopped worker")
     heartbeat = Heartbeat(store, job.id)
     heartbeat.start()
     try:

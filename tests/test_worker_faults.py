@@ -1,0 +1,172 @@
+"""A loop worker killed with SIGKILL in each kind of step: generating samples, training the reward model, writing
+the reward model, PPO, writing the new policy. Each time the studio marks the job interrupted and nothing half-written
+is registered; the resumed job completes, each PPO step logged once, the partial checkpoints swept away.
+
+One tiny loop job lives through all five kills, so the suite pays for one seeded store copy and six worker starts.
+Four kills come from inside the worker at a chosen call (deterministic); the PPO one comes from outside, mid-run.
+"""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from safetensors import safe_open
+
+from storage import JobStatus
+from storage import jobs as job_rows
+from storage.generations import EVAL_SOURCE, list_generations
+from storage.metrics import read_metrics
+from storage.policies import list_policies
+from storage.reward_models import list_reward_models
+from storage.rounds import list_rounds, round_label_count, round_pair_count
+from trainers.launcher import reap_orphans, resume_job, worker_command
+from trainers.loop_config import LoopConfig
+from trainers.worker import PARTIAL_CHECKPOINTS
+
+ROOT = Path(__file__).resolve().parent.parent
+FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
+              "reward_epochs": 1, "reward_batch_size": 8, "ppo_iterations": 4, "ppo_batch_size": 8, "ppo_epochs": 1,
+              "response_length": 8}
+# `python -c DIE_IN module:attr.path N --db ... --job ...`: the worker, SIGKILLed on the N-th call of `module:attr.path`,
+# so everything done before that call is on disk and nothing after it is.
+DIE_IN = """
+import importlib, os, signal, sys
+target, nth = sys.argv.pop(1), int(sys.argv.pop(1))
+module_name, _, attribute = target.partition(":")
+owner_path, _, name = attribute.rpartition(".")
+owner = importlib.import_module(module_name)
+for part in filter(None, owner_path.split(".")):
+    owner = getattr(owner, part)
+original, calls = getattr(owner, name), []
+
+def hook(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == nth:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return original(*args, **kwargs)
+
+setattr(owner, name, hook)
+from trainers.worker import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def wait_for(condition, timeout=300, every=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def kill_in_phase(store, job_id: int, phase: str) -> None:
+    """SIGKILL the job's worker as soon as it reports `phase`."""
+    job = wait_for(lambda: (j := job_rows.get_job(store, job_id)).phase and phase in j.phase and j)
+    assert job.status is JobStatus.RUNNING, job
+    os.kill(job.pid, signal.SIGKILL)
+
+
+def run_dying_worker(store, job_id: int, target: str, nth: int = 1) -> None:
+    """Run the job (requeued unless new) in a worker SIGKILLed on the `nth` call of `target` (module:attr.path)."""
+    if job_rows.get_job(store, job_id).status is not JobStatus.QUEUED:
+        job_rows.requeue_job(store, job_id)
+    argv = worker_command(store, job_id)
+    done = subprocess.run([argv[0], "-c", DIE_IN, target, str(nth), *argv[3:]], cwd=ROOT, capture_output=True,
+                          timeout=600)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+
+
+def stop_worker(store, job_id: int) -> None:
+    """Kill the job's worker if a failed assertion left it running (it must not outlive the test)."""
+    job = job_rows.get_job(store, job_id)
+    if job.status.active and job.pid:
+        try:
+            os.kill(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def assert_interrupted(store, job_id: int) -> None:
+    wait_for(lambda: reap_orphans(store) == [job_id], timeout=30)
+    job = job_rows.get_job(store, job_id)
+    assert job.status is JobStatus.INTERRUPTED and "resume" in job.error
+
+
+def assert_complete_checkpoints(store) -> None:
+    """Every registered policy and reward model is a whole directory: weights readable, tokenizer and notes there."""
+    for policy in list_policies(store):
+        path = Path(policy.path)
+        needed = ["config.json", "tokenizer.json"]
+        if policy.parent_id is not None:
+            needed += ["value_head.safetensors", "ppo_config.json"]
+        assert all((path / name).is_file() for name in needed), (policy, sorted(os.listdir(path)))
+        with safe_open(str(path / "model.safetensors"), "pt") as weights:
+            assert len(list(weights.keys())) > 0
+    for model in list_reward_models(store):
+        path = Path(model.path)
+        assert (path / "config.json").is_file() and (path / "reward_info.json").is_file(), sorted(os.listdir(path))
+        with safe_open(str(path / "model.safetensors"), "pt") as weights:
+            assert len(list(weights.keys())) > 0
+
+
+def partial_checkpoints(store) -> list[Path]:
+    return [p for pattern in PARTIAL_CHECKPOINTS for p in store.data_dir.glob(pattern)]
+
+
+def vote_ids_unique(store) -> bool:
+    rows = store.db().execute("SELECT vote_id, count(*) FROM labels WHERE vote_id IS NOT NULL GROUP BY vote_id"
+                              " HAVING count(*) > 1").fetchall()
+    return rows == []
+
+
+def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
+    store = demo_store
+    job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(FAULT_LOOP).to_dict())
+    try:
+        run_dying_worker(store, job_id, "trainers.generation:HFGenerator.generate", nth=2)  # 1st: the baseline eval
+        assert_interrupted(store, job_id)
+        assert list_generations(store, policy_id=list_policies(store)[0].id, source=EVAL_SOURCE)
+        assert round_pair_count(store, 1) == 0
+
+        run_dying_worker(store, job_id, "trainers.reward:preference_loss")  # the first training step
+        assert_interrupted(store, job_id)
+        assert round_label_count(store, 1) >= FAULT_LOOP["labels_per_round"] and list_reward_models(store) == []
+        labels_before = store.db().execute("SELECT count(*) FROM labels").fetchone()[0]
+
+        run_dying_worker(store, job_id, "trainers.reward:_finish_member")  # weights saved, reward_info.json not yet
+        assert_interrupted(store, job_id)
+        assert list_reward_models(store) == []
+        assert [p.parent.name for p in partial_checkpoints(store)] == ["reward_models"]  # the staged member
+
+        resume_job(store, job_id)
+        kill_in_phase(store, job_id, f"PPO iteration 2/{FAULT_LOOP['ppo_iterations']}")
+        assert_interrupted(store, job_id)
+        assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
+        # the resumed worker swept the staged member away; the kill may have caught PPO writing its state
+        assert {p.parent.parent.name for p in partial_checkpoints(store)} <= {"ppo"}
+
+        run_dying_worker(store, job_id, "trainers.ppo:save_file")  # policy weights saved, value head not yet
+        assert_interrupted(store, job_id)
+        assert len(list_policies(store)) == 1
+        assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]
+        assert_complete_checkpoints(store)
+
+        resume_job(store, job_id)
+        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
+    finally:
+        stop_worker(store, job_id)
+    job = job_rows.get_job(store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    assert [r["round"] for r in list_rounds(store, job_id)] == [1]
+    assert len(list_policies(store)) == 2 and len(list_reward_models(store)) == 1
+    assert_complete_checkpoints(store)
+    assert partial_checkpoints(store) == []
+    kl_steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["ppo/kl"]))
+    assert kl_steps == list(range(1, FAULT_LOOP["ppo_iterations"] + 1))  # each PPO step logged once, none missing
+    assert store.db().execute("SELECT count(*) FROM labels").fetchone()[0] == labels_before  # none lost, none added
+    assert vote_ids_unique(store)
+    assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
