@@ -85,6 +85,24 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+@subcommand("label", "label N queued pairs with a synthetic annotator (the oracle), through the Label tab's code path")
+def label_arguments(parser: argparse.ArgumentParser):
+    from labeling import label_cli
+
+    add_store_arguments(parser)
+    label_cli.add_arguments(parser)
+    return lambda args: label_cli.run(args, open_store)
+
+
+@subcommand("train-reward", "train the reward model on every label in the store and register it")
+def train_reward_arguments(parser: argparse.ArgumentParser):
+    from trainers import reward_cli
+
+    add_store_arguments(parser)
+    reward_cli.add_arguments(parser)
+    return lambda args: reward_cli.run(args, open_store)
+
+
 @subcommand("loop", "run the preference loop in the terminal (oracle or human labels)")
 def loop_arguments(parser: argparse.ArgumentParser):
     from trainers import loop_cli

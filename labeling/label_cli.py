@@ -7,6 +7,7 @@ person's, under the annotator name `oracle`.
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from storage import Store
 from storage.errors import InvalidInput
@@ -30,9 +31,10 @@ def check_args(args: argparse.Namespace) -> OracleAnnotator:
     return OracleAnnotator.from_spec(args.oracle, noise=args.noise, seed=args.seed, name=args.annotator)
 
 
-def run(args: argparse.Namespace, store: Store) -> int:
+def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> int:
+    """Check the arguments, then open the store (`open_store(args)`) and label; bad input leaves it untouched."""
     annotator = check_args(args)
-    labeled = annotator.label(store, args.n)
+    labeled = annotator.label(open_store(args), args.n)
     more = "" if len(labeled) == args.n else f" (the queue ran out after {len(labeled)})"
     print(f"{annotator.name} labeled {len(labeled)} pairs{more}")
     return 0

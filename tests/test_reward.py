@@ -5,8 +5,13 @@ settings. The other tests use tiny GPT-2s built from a config with the demo's to
 EOS), labelled by the demo's lexicon oracle on corpus sentences.
 """
 
+import argparse
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,14 +25,15 @@ from labeling.synthetic import OracleAnnotator
 from labeling.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
 from storage import Store, StudioError
 from storage.generations import NewGeneration, add_generations, list_generations
-from storage.jobs import claim_job, create_job, request_cancel
+from storage.jobs import claim_job, create_job, list_jobs, request_cancel
 from storage.labels import add_label
 from storage.metrics import read_metrics
 from storage.pairs import add_pairs, list_pairs
 from storage.policies import add_policy, latest_policy
 from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
-from storage.types import Outcome
+from storage.types import JobStatus, Outcome
+from trainers import reward_cli
 from trainers.demo_seed import seed_demo
 from trainers.models import load_reward_model, load_tokenizer
 from trainers.reward import (INFO_FILE, PreferenceExample, RewardConfig, RewardScorer, RewardTrainingCancelled,
@@ -345,3 +351,36 @@ def test_a_policy_without_tokenizer_or_pad_token_is_one_clear_error(store, polic
 def test_out_of_range_settings_are_refused_before_anything_else(store, setting):
     with pytest.raises(StudioError):
         train_reward_model(store, RewardConfig(**setting))
+
+
+# ---- command line -------------------------------------------------------------------------------------------------
+
+def app(*args):
+    """`python app.py ARGS` in a subprocess, as a user runs it."""
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(root / "app.py"), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+
+
+def test_train_reward_command_trains_registers_and_prints_validation_metrics(store, policy_dir, sentences):
+    fill_store(store, policy_dir, sentences, 60)
+    result = app("train-reward", "--db", str(store.path), "--epochs", "1", "--lr", "1e-3", "--ensemble", "2")
+    assert result.returncode == 0, result.stderr
+    assert "trained on 60 labels (48 training pairs, 12 validation pairs)" in result.stdout
+    assert result.stdout.count("val_accuracy") == 2 and "member 2/2" in result.stdout
+    assert "reward model" in result.stderr  # the progress bar
+    [job] = list_jobs(store)
+    assert job.kind == "reward" and job.status is JobStatus.COMPLETED and job.config["ensemble"] == 2
+    assert [m.job_id for m in list_reward_models(store)] == [job.id, job.id]
+
+
+def test_train_reward_command_bad_input_fails_before_any_job_or_store_change(store, policy_dir):
+    """(app.py turns the StudioError into exit code 2 and one line on stderr; tests/test_cli.py checks that.)"""
+    parser = argparse.ArgumentParser()
+    reward_cli.add_arguments(parser)
+    add_policy(store, str(policy_dir))
+    with pytest.raises(StudioError, match="no labels"):
+        reward_cli.run(parser.parse_args([]), lambda args: store)
+    assert list_jobs(store) == [] and snapshot(store) == ([], [], None)
+    with pytest.raises(StudioError, match="epochs must be positive"):  # checked before the store is even opened
+        reward_cli.run(parser.parse_args(["--epochs", "0"]), lambda args: pytest.fail("the store was opened"))

@@ -1,6 +1,10 @@
 """The oracle annotator: higher score wins, ties on equal scores, noise, and labels stored through the queue."""
 
 import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +79,28 @@ def test_oracle_labels_through_the_queue_with_outcomes_relative_to_the_pair(stor
     assert len(oracle.label(store, 10)) == 1
     assert oracle.label(store, 10) == []
     assert len(list_labels(store)) == 4
+
+
+def app(*args):
+    """`python app.py ARGS` in a subprocess, as a user runs it."""
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(root / "app.py"), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_label_command_labels_n_pairs_as_the_oracle(store, queue_pairs):
+    queue_pairs([("p1", " brilliant .", " boring ."), ("p2", " awful .", " great ."), ("p3", " fun .", " dull .")])
+    result = app("label", "--db", str(store.path), "--annotator", "oracle", "--n", "2")
+    assert result.returncode == 0, result.stderr
+    assert "oracle labeled 2 pairs" in result.stdout
+    assert [label.annotator for label in list_labels(store)] == ["oracle", "oracle"]
+    result = app("label", "--db", str(store.path), "--n", "5")
+    assert "oracle labeled 1 pairs (the queue ran out after 1)" in result.stdout
+
+
+def test_label_command_bad_oracle_is_one_line_and_creates_no_store(tmp_path):
+    db = tmp_path / "new.db"
+    result = app("label", "--db", str(db), "--n", "3", "--oracle", "assets.lexicon:nope")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert not db.exists()

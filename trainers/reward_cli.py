@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from typing import Callable
 
 from storage import Store
 from storage import jobs as job_rows
@@ -47,13 +48,16 @@ def config_from_args(args: argparse.Namespace):
     return config
 
 
-def run(args: argparse.Namespace, store: Store) -> int:
+def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> int:
+    """Check the settings, open the store (`open_store(args)`), check the labels and policy, then train as a job."""
     from tqdm import tqdm
 
     from .reward import check_reward_inputs, train_reward_model
     from .worker import run_job
 
     config = config_from_args(args)
+    config.check()
+    store = open_store(args)
     check_reward_inputs(store, config)
     job_id = job_rows.create_job(store, "reward", dataclasses.asdict(config))
     job = job_rows.claim_job(store, job_id, os.getpid())
