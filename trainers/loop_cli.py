@@ -22,13 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ensemble", type=int, default=None, help="reward-model ensemble size (disagreement: 2+)")
     parser.add_argument("--ppo-iterations", type=int, default=None, help="M: PPO iterations per round")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling, selection and training")
+    parser.add_argument("--config", default="{}", metavar="JSON",
+                        help='any other LoopConfig settings as a JSON object, e.g. \'{"kl_coef": 0.2, "lora": true}\'')
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or killed loop job")
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
     from tqdm import tqdm
 
-    from .loop_config import LoopConfig
+    from .loop_config import LoopConfig, settings_from_json
     from .worker import run_job
 
     if args.resume is not None:
@@ -42,6 +44,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
             settings["ensemble"] = 3
         if args.ppo_iterations is not None:
             settings["ppo_iterations"] = args.ppo_iterations
+        settings.update(settings_from_json(args.config))
         job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(settings).to_dict())
     job = job_rows.claim_job(store, job_id, os.getpid())
     bar = tqdm(total=1000, desc="loop", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")

@@ -24,15 +24,15 @@ class LoopConfig:
     oracle_noise: float = field(default=0.0, metadata={"help": "probability the oracle answers at random"})
     selector: str = field(default="random", metadata={"help": "pair selector: random or disagreement"})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
-    reward_epochs: int = field(default=3, metadata={"help": "reward-model epochs over all labels"})
+    reward_epochs: int = field(default=4, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
     ppo_iterations: int = field(default=10, metadata={"help": "M: PPO iterations per round"})
     ppo_batch_size: int = field(default=32, metadata={"help": "prompts per PPO rollout"})
     ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per PPO epoch (divides the batch)"})
     ppo_epochs: int = field(default=2, metadata={"help": "PPO epochs over each rollout"})
-    ppo_lr: float = field(default=3e-4, metadata={"help": "PPO learning rate"})
-    kl_coef: float = field(default=0.05, metadata={"help": "beta: KL penalty to the reference"})
+    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO learning rate"})
+    kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference"})
     target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
@@ -73,8 +73,6 @@ class LoopConfig:
     @classmethod
     def from_dict(cls, values: dict) -> "LoopConfig":
         """Build from user input: unknown keys and wrong types are errors naming the key."""
-        if not isinstance(values, dict):
-            raise InvalidInput("the loop config must be a JSON object of settings")
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
@@ -86,14 +84,21 @@ class LoopConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "LoopConfig":
-        try:
-            values = json.loads(text or "{}")
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and retry") from None
-        return cls.from_dict(values)
+        return cls.from_dict(settings_from_json(text))
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def settings_from_json(text: str) -> dict:
+    """A JSON object of settings (empty text: none), or one line saying what is wrong with the JSON."""
+    try:
+        values = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and retry") from None
+    if not isinstance(values, dict):
+        raise InvalidInput("the loop config must be a JSON object of settings")
+    return values
 
 
 def _type_ok(annotation: str, value) -> bool:
