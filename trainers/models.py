@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
                           PreTrainedModel, PreTrainedTokenizerBase)
 from transformers.utils import logging as hf_logging
@@ -87,7 +88,7 @@ def load_policy(path: str | Path, dtype: torch.dtype | str | None = None) -> Pre
     path = Path(path)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, SafetensorError) as exc:  # SafetensorError: damaged weights file
         raise ModelError(f"cannot load a causal language model from {path}: {_first_line(exc)}") from exc
     _check_embeddings(model, tokenizer, path)
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -105,7 +106,7 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | str | None = None) 
     path = Path(path)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         raise ModelError(f"cannot load a reward model from {path}: {_first_line(exc)}") from exc
     _check_embeddings(model, tokenizer, path)
     model.config.pad_token_id = tokenizer.pad_token_id
