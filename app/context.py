@@ -1,14 +1,32 @@
-"""What every tab's callbacks share: the store and who is asking (the logged-in user under --auth)."""
+"""What every tab's callbacks share: the store, who is asking (the logged-in user under --auth), and how the
+user's mistakes reach the browser (one escaped line: Gradio shows error and warning messages as HTML)."""
 
 from __future__ import annotations
 
+import contextlib
+import html
 from dataclasses import dataclass
 
 import gradio as gr
 
 from storage import Store
+from storage.errors import StudioError
 
 from .auth import Users
+
+
+def user_message(text: str) -> str:
+    """Text for gr.Error / gr.Warning, escaped: Gradio renders those as HTML and they may quote what people typed."""
+    return html.escape(text, quote=False)
+
+
+@contextlib.contextmanager
+def user_errors():
+    """The user's mistakes (StudioError) become one-line, escaped errors in the browser or the API client."""
+    try:
+        yield
+    except StudioError as exc:
+        raise gr.Error(user_message(str(exc)), print_exception=False) from None
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,7 @@ from labeling.importing import import_prompt_file
 from labeling.preference_import import import_preference_file
 from storage.queue import current_votes
 
-from .context import Studio
-from .label_tab import user_errors
+from .context import Studio, user_errors
 
 TITLE = "Data"
 STATS_HEADERS = ["annotator", "labels", "skips", "tie rate", "both bad rate", "picks left", "median decision (s)",

@@ -7,7 +7,6 @@ in read-only text boxes, so model output is never run as HTML or markdown.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import uuid
 
@@ -15,9 +14,9 @@ import gradio as gr
 
 from labeling.queue import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next, undo_label,
                             update_queue_settings)
-from storage.errors import Conflict, NotFound, StudioError
+from storage.errors import Conflict, NotFound
 
-from .context import Studio
+from .context import Studio, user_errors, user_message
 
 TITLE = "Label"
 QUEUE = "label-queue"  # one concurrency group for every queue action, so Gradio hands them out fairly
@@ -64,20 +63,6 @@ def _escape(text: str) -> str:
     for mark in "\\`*_{}[]()#+!|~":
         escaped = escaped.replace(mark, "\\" + mark)
     return escaped
-
-
-def user_message(text: str) -> str:
-    """Gradio shows error and warning messages as HTML: escape them (they may quote names people typed)."""
-    return html.escape(text, quote=False)
-
-
-@contextlib.contextmanager
-def user_errors():
-    """The user's mistakes (StudioError) become one-line errors in the browser or the API client."""
-    try:
-        yield
-    except StudioError as exc:
-        raise gr.Error(user_message(str(exc)), print_exception=False) from None
 
 
 def build(studio: Studio) -> list:

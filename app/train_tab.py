@@ -9,14 +9,15 @@ import time
 
 import gradio as gr
 
+from labeling.synthetic import DEFAULT_ORACLE
 from storage import jobs as job_rows
-from storage.errors import StudioError
+from storage.errors import InvalidInput
 from storage.prompts import list_prompts
 from storage.types import Job
 from trainers.launcher import reap_orphans, resume_job, start_job
 from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_prompts, job_settings
 
-from .context import Studio
+from .context import Studio, user_errors
 
 TITLE = "Train"
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "selector", "ensemble", "kl_coef",
@@ -44,9 +45,9 @@ def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
     try:
         extra = json.loads(advanced or "{}")
     except json.JSONDecodeError as exc:
-        raise gr.Error(f"advanced settings are not valid JSON ({exc.msg}); fix them or clear the box") from None
+        raise InvalidInput(f"advanced settings are not valid JSON ({exc.msg}); fix them or clear the box") from None
     if not isinstance(extra, dict):
-        raise gr.Error("advanced settings must be a JSON object such as {\"seed\": 1}")
+        raise InvalidInput("advanced settings must be a JSON object such as {\"seed\": 1}")
     settings.update(extra)
     return LoopConfig.from_dict(settings)
 
@@ -56,41 +57,36 @@ def build(studio: Studio) -> list:
 
     def start(kind: str, config: LoopConfig, request: gr.Request | None) -> dict:
         studio.require_admin(request)
+        if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
+            raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
+                               f"run, so only {DEFAULT_ORACLE} may be used here")
         check_against_prompts(config, len(list_prompts(store, heldout=False)))
         reap_orphans(store)
         return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 
     def start_loop(config_json: str, request: gr.Request) -> dict:
         """Start the human-preference loop with a JSON object of settings (see the Train tab); returns the job status."""
-        try:
+        with user_errors():
             return start("loop", LoopConfig.from_json(config_json), request)
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
 
     def stop_job(job_id: int, request: gr.Request) -> dict:
         """Ask a running job to stop; it ends `cancelled` within one step and leaves a consistent store."""
         studio.require_admin(request)
-        try:
+        with user_errors():
             return job_status_dict(studio, job_rows.request_cancel(store, int(job_id)))
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
 
     def job_status(job_id: int, request: gr.Request) -> dict:
         """Status, phase, progress, elapsed time, last log lines and error (in plain words) of a job."""
         studio.annotator(request, None)
         reap_orphans(store)
-        try:
+        with user_errors():
             return job_status_dict(studio, job_rows.get_job(store, int(job_id)))
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
 
     def resume(job_id: int, request: gr.Request) -> dict:
         """Continue a cancelled, failed or interrupted job from its last completed step."""
         studio.require_admin(request)
-        try:
+        with user_errors():
             return job_status_dict(studio, resume_job(store, int(job_id)))
-        except StudioError as exc:
-            raise gr.Error(str(exc)) from None
 
     gr.api(start_loop, api_name="start_loop")
     gr.api(stop_job, api_name="stop_job")
@@ -148,11 +144,10 @@ def build(studio: Studio) -> list:
         return render(newest[0] if newest else None)
 
     def on_start(kind: str):
-        def handler(preset_name, advanced_json, *values, request: gr.Request):
-            try:
+        # `request` first: Gradio passes the request only to a positional parameter, never to one after *values
+        def handler(request: gr.Request, preset_name, advanced_json, *values):
+            with user_errors():
                 state = start(kind, config_from_form(preset_name, advanced_json, *values), request)
-            except StudioError as exc:
-                raise gr.Error(str(exc)) from None
             return render(job_rows.get_job(store, state["job_id"]))
         return handler
 
@@ -164,6 +159,7 @@ def build(studio: Studio) -> list:
         return render(job_rows.request_cancel(store, active[0].id))
 
     def on_resume(request: gr.Request):
+        studio.require_admin(request)
         reap_orphans(store)
         newest = job_rows.list_jobs(store, limit=1)
         if not newest:

@@ -1,0 +1,222 @@
+"""Security: with --auth every route of the web server refuses anonymous requests (routes and endpoints enumerated
+from the running app, not listed by hand), only admins start, stop or resume jobs (API and Train tab buttons alike),
+no request reaches files outside what the studio hands out, the studio binds to this machine by default and warns on
+other interfaces without --auth, and every error message shown in the browser is escaped.
+
+test_label_api covers the labeling side of --auth (labels only as yourself; imports, exports and guidelines for
+admins); the real-browser test covers model output shown literally.
+"""
+
+import ast
+import importlib.util
+import json
+import socket
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from gradio_client import Client
+
+from app.auth import Users
+from app.server import serve
+from app.ui import build_app
+from storage import jobs as job_rows
+from storage.prompts import count_prompts
+from storage.settings import set_setting
+
+ROOT = Path(__file__).resolve().parent.parent
+USERS = Users({"alice": "alice-pw", "owner": "owner-pw"}, frozenset({"owner"}))
+MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")  # must never reach an anonymous caller
+ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
+                   "/export_labels", "/save_queue_settings"}
+SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats"}
+ADMIN_HANDLERS = {"handler", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def studio(store, queue_pairs):
+    """The studio under --auth on a store holding recognisable text; yields (app, url)."""
+    queue_pairs([(MARKERS[1], MARKERS[2], "another answer")])
+    set_setting(store, "guidelines", MARKERS[0])
+    port = free_port()
+    app = build_app(store, USERS)
+    app.launch(prevent_thread_lock=True, server_port=port, quiet=True, auth=USERS.check)
+    yield app, f"http://127.0.0.1:{port}"
+    app.close()
+
+
+def signed_in(url: str, name: str) -> httpx.Client:
+    http = httpx.Client(base_url=url, timeout=30)
+    assert http.post("/login", data={"username": name, "password": USERS.passwords[name]}).status_code == 200
+    return http
+
+
+def fill(path: str, values: dict) -> str:
+    for name, value in values.items():
+        path = path.replace("{" + name + "}", value)
+    return path
+
+
+def test_with_auth_no_route_answers_an_anonymous_caller_with_studio_data(studio, store):
+    app, url = studio
+    endpoints = sorted(app.get_api_info()["named_endpoints"])
+    assert set(endpoints) == ADMIN_ENDPOINTS | SIGNED_IN_ENDPOINTS  # a new endpoint must be placed in one of the two
+    anonymous = httpx.Client(base_url=url, timeout=3)
+    body = {"data": ["alice"], "fn_index": 0, "session_hash": "x", "event_id": "x", "trigger_id": None}
+    answers = {}
+    for path, methods in app.server_app.openapi()["paths"].items():  # every route the web server answers
+        names = [e.lstrip("/") for e in endpoints] if "{api_name}" in path else ["x"]
+        for method in methods:
+            for api_name in names:
+                filled = fill(path, {"api_name": api_name, "path": str(store.path), "path_or_url": str(store.path),
+                                     "size": "192", "url_path": url})
+                filled = filled.replace("{", "").replace("}", "")  # any other parameter: a plausible word
+                try:
+                    response = anonymous.request(method.upper(), filled, json=body if method != "get" else None)
+                except httpx.TimeoutException:  # an event stream that waits: it sent nothing
+                    continue
+                answers[(method, filled)] = response.status_code
+                assert not any(marker in response.text for marker in MARKERS), (method, filled, response.text[:300])
+    guarded = [key for key in answers if key[1].startswith(("/config", "/gradio_api/info", "/gradio_api/call/",
+                                                            "/gradio_api/run/", "/gradio_api/api/", "/gradio_api/queue/",
+                                                            "/gradio_api/upload", "/gradio_api/file"))]
+    assert len(guarded) >= 4 * len(endpoints) + 5
+    assert {key: answers[key] for key in guarded if answers[key] != 401} == {}
+    for index in app.fns:  # every event handler, the browser-only ones too, through the queue
+        response = anonymous.post("/gradio_api/queue/join", json={**body, "fn_index": index})
+        assert response.status_code == 401
+    assert store.db().execute("SELECT count(*) FROM reservations").fetchone()[0] == 0
+
+
+def test_only_admins_start_stop_or_resume_jobs(studio, store):
+    app, url = studio
+    alice = Client(url, auth=("alice", "alice-pw"), verbose=False)
+    owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+    for args, endpoint in (((json.dumps({"rounds": 1}),), "/start_loop"), ((1,), "/stop_job"), ((1,), "/resume_job")):
+        with pytest.raises(Exception, match="only an admin"):
+            alice.predict(*args, api_name=endpoint)
+    with pytest.raises(Exception, match="training prompts"):  # an admin passes the check (then meets the settings)
+        owner.predict(json.dumps({"rounds": 1}), api_name="/start_loop")
+    with pytest.raises(Exception, match="job 1 does not exist"):
+        owner.predict(1, api_name="/stop_job")
+
+    http = signed_in(url, "alice")  # the Train tab's buttons, called the way the browser calls them
+    handlers = {index: fn for index, fn in app.fns.items() if fn.name in ADMIN_HANDLERS}
+    assert {fn.name for fn in handlers.values()} == ADMIN_HANDLERS
+    for index, fn in handlers.items():
+        data = ["demo", "{}", 1, 4, 8, 1, "random", 1, 0.05, 5e-4, 3e-4, 1, "oracle"][:len(fn.inputs)]
+        event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s1",
+                                                          "event_data": None, "trigger_id": None}).json()["event_id"]
+        with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s1"}) as stream:
+            done = next(json.loads(line[6:]) for line in stream.iter_lines()
+                        if line.startswith("data: ") and '"process_completed"' in line and event in line)
+        assert done["success"] is False and "only an admin" in done["output"]["error"], (fn.name, done)
+    assert job_rows.list_jobs(store) == []
+
+
+def test_the_train_tab_start_button_works_for_an_admin(studio, store):
+    app, url = studio
+    http = signed_in(url, "owner")
+    [index] = [i for i, fn in app.fns.items() if fn.name == "handler" and fn.api_name == "handler"]  # Start loop
+    data = ["demo", '{"prompts_per_round": 5}', 1, 4, 8, 1, "random", 1, 0.05, 5e-4, 3e-4, 1, "oracle"]
+    event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s2",
+                                                      "event_data": None, "trigger_id": None}).json()["event_id"]
+    with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s2"}) as stream:
+        done = next(json.loads(line[6:]) for line in stream.iter_lines()
+                    if line.startswith("data: ") and '"process_completed"' in line and event in line)
+    # the handler ran (it used to fail before reaching the studio's code) and met the store's check of the settings
+    assert done["success"] is False and "training prompts" in done["output"]["error"], done
+    assert job_rows.list_jobs(store) == []
+
+
+def test_requests_reach_no_file_the_studio_did_not_hand_out(studio, store, tmp_path):
+    app, url = studio
+    secret = store.data_dir / "secret.txt"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("data-folder file\n")
+    owner = signed_in(url, "owner")
+    for target in (store.path, secret, Path("/etc/passwd"), ROOT / "app.py"):
+        for route in (f"/gradio_api/file={target}", f"/gradio_api/file/{target}"):
+            response = owner.get(route)
+            assert response.status_code in (403, 404), (route, response.status_code)
+    prompts = count_prompts(store)
+    for target in (secret, store.path, Path("/etc/hostname")):  # a server path posted where an upload belongs
+        file_data = {"path": str(target), "meta": {"_type": "gradio.FileData"}}
+        event = owner.post("/gradio_api/call/import_prompts", json={"data": [file_data, False]}).json()["event_id"]
+        answer = owner.get(f"/gradio_api/call/import_prompts/{event}").text
+        assert "event: error" in answer and "Imported" not in answer, answer
+    assert count_prompts(store) == prompts
+    info = app.get_api_info()["named_endpoints"]
+    typed_paths = [(name, p["parameter_name"]) for name, endpoint in info.items() for p in endpoint["parameters"]
+                   if p["component"] != "File" and any(w in p["parameter_name"] for w in ("path", "dir", "file"))]
+    assert typed_paths == []  # no endpoint takes a typed path; files arrive only as uploads
+
+
+def test_a_loop_config_cannot_name_code_to_run(studio, store):
+    _, url = studio
+    owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+    with pytest.raises(Exception, match="oracle 'os:system' is not allowed from the studio"):
+        owner.predict(json.dumps({"oracle": "os:system"}), api_name="/start_loop")
+    assert job_rows.list_jobs(store) == []
+
+
+def test_error_messages_reach_the_browser_escaped(studio):
+    _, url = studio
+    owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+    with pytest.raises(Exception) as error:
+        owner.predict(json.dumps({"<img src=x onerror=alert(1)>": 1}), api_name="/start_loop")
+    assert "&lt;img src=x onerror=alert(1)&gt;" in str(error.value) and "<img" not in str(error.value)
+
+
+def shown_message_calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in
+                ("Error", "Warning", "Info") and isinstance(node.func.value, ast.Name) and node.func.value.id == "gr"):
+            yield node
+
+
+def test_every_shown_message_is_a_fixed_text_or_escaped():
+    """Gradio renders gr.Error/gr.Warning/gr.Info text as HTML: anything not fixed goes through user_message."""
+    unescaped = []
+    for module in sorted((ROOT / "app").glob("*.py")):
+        for call in shown_message_calls(ast.parse(module.read_text())):
+            text = call.args[0] if call.args else None
+            fixed = isinstance(text, ast.Constant) or (isinstance(text, ast.JoinedStr) and
+                                                        all(isinstance(v, ast.Constant) for v in text.values))
+            escaped = isinstance(text, ast.Call) and getattr(text.func, "id", None) == "user_message"
+            if not (fixed or escaped):
+                unescaped.append(f"{module.name}:{call.lineno}")
+    assert unescaped == []
+
+
+def parser_default_host() -> str:
+    spec = importlib.util.spec_from_file_location("app_entry", ROOT / "app.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return entry.build_parser().parse_args(["serve"]).host
+
+
+def listening_addresses(port: int) -> set[str]:
+    return {c.laddr.ip for c in psutil.Process().net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+
+
+def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_auth(store, capsys):
+    host = parser_default_host()
+    assert host == "127.0.0.1"
+    for bind, users, warned in ((host, None, False), ("0.0.0.0", None, True), ("0.0.0.0", USERS, False)):
+        port = free_port()
+        app = serve(store, host=bind, port=port, users=users, block=False)
+        try:
+            assert listening_addresses(port) == {bind}
+        finally:
+            app.close()
+        warning = capsys.readouterr().err
+        assert ("warning: serving on 0.0.0.0 without --auth" in warning) is warned, warning
