@@ -411,3 +411,30 @@ def test_ppo_with_the_vllm_backend(policy_dir, lora):
     trainer = PPOTrainer(config, load_policy(policy_dir), load_tokenizer(policy_dir), PROMPTS, count_great)
     metrics = trainer.train(2).metrics
     assert 0 < metrics["ppo/response_length"] <= 6 and metrics["ppo/kl"] == metrics["ppo/kl"]
+
+
+def test_gradient_checkpointing_gives_the_same_update():
+    plain = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great)
+    plain.train(1)  # (trainers seed torch's global RNG when built: build each one right before it trains)
+    checkpointed = PPOTrainer(small_config(gradient_checkpointing=True), make_policy(), make_tokenizer(), PROMPTS,
+                              count_great)
+    checkpointed.train(1)
+    assert not checkpointed._unwrapped.training
+    expected = plain._unwrapped.state_dict()
+    for name, value in checkpointed._unwrapped.state_dict().items():
+        torch.testing.assert_close(value, expected[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_second_lora_run_continues_the_adapter_with_the_sft_policy_as_reference(seeded_store):
+    from trainers.ppo_cli import load_models, start_policy
+
+    assert cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--iterations", "1", "--reward", "oracle",
+               "--lora", "--learning-rate", "1e-2", *CLI_SETTINGS[:-2]) == 0
+    trained = start_policy(seeded_store, None)
+    policy, reference, _, value_head = load_models(seeded_store, trained, lora=True)
+    assert reference is None and value_head is not None
+    ids = torch.tensor([[3, 4, 7, 5]])
+    merged = AutoModelForCausalLM.from_pretrained(trained.path)
+    torch.testing.assert_close(policy(input_ids=ids).logits, merged(input_ids=ids).logits)  # the adapter goes on
+    with policy.disable_adapter():  # ...and the reference is still the SFT policy
+        torch.testing.assert_close(policy(input_ids=ids).logits, make_policy()(input_ids=ids).logits)

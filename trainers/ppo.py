@@ -8,7 +8,9 @@ forward passes; with LoRA a critic on frozen base features would be cheap but to
 The reference is frozen: a copy of the starting (SFT) policy in full fine-tuning; with LoRA, the same base with
 the adapters disabled, so actor, critic and reference share one copy of the base weights. The reward is a frozen
 reward model (`trainers.reward.RewardScorer`, scored on the rollout's own token ids: prompt + response + EOS) or
-any `score(prompts, responses) -> (B,)` function, such as the demo's oracle.
+any `score(prompts, responses) -> (B,)` function, such as the demo's oracle. Rollouts come from a `RolloutBackend`:
+Hugging Face `generate` on the live policy (default), or vLLM on a GPU (`trainers.vllm_generation`), whose engine
+receives the policy's weights after every update.
 
 One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, cut at EOS) -> store per
 token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score on the
@@ -98,7 +100,8 @@ class PolicyWithValueHead(nn.Module):
                 response_start: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits predicting each response token (B, R, V) and the values of the states before them (B, R)."""
         output = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             output_hidden_states=True, logits_to_keep=input_ids.shape[1] - response_start + 1)
+                             output_hidden_states=True, use_cache=False,
+                             logits_to_keep=input_ids.shape[1] - response_start + 1)
         hidden = output.hidden_states[-1][:, response_start - 1:-1]  # (B, R, H)
         return output.logits[:, :-1], self.value_head(hidden).squeeze(-1).float()
 
@@ -220,6 +223,14 @@ class PPOTrainer:
         model = PolicyWithValueHead(policy)
         if value_head is not None:
             model.value_head.load_state_dict(value_head)
+        if config.gradient_checkpointing:  # HF checkpoints only in train mode: dropout is switched off instead
+            if hasattr(policy, "activation_checkpointing_enable"):  # transformers >= 5.2x names it so
+                policy.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            for module in model.modules():
+                if isinstance(module, nn.Dropout):
+                    module.p = 0.0
         model.eval()  # dropout off: rollout and update must see the same distribution
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps)
@@ -357,6 +368,13 @@ class PPOTrainer:
 
     def _update(self, rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
         """PPO epochs over shuffled mini-batches; returns mean losses and statistics."""
+        self.model.train(self.config.gradient_checkpointing)  # dropout is off either way
+        try:
+            return self._epochs(rollout, advantages, returns)
+        finally:
+            self.model.eval()
+
+    def _epochs(self, rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
         config = self.config
         input_ids = torch.cat([rollout.query, rollout.responses], dim=1)
         attention_mask = torch.cat([rollout.query_mask, rollout.mask.long()], dim=1)
@@ -433,26 +451,27 @@ class PPOTrainer:
 
     # ----- the run ---------------------------------------------------------------------------------------------
 
-    def _cancelled(self, iterations: int) -> bool:
-        """Heartbeat and read the cancel flag (main process), the same answer on every process."""
+    def _cancelled(self, iterations: int, report_progress: bool) -> bool:
+        """Heartbeat (with phase and progress if asked) and read the cancel flag; the same answer on every process."""
         flag = [False]
         if self.store is not None and self.job_id is not None and self.accelerator.is_main_process:
-            flag = [heartbeat(self.store, self.job_id, phase=f"ppo {self.iteration}/{iterations}",
-                              progress=self.iteration / max(1, iterations))]
+            progress = dict(phase=f"ppo {self.iteration}/{iterations}", progress=self.iteration / max(1, iterations))
+            flag = [heartbeat(self.store, self.job_id, **(progress if report_progress else {}))]
         if self.accelerator.num_processes > 1:
             torch.distributed.broadcast_object_list(flag, src=0)
         return bool(flag[0])
 
-    def train(self, iterations: int, step_offset: int = 0,
-              on_iteration: Callable[[int, dict], None] | None = None) -> PPOResult:
+    def train(self, iterations: int, step_offset: int = 0, on_iteration: Callable[[int, dict], None] | None = None,
+              report_progress: bool = True) -> PPOResult:
         """Run until `iterations` iterations are done in total, checking the cancel flag before each one.
 
-        Metrics go to the store at step `step_offset + iteration` (1-based); the state is saved every `save_every`
-        iterations, at the end and on cancel, when a `state_dir` was given.
+        Metrics go to the store at step `step_offset + iteration` (1-based); the job's phase and progress are this
+        run's unless `report_progress` is off (a caller with its own progress, such as the loop); the state is saved
+        every `save_every` iterations, at the end and on cancel, when a `state_dir` was given.
         """
         metrics: dict = {}
         while self.iteration < iterations:
-            if self._cancelled(iterations):
+            if self._cancelled(iterations, report_progress):
                 self._save_if_configured()
                 return PPOResult(self.iteration, True, metrics)
             metrics = self.step()

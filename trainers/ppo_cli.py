@@ -150,10 +150,13 @@ def build_trainer(store: Store, run: PPORun):
 
 
 def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
-              on_iteration: Callable[[int, dict], None] | None = None, trainer=None) -> PPOOutcome:
+              on_iteration: Callable[[int, dict], None] | None = None, report_progress: bool = True,
+              trainer=None) -> PPOOutcome:
     """Run (or resume) `run` reporting to `job_id`, register the new policy, and drop the resumable state.
 
     The state lives in `state_dir(store, job_id, state_name)`; metrics are logged at `step_offset + iteration`.
+    The loop calls it once per round, e.g. `train_ppo(store, PPORun(M, "rm", policy_id=p.id, round=g, ppo=...),
+    job.id, state_name=f"round-{g}", step_offset=(g - 1) * M, report_progress=False)`.
     """
     if trainer is None:
         trainer, start = build_trainer(store, run)
@@ -161,7 +164,8 @@ def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: 
         start = start_policy(store, run.policy_id)
     folder = state_dir(store, job_id, state_name) if job_id is not None else None
     trainer.attach(store, job_id, folder)
-    result = trainer.train(run.iterations, step_offset=step_offset, on_iteration=on_iteration)
+    result = trainer.train(run.iterations, step_offset=step_offset, on_iteration=on_iteration,
+                           report_progress=report_progress)
     if result.cancelled:
         return PPOOutcome(result.iterations, True, None, result.metrics)
     round = run.round if run.round is not None else start.round + 1

@@ -50,6 +50,8 @@ class PPOConfig:
     lora_target_modules: list[str] | None = field(default=None, metadata={
         "help": "Module names given adapters; None: peft's default for the architecture."})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPU only)."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations during the backward pass: less memory, slower updates."})
     generation_backend: str = field(default="hf", metadata={"help": "Rollout generation: hf (generate) or vllm (GPU)."})
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "GPU memory share given to vLLM."})
     save_every: int = field(default=10, metadata={"help": "Save the resumable state every this many iterations."})
