@@ -142,7 +142,7 @@ class Loop:
             self.step(index, f"PPO iteration {iteration}/{m}", 0.5 + 0.45 * iteration / m)
 
         outcome = train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}",
-                            step_offset=(g - self.first_round) * m, on_iteration=on_iteration)
+                            step_offset=(g - self.first_round) * m, on_iteration=on_iteration, report_progress=False)
         if outcome.cancelled:
             raise LoopCancelled("the loop was stopped during PPO; resume to continue from the last saved iteration")
 

@@ -1,0 +1,114 @@
+"""The loop: a headless oracle loop improves the policy; through the API it starts, stops, resumes and
+completes while /next_pair keeps serving pairs; a worker killed in PPO is marked interrupted and resumes."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gradio_client import Client
+
+from app.ui import build_app
+from storage import JobStatus
+from storage import jobs as job_rows
+from storage.labels import count_labels
+from storage.metrics import read_metrics
+from storage.policies import list_policies
+from storage.reward_models import list_reward_models
+from storage.rounds import list_rounds
+from trainers.launcher import reap_orphans, resume_job, start_job
+from trainers.loop_config import LoopConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,
+        "ppo_iterations": 3, "ppo_batch_size": 16, "ppo_epochs": 2}
+SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "ppo_iterations": 8, "ppo_batch_size": 16}  # ~2 min on 2 cores
+
+
+def wait_for(condition, timeout=600, every=0.5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
+    result = subprocess.run([sys.executable, "app.py", "loop", "--db", str(demo_store.path), "--rounds", "3",
+                             "--labels-per-round", "60", "--config", json.dumps(SMALL)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rounds = list_rounds(demo_store)
+    assert [r["round"] for r in rounds] == [1, 2, 3]
+    assert len(list_policies(demo_store)) == 4
+    assert len(list_reward_models(demo_store)) == 3
+    assert count_labels(demo_store) == 3 * 60
+    [job] = job_rows.list_jobs(demo_store)
+    baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
+    scores = {row["step"]: row["value"] for row in baseline}
+    assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_api_start_stop_resume_while_pairs_keep_coming(demo_store):
+    port = free_port()
+    app = build_app(demo_store)
+    app.launch(prevent_thread_lock=True, server_port=port, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        started = client.predict(json.dumps(TINY), api_name="/start_loop")
+        job_id = started["job_id"]
+        assert started["status"] in ("queued", "running")
+        status = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["phase"] and s)
+        assert status["status"] == "running" and status["phase"].startswith("round 1/2")
+
+        phases = []
+        while (status := client.predict(job_id, api_name="/job_status"))["status"] == "running":
+            phases.append(status["phase"])
+            shown = client.predict("watcher", api_name="/next_pair")
+            assert shown["pair_id"] is not None  # labeling never waits for training
+            if "PPO iteration" in status["phase"]:
+                break
+            time.sleep(0.5)
+        assert any("training the reward model" in p for p in phases) and "PPO iteration" in phases[-1], phases
+
+        assert client.predict(job_id, api_name="/stop_job")["job_id"] == job_id
+        stopped = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["status"] != "running" and s)
+        assert stopped["status"] == "cancelled", stopped
+
+        assert client.predict(job_id, api_name="/resume_job")["status"] in ("queued", "running")
+        done = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["status"] not in
+                        ("queued", "running") and s)
+        assert done["status"] == "completed", done
+        assert [r["round"] for r in list_rounds(demo_store, job_id)] == [1, 2]
+    finally:
+        app.close()
+
+
+def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
+    job_id = start_job(demo_store, "loop", LoopConfig.from_dict(TINY).to_dict())
+    wait_for(lambda: "PPO iteration 2" in (job_rows.get_job(demo_store, job_id).phase or ""))
+    labels_before = count_labels(demo_store)
+    os.kill(job_rows.get_job(demo_store, job_id).pid, signal.SIGKILL)
+    wait_for(lambda: reap_orphans(demo_store) == [job_id])
+    assert job_rows.get_job(demo_store, job_id).status is JobStatus.INTERRUPTED
+
+    resume_job(demo_store, job_id)
+    wait_for(lambda: not job_rows.get_job(demo_store, job_id).status.active)
+    job = job_rows.get_job(demo_store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    assert count_labels(demo_store) >= labels_before
+    ppo_steps = sorted(r["step"] for r in read_metrics(demo_store, job_id, names=["ppo/kl"]))
+    assert ppo_steps == list(range(1, TINY["rounds"] * TINY["ppo_iterations"] + 1))  # each step once, none missing
+    assert len(list_policies(demo_store)) == 1 + TINY["rounds"]
