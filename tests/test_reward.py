@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,6 @@ from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.types import JobStatus, Outcome
 from trainers import reward_cli
-from trainers.demo_seed import seed_demo
 from trainers.models import load_reward_model, load_tokenizer
 from trainers.reward import (INFO_FILE, PreferenceExample, RewardConfig, RewardScorer, RewardTrainingCancelled,
                              check_reward_inputs, encode, load_examples, pad_right, pair_probabilities,
@@ -98,10 +98,14 @@ def fill_store(store, policy_dir, sentences, n_labels, samples=4, seed=0):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, demo_template):
     """The demo store (SFT policy, its samples, 200 queued pairs) with 200 oracle labels, trained once with defaults."""
-    store = Store(tmp_path_factory.mktemp("demo") / "studio.db")
-    seed_demo(store, log=lambda line: None)
+    path = tmp_path_factory.mktemp("demo") / "studio.db"
+    source, target = sqlite3.connect(demo_template), sqlite3.connect(path)
+    source.backup(target)
+    source.close()
+    target.close()
+    store = Store(path)
     assert len(OracleAnnotator.from_spec(seed=0).label(store, 200)) == 200
     job_id = create_job(store, "reward", {})
     claim_job(store, job_id, 1)

@@ -1,11 +1,12 @@
 """Reward model: Bradley-Terry with ties, trained from the store's labels on a Hugging Face `Trainer`.
 
-    result = train_reward_model(store, RewardConfig(epochs=3, ensemble=1), job_id=job.id)
+    result = train_reward_model(store, RewardConfig(ensemble=1), job_id=job.id)
     scorer = RewardScorer.from_store(store)          # the newest reward model (all its ensemble members)
     rewards = scorer.score(prompts, responses)       # (N,) normalised: mean 0, std 1 on the policy's samples
 
-The model is the newest policy with a one-output head (`AutoModelForSequenceClassification`) reading the last real
-token of `prompt + response + EOS`. Every current label except skips is an example with target p = 1, 0 or 0.5
+The model is the SFT policy (the root of the newest policy's lineage) with a one-output head
+(`AutoModelForSequenceClassification`) reading the last real token of `prompt + response + EOS`; its scores are
+normalised on the newest policy's samples. Every current label except skips is an example with target p = 1, 0 or 0.5
 (ties; "both bad" too unless `both_bad_as_tie` is off), trained with `trainers.losses.preference_loss`. Validation
 pairs are chosen by pair id, so one pair's labels never straddle the split. With `ensemble` K > 1, K members train
 on bootstrap resamples of the training labels; their disagreement picks the next pairs (`labeling.selection`).
