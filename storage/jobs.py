@@ -88,7 +88,10 @@ def finish_job(store: Store, job_id: int, status: JobStatus, error: str | None =
 
 
 def requeue_job(store: Store, job_id: int) -> Job:
-    """Offer a stopped, failed or interrupted job to a worker again (resume), if no other job is active."""
+    """Offer a stopped, failed or interrupted job to a worker again (resume), if no other job is active.
+
+    Its heartbeat is set to now: a queued job's worker is given from then on (not from `created`) to claim it.
+    """
     job = get_job(store, job_id)
     if job.status.active or job.status is JobStatus.COMPLETED:
         raise Conflict(f"job {job_id} is {job.status.value}; only a cancelled, failed or interrupted job can resume")
@@ -96,8 +99,8 @@ def requeue_job(store: Store, job_id: int) -> Job:
         busy = db.execute("SELECT id FROM jobs WHERE status IN (?, ?) AND id != ?", [*ACTIVE, job_id]).fetchone()
         if busy:
             raise Conflict(f"job {busy[0]} is still running; stop it or wait for it before resuming job {job_id}")
-        db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL WHERE id = ?",
-                   [JobStatus.QUEUED.value, job_id])
+        db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ? WHERE id = ?",
+                   [JobStatus.QUEUED.value, time.time(), job_id])
     return get_job(store, job_id)
 
 

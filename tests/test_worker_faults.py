@@ -21,7 +21,7 @@ from storage.metrics import read_metrics
 from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
-from trainers.launcher import reap_orphans, resume_job, worker_command
+from trainers.launcher import STALE_AFTER_S, reap_orphans, resume_job, worker_command
 from trainers.loop_config import LoopConfig
 from trainers.worker import PARTIAL_CHECKPOINTS
 
@@ -170,3 +170,18 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
     assert store.db().execute("SELECT count(*) FROM labels").fetchone()[0] == labels_before  # none lost, none added
     assert vote_ids_unique(store)
     assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_job_resumed_long_after_it_was_created_waits_for_its_worker(store):
+    """A resumed job is queued anew: it is not reaped as `never started` just because it was created long ago."""
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, pid=1)
+    job_rows.mark_interrupted(store, [job_id])
+    with store.write() as db:  # the job was created an hour ago
+        db.execute("UPDATE jobs SET created = created - 3600 WHERE id = ?", [job_id])
+    job_rows.requeue_job(store, job_id)
+    assert reap_orphans(store) == []  # its worker is starting; the Train tab's refresh must not interrupt it
+    assert job_rows.claim_job(store, job_id, pid=1).status is JobStatus.RUNNING
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    job_rows.requeue_job(store, job_id)
+    assert reap_orphans(store, now=time.time() + STALE_AFTER_S + 1) == [job_id]  # one that never starts still is

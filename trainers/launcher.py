@@ -84,8 +84,9 @@ def reap_orphans(store: Store, now: float | None = None) -> list[int]:
             stale = job.heartbeat is None or now - job.heartbeat > STALE_AFTER_S
             if stale or not pid_alive(job.pid):
                 orphans.append(job.id)
-        elif job.status is JobStatus.QUEUED and now - job.created > STALE_AFTER_S:  # its worker never started
-            orphans.append(job.id)
+        elif job.status is JobStatus.QUEUED:  # its worker never claimed it (a resumed job counts from the resume)
+            if now - (job.heartbeat or job.created) > STALE_AFTER_S:
+                orphans.append(job.id)
     if orphans:
         job_rows.mark_interrupted(store, orphans)
     return orphans
