@@ -12,10 +12,11 @@ import gradio as gr
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
+from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
 from trainers.launcher import reap_orphans, resume_job, start_job
-from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_prompts, job_settings
+from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_store, job_settings
 
 from .context import Studio, user_errors
 
@@ -60,7 +61,8 @@ def build(studio: Studio) -> list:
         if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
             raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
                                f"run, so only {DEFAULT_ORACLE} may be used here")
-        check_against_prompts(config, len(list_prompts(store, heldout=False)))
+        policy = latest_policy(store)
+        check_against_store(config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
         reap_orphans(store)
         return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 

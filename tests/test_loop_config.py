@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from storage import InvalidInput
-from trainers.loop_config import PRESETS, LoopConfig, check_against_prompts, job_settings, ppo_settings, reward_settings
+from trainers.loop_config import PRESETS, LoopConfig, check_against_store, job_settings, ppo_settings, reward_settings
 
 
 def test_defaults_and_presets_are_valid():
@@ -36,6 +36,9 @@ def test_every_field_documents_itself():
     ('{"selector": "disagreement"}', "needs an ensemble of 2"),
     ('{"ppo_batch_size": 30, "ppo_mini_batches": 4}', "must divide ppo_batch_size"),
     ('{"oracle": "no_colon"}', "module:function"),
+    ('{"ppo_lr": Infinity}', "ppo_lr must be a finite number"),
+    ('{"kl_coef": NaN}', "kl_coef must be a finite number"),
+    ('{"prompts_per_round": 2, "samples_per_prompt": 2, "labels_per_round": 3}', "a round queues at most 2 pairs"),
     ('[1, 2]', "must be a JSON object"),
     ('{"rounds": ', "not valid JSON"),
 ])
@@ -51,11 +54,19 @@ def test_numbers_and_null_where_allowed():
 
 
 def test_batches_cannot_exceed_the_prompt_set():
-    check_against_prompts(LoopConfig(prompts_per_round=10, ppo_batch_size=10), 10)
+    check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=10), 10, None)
     with pytest.raises(InvalidInput, match="ppo_batch_size is 32 but the store has only 20 training prompts"):
-        check_against_prompts(LoopConfig(prompts_per_round=10, ppo_batch_size=32), 20)
+        check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=32), 20, None)
     with pytest.raises(InvalidInput, match="no training prompts"):
-        check_against_prompts(LoopConfig(), 0)
+        check_against_store(LoopConfig(), 0, None)
+
+
+def test_responses_must_fit_the_policy_context(tmp_path):
+    (tmp_path / "config.json").write_text('{"n_positions": 64}')
+    check_against_store(LoopConfig(response_length=63), 100, str(tmp_path))
+    with pytest.raises(InvalidInput, match="response_length is 64 but the policy's context holds 64"):
+        check_against_store(LoopConfig(response_length=64), 100, str(tmp_path))
+    check_against_store(LoopConfig(response_length=640), 100, str(tmp_path / "unknown"))  # no config: the worker checks
 
 
 def test_settings_map_onto_the_trainers_configs():

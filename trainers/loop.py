@@ -28,7 +28,7 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Job, Policy
 
-from .loop_config import LoopConfig, check_against_prompts, ppo_settings, reward_settings
+from .loop_config import LoopConfig, check_against_store, ppo_settings, reward_settings
 from .sampling import SamplingConfig, queue_random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
@@ -45,7 +45,8 @@ class Loop:
     def __init__(self, store: Store, job: Job, log=print, progress=None):
         self.store, self.job, self.log, self.progress = store, job, log, progress
         self.config = LoopConfig.from_dict(job.config)
-        check_against_prompts(self.config, len(list_prompts(store, heldout=False)))
+        policy = latest_policy(store)
+        check_against_store(self.config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
         self.first_round = max_policy_round_before(store, job.created) + 1
 
     def step(self, round_index: int, phase: str, fraction_of_round: float) -> None:

@@ -4,6 +4,8 @@ so the UI can validate a config without loading a model."""
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 
 from storage.errors import InvalidInput
@@ -41,6 +43,10 @@ class LoopConfig:
     seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
 
     def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"{f.name} must be a finite number, got {value}")
         positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
                     "ppo_iterations", "ppo_batch_size", "ppo_mini_batches", "ppo_epochs", "response_length", "ensemble")
         for name in positive:
@@ -67,6 +73,10 @@ class LoopConfig:
             raise InvalidInput(f"selector must be one of {', '.join(SELECTORS)}, got {self.selector!r}")
         if self.selector == "disagreement" and self.ensemble < 2:
             raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
+        most_pairs = self.prompts_per_round * self.samples_per_prompt * (self.samples_per_prompt - 1) // 2
+        if self.labels_per_round > most_pairs:
+            raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most {most_pairs} pairs "
+                               f"(prompts_per_round x K(K-1)/2); lower it or raise prompts_per_round")
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
 
@@ -114,20 +124,33 @@ def _type_ok(annotation: str, value) -> bool:
 
 PRESETS = {
     "demo": LoopConfig(),
-    "small real model (LoRA)": LoopConfig(prompts_per_round=64, samples_per_prompt=2, labels_per_round=200,
+    "small real model (LoRA)": LoopConfig(prompts_per_round=128, samples_per_prompt=2, labels_per_round=100,
                                           reward_epochs=1, reward_lr=1e-5, reward_batch_size=8, ppo_batch_size=16,
                                           ppo_lr=1e-5, kl_coef=0.1, target_kl=6.0, response_length=64, lora=True),
 }
 
 
-def check_against_prompts(config: LoopConfig, training_prompts: int) -> None:
-    """Settings that depend on the store: batches cannot be larger than the prompt set."""
+def check_against_store(config: LoopConfig, training_prompts: int, policy_path: str | None) -> None:
+    """Settings that depend on the store: batches within the prompt set, responses within the policy's context."""
     if training_prompts < 1:
         raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
     for name in ("prompts_per_round", "ppo_batch_size"):
         if getattr(config, name) > training_prompts:
             raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
                                f"training prompts; lower it or import more prompts")
+    context = policy_context(policy_path) if policy_path else None
+    if context is not None and config.response_length >= context:
+        raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
+                           f"tokens, prompt included; lower response_length")
+
+
+def policy_context(policy_path: str) -> int | None:
+    """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown."""
+    try:
+        model_config = json.loads((Path(policy_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return model_config.get("n_positions") or model_config.get("max_position_embeddings")
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
