@@ -54,9 +54,9 @@ def test_numbers_and_null_where_allowed():
 
 
 def test_batches_cannot_exceed_the_prompt_set():
-    check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=10), 10, None)
+    check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=10, labels_per_round=10), 10, None)
     with pytest.raises(InvalidInput, match="ppo_batch_size is 32 but the store has only 20 training prompts"):
-        check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=32), 20, None)
+        check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=32, labels_per_round=10), 20, None)
     with pytest.raises(InvalidInput, match="no training prompts"):
         check_against_store(LoopConfig(), 0, None)
 
