@@ -188,7 +188,10 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 class PPOTrainer:
-    """Trains `policy` with PPO against `reward`; reports to the store's job when given and resumes from `state_dir`."""
+    """Trains `policy` with PPO against `reward`; reports to the store's job when given and resumes from `state_dir`.
+
+    Building a trainer seeds torch's global RNG (from `config.seed` and the process index): sampling draws from it.
+    """
 
     def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                  prompts: list[str], reward: RewardFn | PreTrainedModel, *,
