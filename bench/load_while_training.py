@@ -115,6 +115,11 @@ def audit(store: Store, ledger: Ledger) -> dict[str, int]:
             "labeled_twice": labeled_twice}
 
 
+def cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
 @dataclass(frozen=True)
 class Progress:
     """How far a loop job got: its progress fraction, phase, PPO iterations and reward steps, the worker's CPU."""
@@ -129,9 +134,8 @@ class Progress:
 def job_progress(store: Store, job_id: int) -> Progress:
     job = job_rows.get_job(store, job_id)
     try:
-        times = psutil.Process(job.pid).cpu_times()
-        cpu = times.user + times.system
-    except (psutil.Error, TypeError):
+        cpu = cpu_s(psutil.Process(job.pid))
+    except (psutil.Error, TypeError):  # the worker has ended (or never started)
         cpu = float("nan")
     return Progress(job.progress or 0.0, job.phase or job.status.value,
                     len(read_metrics(store, job_id, names=["ppo/kl"])),
@@ -165,25 +169,38 @@ def start_studio(db: Path) -> tuple[subprocess.Popen, str]:
     return process, url
 
 
-def measure(template: Path, db: Path, config: dict, annotators: int, seconds: float) -> tuple[Progress, Annotation | None,
-                                                                                                dict | None]:
-    """One run: a studio on a copy of the store, a loop started through the API, annotators (or none) for `seconds`."""
+@dataclass(frozen=True)
+class Run:
+    """One measured run: the loop's progress, the annotators' votes (None: the loop alone), the audit of the store,
+    and the CPU seconds the studio process and this benchmark's clients used during the measured time."""
+
+    progress: Progress
+    votes: Annotation | None
+    checks: dict | None
+    studio_cpu_s: float
+    client_cpu_s: float
+
+
+def measure(template: Path, db: Path, config: dict, annotators: int, seconds: float) -> Run:
+    """A studio on a copy of the store, a loop started through the API, then annotators (or none) for `seconds`."""
     copy_store(template, db)
     store = Store(db)
     studio, url = start_studio(db)
     try:
         job_id = Client(url, verbose=False).predict(json.dumps(config), api_name="/start_loop")["job_id"]
+        studio_cpu, client_cpu = cpu_s(psutil.Process(studio.pid)), time.process_time()
         if annotators:
-            run = annotate(url, annotators, seconds)
+            votes = annotate(url, annotators, seconds)
         else:
-            run = None
+            votes = None
             time.sleep(seconds)
         progress = job_progress(store, job_id)
+        studio_cpu, client_cpu = cpu_s(psutil.Process(studio.pid)) - studio_cpu, time.process_time() - client_cpu
         stop_job(store, job_id)
     finally:
         studio.terminate()
         studio.wait(timeout=30)
-    return progress, run, audit(store, run.ledger) if run else None
+    return Run(progress, votes, audit(store, votes.ledger) if votes else None, studio_cpu, client_cpu)
 
 
 def main() -> int:
@@ -201,24 +218,27 @@ def main() -> int:
     fill(Store(template), args.pairs)
     config = json.loads(args.config)
     print(f"store ready in {folder}; each run lasts {args.seconds:.0f} s", file=sys.stderr)
-    idle, _, _ = measure(template, folder / "idle.db", config, 0, args.seconds)
-    busy, run, checks = measure(template, folder / "busy.db", config, args.annotators, args.seconds)
+    idle = measure(template, folder / "idle.db", config, 0, args.seconds)
+    busy = measure(template, folder / "busy.db", config, args.annotators, args.seconds)
 
-    print(f"| run | annotators | votes/s | p50 ms | p95 ms | lost | double-assigned | errors | loop progress | phase "
-          f"at {args.seconds:.0f} s | PPO iterations | reward steps | worker CPU s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
-    for name, n, progress, votes in (("loop alone", 0, idle, None), ("loop + annotators", args.annotators, busy, run)):
+    print(f"| run | votes/s | p50 ms | p95 ms | lost | double-assigned | errors | loop progress | phase at "
+          f"{args.seconds:.0f} s | PPO iterations | reward steps | worker CPU s | studio CPU s | client CPU s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    for name, run in (("loop alone", idle), (f"loop + {args.annotators} annotators", busy)):
+        votes, checks, progress = run.votes, run.checks, run.progress
         labeling = ("— | — | — | — | — | —" if votes is None else
                     f"{votes.rate:.1f} | {1000 * percentile(votes.latencies, 50):.0f} | "
                     f"{1000 * percentile(votes.latencies, 95):.0f} | {checks['lost'] + checks['changed']} | "
                     f"{checks['double_assigned'] + checks['labeled_twice']} | {len(votes.errors)}")
-        print(f"| {name} | {n} | {labeling} | {progress.fraction:.3f} | {progress.phase} | {progress.ppo_iterations} "
-              f"| {progress.reward_steps} | {progress.worker_cpu_s:.0f} |")
-    ratio = busy.fraction / idle.fraction if idle.fraction else float("nan")
-    print(f"\nworker progress with {args.annotators} annotators: {ratio:.0%} of the loop alone "
-          f"(CPU {busy.worker_cpu_s / idle.worker_cpu_s:.0%}); {len(run.latencies)} votes acknowledged, "
-          f"{run.empty_polls} empty-queue polls; machine: {psutil.cpu_count()} CPUs")
-    bad = checks["lost"] or checks["changed"] or checks["double_assigned"] or checks["labeled_twice"] or run.errors
+        print(f"| {name} | {labeling} | {progress.fraction:.3f} | {progress.phase} | {progress.ppo_iterations} | "
+              f"{progress.reward_steps} | {progress.worker_cpu_s:.0f} | {run.studio_cpu_s:.0f} | {run.client_cpu_s:.0f} |")
+    ratio = busy.progress.fraction / idle.progress.fraction if idle.progress.fraction else float("nan")
+    print(f"\nworker progress with {args.annotators} annotators: {ratio:.0%} of the loop alone (worker CPU "
+          f"{busy.progress.worker_cpu_s / idle.progress.worker_cpu_s:.0%}); {len(busy.votes.latencies)} votes "
+          f"acknowledged, {busy.votes.empty_polls} empty-queue polls; {psutil.cpu_count()} CPUs shared by the worker, "
+          "the studio and this benchmark's clients")
+    checks = busy.checks
+    bad = checks["lost"] or checks["changed"] or checks["double_assigned"] or checks["labeled_twice"] or busy.votes.errors
     return 1 if bad else 0
 
 

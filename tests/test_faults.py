@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -64,13 +65,16 @@ def wait_for(condition, timeout=120, every=0.1):
 def start_studio(db: Path, preexec_fn=None) -> tuple[subprocess.Popen, str]:
     """`python app.py serve` on a free port; returns the process and its URL once it answers."""
     port = free_port()
+    log = tempfile.TemporaryFile()  # not a pipe: a studio writing more than a pipe holds would block
     process = subprocess.Popen([sys.executable, "app.py", "serve", "--db", str(db), "--no-demo", "--port", str(port)],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
+                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
+    process.log = log
     url = f"http://127.0.0.1:{port}/"
 
     def answers() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"the studio exited: {process.stderr.read().decode()[-2000:]}")
+            log.seek(0)
+            raise AssertionError(f"the studio exited: {log.read().decode()[-2000:]}")
         try:
             urllib.request.urlopen(url + "config", timeout=2)
             return True
@@ -85,7 +89,7 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
     process.wait(timeout=30)
-    process.stderr.close()
+    process.log.close()
 
 
 @pytest.fixture
