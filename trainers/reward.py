@@ -31,6 +31,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
+from datasets import Dataset
 from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils import logging as hf_logging
@@ -73,6 +74,7 @@ class RewardConfig:
     max_length: int = field(default=512, metadata={"help": "Tokens of prompt + response kept (from the end); capped by the model's context."})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPUs that support it)."})
     activation_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory (slower)."})
+    group_by_length: bool = field(default=True, metadata={"help": "Batch pairs of similar length (less padding, faster)."})
     logging_steps: int = field(default=10, metadata={"help": "Optimiser steps between metrics, validation and cancel checks."})
     norm_samples: int = field(default=1024, metadata={"help": "Policy samples scored for the reward mean/std normalisation."})
     policy_id: int | None = field(default=None, metadata={"help": "Policy version whose samples normalise the rewards (default: newest)."})
@@ -382,7 +384,7 @@ def _train_member(config: RewardConfig, k: int, policy_dir: Path, tokenizer: Pre
         trainer = PreferenceTrainer(
             model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val)),
             train_dataset=tokenize_examples(tokenizer, train, max_length),
-            eval_dataset=tokenize_examples(tokenizer, val, max_length) or None,
+            eval_dataset=tokenize_examples(tokenizer, val, max_length),
             data_collator=PreferenceCollator(tokenizer.pad_token_id), processing_class=tokenizer,
             callbacks=[callback], margin=config.margin, label_noise=config.label_noise,
         )
@@ -409,18 +411,19 @@ def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val
         eval_steps=config.logging_steps if has_val else None, save_strategy="no", report_to="none",
         seed=seed, data_seed=seed, disable_tqdm=True, remove_unused_columns=False, bf16=config.bf16,
         activation_checkpointing=config.activation_checkpointing, dataloader_pin_memory=torch.cuda.is_available(),
-        label_names=[],
+        label_names=[], train_sampling_strategy="group_by_length" if config.group_by_length else "random",
     )
 
 
 def tokenize_examples(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PreferenceExample],
-                      max_length: int) -> list[dict]:
-    """The Trainer's dataset: {first_ids, second_ids, target} per example."""
+                      max_length: int) -> Dataset | None:
+    """The Trainer's dataset: {first_ids, second_ids, target, length} per example (length: the longer side)."""
     if not examples:
-        return []
+        return None
     firsts = encode(tokenizer, [e.prompt for e in examples], [e.first for e in examples], max_length)
     seconds = encode(tokenizer, [e.prompt for e in examples], [e.second for e in examples], max_length)
-    return [{"first_ids": f, "second_ids": s, "target": e.target} for f, s, e in zip(firsts, seconds, examples)]
+    return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "length": max(len(f), len(s))}
+                              for f, s, e in zip(firsts, seconds, examples)])
 
 
 def _finish_member(store: Store, out_dir: Path, config: RewardConfig, k: int, policy_id: int, max_length: int,
