@@ -4,7 +4,6 @@ stop_job, job_status. Jobs run in a worker process; this tab only writes job row
 from __future__ import annotations
 
 import html
-import json
 import time
 
 import gradio as gr
@@ -16,7 +15,7 @@ from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
 from trainers.launcher import reap_orphans, resume_job, start_job
-from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_store, job_settings
+from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_store, job_settings, settings_from_json
 
 from .context import Studio, user_errors
 
@@ -43,13 +42,7 @@ def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
     settings.update({name: value for name, value in zip(FORM, values)})
     for name in ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs"):
         settings[name] = int(settings[name])
-    try:
-        extra = json.loads(advanced or "{}")
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"advanced settings are not valid JSON ({exc.msg}); fix them or clear the box") from None
-    if not isinstance(extra, dict):
-        raise InvalidInput("advanced settings must be a JSON object such as {\"seed\": 1}")
-    settings.update(extra)
+    settings.update(settings_from_json(advanced))
     return LoopConfig.from_dict(settings)
 
 
