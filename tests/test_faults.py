@@ -17,7 +17,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.policies import add_policy
 from trainers import worker
+from tests.helpers import free_port, wait_for
 from trainers.loop_config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,22 +44,6 @@ DEMO_POLICY = ROOT / "assets" / "demo_policy"
 N_ANNOTATORS = 8
 KILL_AFTER_ACKS = 40
 PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(condition, timeout=120, every=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
 
 
 def start_studio(db: Path, preexec_fn=None) -> tuple[subprocess.Popen, str]:

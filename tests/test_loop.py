@@ -4,10 +4,10 @@ completes while /next_pair keeps serving pairs; a worker killed in PPO is marked
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from gradio_client import Client
@@ -20,6 +20,8 @@ from storage.metrics import read_metrics
 from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
+from tests import helpers
+from tests.helpers import free_port
 from trainers.launcher import reap_orphans, resume_job, start_job
 from trainers.loop_config import LoopConfig
 
@@ -29,14 +31,7 @@ TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_res
 SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "ppo_iterations": 8, "ppo_batch_size": 16}  # ~2 min on 2 cores
 
 
-def wait_for(condition, timeout=600, every=0.5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
+wait_for = partial(helpers.wait_for, timeout=600, every=0.5)  # loops take minutes on a busy CPU
 
 
 def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
@@ -53,12 +48,6 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}
     assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_api_start_stop_resume_while_pairs_keep_coming(demo_store):

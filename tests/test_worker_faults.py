@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 from safetensors import safe_open
@@ -21,6 +22,7 @@ from storage.metrics import read_metrics
 from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
+from tests import helpers
 from trainers.launcher import STALE_AFTER_S, reap_orphans, resume_job, worker_command
 from trainers.loop_config import LoopConfig
 from trainers.worker import PARTIAL_CHECKPOINTS
@@ -53,14 +55,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def wait_for(condition, timeout=300, every=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
+wait_for = partial(helpers.wait_for, timeout=300, every=0.05)  # catch short phases
 
 
 def kill_in_phase(store, job_id: int, phase: str) -> None:
