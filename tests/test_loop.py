@@ -87,7 +87,13 @@ def test_api_start_stop_resume_while_pairs_keep_coming(demo_store):
 
 def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
     job_id = start_job(demo_store, "loop", LoopConfig.from_dict(TINY).to_dict())
-    wait_for(lambda: "PPO iteration 2" in (job_rows.get_job(demo_store, job_id).phase or ""))
+
+    def in_ppo_after_a_logged_iteration() -> bool:
+        job = job_rows.get_job(demo_store, job_id)
+        assert job.status.active, f"the loop ended ({job.status.value}) before the test could kill it in PPO"
+        return "PPO iteration" in (job.phase or "") and bool(read_metrics(demo_store, job_id, names=["ppo/kl"]))
+
+    wait_for(in_ppo_after_a_logged_iteration, every=0.1)  # an iteration can be shorter than a slow poll
     labels_before = count_labels(demo_store)
     os.kill(job_rows.get_job(demo_store, job_id).pid, signal.SIGKILL)
     wait_for(lambda: reap_orphans(demo_store) == [job_id])
