@@ -58,9 +58,14 @@ sys.exit(main(sys.argv[1:]))
 wait_for = partial(helpers.wait_for, timeout=300, every=0.05)  # catch short phases
 
 
-def kill_in_phase(store, job_id: int, phase: str) -> None:
-    """SIGKILL the job's worker as soon as it reports `phase`."""
-    job = wait_for(lambda: (j := job_rows.get_job(store, job_id)).phase and phase in j.phase and j)
+def kill_in_ppo(store, job_id: int) -> None:
+    """SIGKILL the job's worker in PPO once at least one PPO iteration is logged."""
+    def in_ppo_after_a_logged_iteration():
+        job = job_rows.get_job(store, job_id)
+        assert job.status.active, f"the loop ended ({job.status.value}) before the test could kill it in PPO"
+        return "PPO iteration" in (job.phase or "") and read_metrics(store, job_id, names=["ppo/kl"]) and job
+
+    job = wait_for(in_ppo_after_a_logged_iteration)
     assert job.status is JobStatus.RUNNING, job
     os.kill(job.pid, signal.SIGKILL)
 
@@ -138,7 +143,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         assert [p.parent.name for p in partial_checkpoints(store)] == ["reward_models"]  # the staged member
 
         resume_job(store, job_id)
-        kill_in_phase(store, job_id, f"PPO iteration 2/{FAULT_LOOP['ppo_iterations']}")
+        kill_in_ppo(store, job_id)
         assert_interrupted(store, job_id)
         assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
         # the resumed worker swept the staged member away; the kill may have caught PPO writing its state
