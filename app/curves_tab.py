@@ -172,17 +172,19 @@ def _trace(x, y, name: str, color: str, width: float, axis: int, legend: bool = 
 
 def round_lines(segs: list[Segment], smoothing: float, within_round: bool, axis: int, legend: set) -> list[dict]:
     """One line per round (x: step within the round, or the job's step): the EMA, with the raw series faint
-    behind it when smoothing; the lines share PANEL_POINTS points. `legend` collects the rounds already listed."""
+    behind it when smoothing; the lines share PANEL_POINTS points. A round of one point (a short reward training
+    logs once) is a dot: a line needs two. `legend` collects the rounds already listed."""
     traces = []
     max_points = max(MIN_LINE_POINTS, PANEL_POINTS // max(1, len(segs) * (2 if smoothing > 0 else 1)))
     for s in segs:
         label = s.label
         x = s.steps - s.offset if within_round else s.steps
-        if smoothing > 0:
+        dot = {"mode": "lines+markers", "marker": {"color": round_color(s.round), "size": 8}} if len(x) == 1 else {}
+        if smoothing > 0 and not dot:
             traces.append(_trace(*downsample(x, s.values, max_points), f"{label} · raw", round_color(s.round, raw=True),
                                  1, axis, hoverinfo="skip", legendgroup=label))
         traces.append(_trace(*downsample(x, ema(s.values, smoothing), max_points), label, round_color(s.round), 2,
-                             axis, legend=label not in legend, legendrank=min(_round_order(s.round), 10 ** 6)))
+                             axis, legend=label not in legend, legendrank=min(_round_order(s.round), 10 ** 6), **dot))
         legend.add(label)
     return traces
 

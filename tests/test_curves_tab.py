@@ -205,6 +205,20 @@ def test_figures_smooth_downsample_and_color_by_round():
     assert oracle[1]["y"] == [0.4, 0.4]
 
 
+def test_a_round_of_one_point_is_a_dot():
+    """A short reward training logs once per round: a one-point line would draw nothing, so it is a marker."""
+    from app.curves_tab import align_rounds, reward_figure, round_color, segments
+    from storage.curves import Series
+
+    loss = segments(Series("reward/loss", [10, 20, 21], [0.7, 0.6, 0.5], [1, 2, 2]))
+    spec = json.loads(reward_figure(align_rounds({"reward/loss": loss}), 0.6, "reward").plot)
+    lines = [t for t in spec["data"] if t["xaxis"] == "x1"]
+    assert [(t["name"], t["mode"]) for t in lines] == [("round 1", "lines+markers"), ("round 2 · raw", "lines"),
+                                                       ("round 2", "lines")]
+    assert lines[0]["x"] == [10] and lines[0]["y"] == [0.7] and lines[0]["marker"]["color"] == round_color(1)
+    assert "marker" not in lines[2] and lines[2]["x"] == [10, 11]  # round 2 counts from where round 1 ended
+
+
 def test_warning_shows_in_plain_words_and_escaped(store):
     from app.context import Studio
     from app.curves_tab import ALL, findings, load_curves, warnings_html
