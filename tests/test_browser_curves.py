@@ -1,40 +1,59 @@
-"""Curves and Samples tabs in a real browser (Playwright + Debian's Chromium) on a store holding a finished loop.
+"""Curves and Samples tabs in a real browser (Playwright + Debian's Chromium) after a real short headless loop.
 
-The `loop_store` fixture is the only place that knows how the store was filled: replace its body with a short
-headless loop and the assertions, which read what to expect from the store, stay as they are.
+`loop_store` copies the demo store, adds a held-out prompt carrying markup, and runs `python app.py loop` (oracle
+annotator, two tiny rounds). Every assertion reads what to expect from the store: the metrics, rounds, policies
+and labels that loop wrote, and the warnings the diagnostics rules give on them.
 """
 
 import io
+import json
 import os
+import subprocess
+import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from playwright.sync_api import expect, sync_playwright
 
-from storage import Store
+from app.curves_tab import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
+from labeling.synthetic import OracleAnnotator
 from storage import jobs as job_rows
-from storage.metrics import log_metrics
+from storage.generations import eval_samples
+from storage.metrics import log_metrics, read_metrics
 from storage.policies import list_policies
+from storage.prompts import add_prompts
+from storage.queue import current_votes
 from storage.rounds import list_rounds
+from trainers.diagnostics import diagnose
 
-from test_curves_tab import fill_synthetic_run
-
+ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CHARTS = {"curves-rounds": 5, "curves-reward": 4, "curves-ppo": 12}  # chart -> panels
+CHARTS = {"curves-rounds": ROUND_PANELS, "curves-reward": REWARD_PANELS, "curves-ppo": PPO_PANELS}
+MARKUP_PROMPT = "Say <i>as written</i> & <script>window.pwned=1</script>"
+MIN_PANEL_PIXELS = 20  # a lone point is a dot of about 40 colored pixels; an empty panel has none
+ROUNDS, LABELS_PER_ROUND = 2, 7
+# About the smallest loop that fills every chart panel. The reward model logs its training loss and accuracy every
+# 10 optimiser steps (validation at the end of each training): at batch size 1, round 1 trains on 6 pairs (1 of its
+# 7 labels held out for validation) and logs validation only; round 2 trains on 11 of the 14 labels and logs both.
+TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "reward_epochs": 1,
+             "reward_batch_size": 1, "ppo_iterations": 3, "ppo_batch_size": 4, "ppo_epochs": 1, "response_length": 8}
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def loop_store(tmp_path):
-    """A store after a 3-round loop (synthetic traces written with storage functions)."""
-    store = Store(tmp_path / "studio.db")
-    fill_synthetic_run(store, rounds=3, reward_steps=16, ppo_iterations=30)
-    yield store
-    store.close()
+def loop_store(demo_store):
+    """The demo store (plus a held-out prompt with markup) after a real 2-round headless oracle loop."""
+    add_prompts(demo_store, [MARKUP_PROMPT], source="test", heldout=True)
+    result = subprocess.run([sys.executable, "app.py", "loop", "--db", str(demo_store.path), "--rounds", str(ROUNDS),
+                             "--labels-per-round", str(LABELS_PER_ROUND), "--annotator", "oracle",
+                             "--config", json.dumps(TINY_LOOP)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return demo_store
 
 
 @pytest.fixture
@@ -61,42 +80,67 @@ def browser():
             browser.close()
 
 
-def job_id_of(store) -> int:
-    """The loop job whose curves the page shows first (the newest job)."""
-    return job_rows.list_jobs(store, limit=1)[0].id
-
-
 def colored_pixels(png: bytes) -> int:
-    """Pixels with a clear hue: plotted lines and bars (axes, grid and text are grey)."""
+    """Pixels with a clear hue: plotted lines, dots and bars (axes, grid, text and reference lines are grey)."""
     image = Image.open(io.BytesIO(png)).convert("RGB")
     return sum(1 for r, g, b in image.getdata() if max(r, g, b) - min(r, g, b) > 80)
 
 
+def panel_pixels(page, chart: str) -> list[int]:
+    """Colored pixels inside each plot area of a chart, in panel order."""
+    plots = page.locator(f"#{chart} .draglayer .nsewdrag")
+    return [colored_pixels(plots.nth(i).screenshot()) for i in range(plots.count())]
+
+
+def expected_warnings(store, job_id: int) -> list[str]:
+    """Titles of the diagnostics rules that fire on the job's PPO series and its rounds' summaries."""
+    series = defaultdict(list)
+    for row in read_metrics(store, job_id, prefix="ppo/"):  # by name, then step
+        series[row["name"]].append(row["value"])
+    rounds = list_rounds(store, job_id)
+    for name, key in {"reward/val_accuracy": "reward_val_accuracy", "round/score": "score",
+                      "round/oracle_score": "oracle_score"}.items():
+        series[name] = [r["summary"][key] for r in rounds if r["summary"].get(key) is not None]
+    return [finding.title for finding in diagnose(series)]
+
+
 def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_path):
+    [loop_job] = job_rows.list_jobs(loop_store)
+    rounds, policies = list_rounds(loop_store, loop_job.id), list_policies(loop_store)
+    logged = {row["name"] for row in read_metrics(loop_store, loop_job.id)}
+    assert set(REWARD_PANELS) | set(PPO_PANELS) <= logged, "the loop left a chart panel without data"
+    assert all(any(r["summary"].get(key) is not None for r in rounds) for key in ROUND_PANELS)
+
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     page.goto(page_url)
     page.get_by_role("tab", name="Curves").click()
     for chart, panels in CHARTS.items():
         page.locator(f"#{chart} .cartesianlayer .subplot").first.wait_for(state="attached", timeout=90_000)
-        assert page.locator(f"#{chart} .cartesianlayer .subplot").count() == panels
-        assert page.locator(f"#{chart} .scatterlayer .trace, #{chart} .barlayer .trace").count() >= panels
+        assert page.locator(f"#{chart} .cartesianlayer .subplot").count() == len(panels)
+        assert page.locator(f"#{chart} .scatterlayer .trace, #{chart} .barlayer .trace").count() >= len(panels)
         assert "no data yet" not in page.locator(f"#{chart}").inner_text()
-        page.locator(f"#{chart}").scroll_into_view_if_needed()
-        assert colored_pixels(page.locator(f"#{chart}").screenshot()) > 500 * panels, f"{chart} shows no data"
+        pixels = panel_pixels(page, chart)
+        assert len(pixels) == len(panels) and min(pixels) > MIN_PANEL_PIXELS, f"{chart}: a panel shows no data {pixels}"
+    points = len(read_metrics(loop_store, loop_job.id, prefix="reward/")) + len(read_metrics(loop_store, loop_job.id,
+                                                                                             prefix="ppo/"))
     status = page.locator("#curves-status").inner_text()
-    assert "completed" in status and "metric points" in status
-    assert "No known failure pattern" in page.locator("#curves-warnings").inner_text()
+    assert f"Job {loop_job.id}" in status and "completed" in status and f"{points:,} metric points" in status, status
+    warnings = page.locator("#curves-warnings")
+    expected = expected_warnings(loop_store, loop_job.id)
+    assert warnings.locator(".curves-warning").count() == len(expected)
+    assert all(title in warnings.inner_text() for title in expected), (expected, warnings.inner_text())
+    assert ("No known failure pattern" in warnings.inner_text()) == (not expected)
     page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
     assert (tmp_path / "curves.png").stat().st_size > 10_000
 
     with page.expect_download() as download:  # a chart as PNG, from its mode bar
         page.locator("#curves-ppo [data-title='Download plot as a PNG']").click()
-    assert download.value.suggested_filename == f"job{job_id_of(loop_store)}-ppo.png"
+    assert download.value.suggested_filename == f"job{loop_job.id}-ppo.png"
     download.value.save_as(tmp_path / "ppo.png")
     assert (tmp_path / "ppo.png").read_bytes().startswith(b"\x89PNG")
     page.get_by_role("button", name="⬇ Data as CSV").click()  # the data as CSV
     expect(page.get_by_role("cell", name="rounds.csv")).to_be_visible(timeout=30_000)
-    expect(page.get_by_role("cell", name=f"job{job_id_of(loop_store)}-metrics.csv")).to_be_visible()
+    expect(page.get_by_role("cell", name=f"job{loop_job.id}-metrics.csv")).to_be_visible()
 
     # a job that is running refreshes by itself
     job_id = job_rows.create_job(loop_store, "ppo", {})
@@ -113,11 +157,23 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     page.get_by_role("tab", name="Samples").click()
     table = page.locator("#samples-table table.samples")
     table.wait_for(state="visible", timeout=30_000)
+    assert len(policies) == len(rounds) + 1 == ROUNDS + 1
     headers = table.locator("th[data-policy]")
-    assert [int(h.get_attribute("data-policy")) for h in headers.all()] == [p.id for p in list_policies(loop_store)]
-    assert len(list_policies(loop_store)) == len(list_rounds(loop_store)) + 1
-    # model text is shown literally: the tags in prompts and samples are text, not markup
-    assert "<i>as written</i>" in table.inner_text() and table.locator("i").count() == 0
-    annotators = page.locator("#samples-annotators table.samples tbody tr")
-    assert [row.locator("td").first.inner_text() for row in annotators.all()] == ["alice", "bob"]
+    assert [int(h.get_attribute("data-policy")) for h in headers.all()] == [p.id for p in policies]
+    # the markup prompt (chosen in the list: the full view shows the first 20 prompts), one column per policy
+    # version, its tags shown as text and never run
+    page.get_by_label("Held-out prompt").click()
+    page.get_by_role("option", name=MARKUP_PROMPT).click()
+    expect(table.locator("tbody tr")).to_have_count(1)
+    expect(table.locator("td.prompt")).to_have_text(MARKUP_PROMPT)
+    samples = [s for s in eval_samples(loop_store) if s["prompt"] == MARKUP_PROMPT]
+    per_policy = [sum(s["policy_id"] == p.id for s in samples) for p in policies]
+    cells = table.locator("tbody td:not(.prompt)")
+    assert [cells.nth(i).locator(".sample").count() for i in range(cells.count())] == per_policy and min(per_policy) > 0
+    assert page.locator("#samples-table i, #samples-table script").count() == 0
+    assert page.evaluate("typeof window.pwned") == "undefined"
+    annotators = sorted({vote.annotator for vote in current_votes(loop_store)})
+    assert annotators == [OracleAnnotator.name]  # the loop's only annotator
+    rows = page.locator("#samples-annotators table.samples tbody tr")
+    assert [row.locator("td").first.inner_text() for row in rows.all()] == annotators
     page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)
