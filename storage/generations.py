@@ -26,8 +26,12 @@ class NewGeneration:
     source: str | None = None
 
 
-def add_generations(store: Store, generations: list[NewGeneration]) -> list[int]:
-    """Insert generations in one transaction; returns their ids in order."""
+def add_generations(store: Store, generations: list[NewGeneration],
+                    scores: list[dict[str, float]] | None = None) -> list[int]:
+    """Insert generations, and their named scores when given (one dict per generation), in one transaction;
+    returns their ids in order."""
+    if scores is not None and len(scores) != len(generations):
+        raise ValueError(f"{len(scores)} score sets for {len(generations)} generations")
     now = time.time()
     ids = []
     with store.write() as db:
@@ -39,6 +43,8 @@ def add_generations(store: Store, generations: list[NewGeneration]) -> list[int]
                  None if g.ended_with_eos is None else int(g.ended_with_eos), g.source, now],
             )
             ids.append(cursor.lastrowid)
+        for generation_id, named in zip(ids, scores or []):
+            _write_scores(db, generation_id, named)
     return ids
 
 
@@ -73,18 +79,16 @@ def list_generations(store: Store, policy_id: int | None = None, prompt_id: int 
 
 
 
-def add_scores(store: Store, scores: dict[int, dict[str, float]]) -> None:
-    """Store named scores of generations: {generation_id: {"oracle": 1.0, "reward": 0.3}}."""
-    with store.write() as db:
-        for generation_id, named in scores.items():
-            for name, value in named.items():
-                db.execute("INSERT INTO generation_scores (generation_id, name, value) VALUES (?, ?, ?)"
-                           " ON CONFLICT (generation_id, name) DO UPDATE SET value = excluded.value",
-                           [generation_id, name, float(value)])
+def _write_scores(db, generation_id: int, named: dict[str, float]) -> None:
+    for name, value in named.items():
+        db.execute("INSERT INTO generation_scores (generation_id, name, value) VALUES (?, ?, ?)"
+                   " ON CONFLICT (generation_id, name) DO UPDATE SET value = excluded.value",
+                   [generation_id, name, float(value)])
 
 
-def eval_samples(store: Store) -> list[dict]:
-    """Held-out evaluation samples of every policy version: rows {policy_id, round, prompt, text, <score names>}."""
+def eval_samples(store: Store, policy_id: int | None = None) -> list[dict]:
+    """Held-out evaluation samples of every policy version (or of one): rows {policy_id, round, prompt, text,
+    <score names>}."""
     rows = store.db().query(
         """
         SELECT g.id, g.policy_id, pol.round, p.text AS prompt, g.text, s.name, s.value
@@ -92,9 +96,9 @@ def eval_samples(store: Store) -> list[dict]:
         JOIN prompts p ON p.id = g.prompt_id
         JOIN policies pol ON pol.id = g.policy_id
         LEFT JOIN generation_scores s ON s.generation_id = g.id
-        WHERE g.source = ?
+        WHERE g.source = ? AND (? IS NULL OR g.policy_id = ?)
         ORDER BY g.policy_id, g.prompt_id, g.id
-        """, [EVAL_SOURCE])
+        """, [EVAL_SOURCE, policy_id, policy_id])
     samples: dict[int, dict] = {}
     for r in rows:
         sample = samples.setdefault(r["id"], {"policy_id": r["policy_id"], "round": r["round"], "prompt": r["prompt"],

@@ -13,7 +13,7 @@ import pytest
 
 from storage import jobs as job_rows
 from storage.curves import metric_series
-from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, add_scores
+from storage.generations import EVAL_SOURCE, NewGeneration, add_generations
 from storage.labels import add_label
 from storage.metrics import log_metrics
 from storage.pairs import NewPair, add_pairs
@@ -84,9 +84,9 @@ def add_labels(store, policy_id, g) -> None:
 
 def add_eval_samples(store, policy_id, prompts, g) -> None:
     texts = [(p, f"{p.text} answer {k} of version {g} <i>as written</i>") for p in prompts for k in range(2)]
-    ids = add_generations(store, [NewGeneration(p.id, text, policy_id=policy_id, source=EVAL_SOURCE) for p, text in texts])
-    add_scores(store, {i: ({"oracle": 0.4 + 0.1 * g} if g == 0 else {"oracle": 0.4 + 0.1 * g, "reward": 0.2 * g})
-                       for i in ids})
+    scores = {"oracle": 0.4 + 0.1 * g} if g == 0 else {"oracle": 0.4 + 0.1 * g, "reward": 0.2 * g}
+    add_generations(store, [NewGeneration(p.id, text, policy_id=policy_id, source=EVAL_SOURCE) for p, text in texts],
+                    scores=[scores] * len(texts))
 
 
 @pytest.fixture

@@ -10,20 +10,26 @@ import time
 from functools import partial
 from pathlib import Path
 
+import pytest
 from gradio_client import Client
 
 from app.ui import build_app
 from storage import JobStatus
 from storage import jobs as job_rows
+from storage.generations import eval_samples, list_generations
 from storage.labels import count_labels
 from storage.metrics import read_metrics
-from storage.policies import list_policies
+from storage.pairs import list_pairs
+from storage.policies import latest_policy, list_policies
+from storage.prompts import list_prompts
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from tests import helpers
 from tests.helpers import free_port
 from trainers.launcher import reap_orphans, resume_job, start_job
+from trainers.loop import Loop, evaluate_policy
 from trainers.loop_config import LoopConfig
+from trainers.sampling import SamplingConfig, sample_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,
@@ -90,7 +96,7 @@ def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
 
     def in_ppo_after_a_logged_iteration() -> bool:
         job = job_rows.get_job(demo_store, job_id)
-        assert job.status.active, f"the loop ended ({job.status.value}) before the test could kill it in PPO"
+        assert job.status.active, f"the loop ended ({job.status.value}) before the test could kill it in PPO: {job.error}"
         return "PPO iteration" in (job.phase or "") and bool(read_metrics(demo_store, job_id, names=["ppo/kl"]))
 
     wait_for(in_ppo_after_a_logged_iteration, every=0.1)  # an iteration can be shorter than a slow poll
@@ -107,3 +113,28 @@ def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
     ppo_steps = sorted(r["step"] for r in read_metrics(demo_store, job_id, names=["ppo/kl"]))
     assert ppo_steps == list(range(1, TINY["rounds"] * TINY["ppo_iterations"] + 1))  # each step once, none missing
     assert len(list_policies(demo_store)) == 1 + TINY["rounds"]
+
+
+def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stored(demo_store):
+    """A kill after sampling (before pairs were queued) or after an evaluation (before it was logged) leaves rows
+    behind; the resumed step uses them instead of drawing a second set."""
+    config = LoopConfig.from_dict({**TINY, "samples_per_prompt": 3, "response_length": 8})
+    job_id = job_rows.create_job(demo_store, "loop", config.to_dict())
+    job_rows.claim_job(demo_store, job_id, os.getpid())
+    loop = Loop(demo_store, job_rows.get_job(demo_store, job_id), log=lambda line: None)
+    sft, seed = latest_policy(demo_store), config.seed * 1000 + 1
+    chosen = list_prompts(demo_store, heldout=False)[:config.prompts_per_round]
+    drawn = sample_policy(demo_store, sft, chosen, SamplingConfig(3, 8), seed)  # what the killed worker stored
+    generations_before = len(list_generations(demo_store))
+
+    loop.queue_pairs(sft, 1, seed)
+    assert len(list_generations(demo_store)) == generations_before
+    queued = [p for p in list_pairs(demo_store) if p.round == 1]
+    assert queued and {g for p in queued for g in (p.first_id, p.second_id)} <= set(drawn)
+
+    first = evaluate_policy(demo_store, sft, config, with_oracle=True)
+    evaluated = eval_samples(demo_store, sft.id)
+    assert len(evaluated) == 2 * len(list_prompts(demo_store, heldout=True)) and all("oracle" in s for s in evaluated)
+    assert evaluate_policy(demo_store, sft, config, with_oracle=True) == first
+    assert eval_samples(demo_store, sft.id) == evaluated
+    assert first == pytest.approx(sum(s["oracle"] for s in evaluated) / len(evaluated))

@@ -159,11 +159,17 @@ def test_connections_are_per_thread(store):
 
 def test_eval_samples_with_scores(store):
     policy, g1, g2, _ = seed_pair(store)
-    [e1] = generations.add_generations(store, [NewGeneration(1, " fine .", policy_id=policy, source=generations.EVAL_SOURCE)])
-    generations.add_scores(store, {e1: {"oracle": 1.0, "reward": 0.25}})
-    generations.add_scores(store, {e1: {"reward": 0.5}})
-    assert generations.eval_samples(store) == [
-        {"policy_id": policy, "round": 0, "prompt": "the movie was", "text": " fine .", "oracle": 1.0, "reward": 0.5}]
+    other = policies.add_policy(store, "/p2", round=1)
+    generations.add_generations(store, [NewGeneration(1, " fine .", policy_id=policy, source=generations.EVAL_SOURCE),
+                                        NewGeneration(1, " good .", policy_id=other, source=generations.EVAL_SOURCE)],
+                                scores=[{"oracle": 1.0, "reward": 0.25}, {}])
+    fine = {"policy_id": policy, "round": 0, "prompt": "the movie was", "text": " fine .", "oracle": 1.0, "reward": 0.25}
+    good = {"policy_id": other, "round": 1, "prompt": "the movie was", "text": " good ."}
+    assert generations.eval_samples(store) == [fine, good]
+    assert generations.eval_samples(store, policy_id=other) == [good]
+    with pytest.raises(ValueError):  # one score set per generation, or none at all is written
+        generations.add_generations(store, [NewGeneration(1, " x", policy_id=policy)], scores=[])
+    assert len(generations.list_generations(store)) == 4
 
 
 def test_rounds(store):

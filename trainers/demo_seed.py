@@ -14,6 +14,7 @@ import torch
 from assets.build_demo import ensure_demo_policy
 from assets.corpus import demo_prompts
 from storage import Store
+from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.policies import add_policy, get_policy
 from storage.prompts import add_prompts, list_prompts
 
@@ -34,7 +35,8 @@ def seed_demo(store: Store, log=print) -> None:
         add_prompts(store, heldout, source="demo", heldout=True)
         policy = get_policy(store, add_policy(store, policy_dir, round=0, note="demo SFT policy"))
         sample_policy(store, policy, list_prompts(store, heldout=False), SamplingConfig(), seed=SEED)
-        queued = queue_random_pairs(store, policy, DEMO_PAIRS, seed=SEED, round=0)
+        samples = list_generations(store, policy_id=policy.id, source=SAMPLE_SOURCE)
+        queued = queue_random_pairs(store, samples, DEMO_PAIRS, seed=SEED, round=0)
     log(f"demo ready: {len(queued)} pairs queued for labeling ({time.perf_counter() - started:.1f} s)")
 
 

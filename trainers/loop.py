@@ -19,14 +19,14 @@ import torch
 from labeling.selection import candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
-from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, add_scores, list_generations
+from storage.generations import EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples, list_generations
 from storage.metrics import log_metrics, read_metrics
 from storage.pairs import add_pairs, list_pairs
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
-from storage.types import Job, Policy
+from storage.types import Generation, Job, Policy
 
 from .loop_config import LoopConfig, check_against_store, ppo_settings, reward_settings
 from .sampling import SamplingConfig, queue_random_pairs, sample_policy
@@ -61,7 +61,8 @@ class Loop:
 
     def run(self) -> None:
         start = latest_policy(self.store)
-        if not list_generations(self.store, policy_id=start.id, source=EVAL_SOURCE):  # the baseline, once
+        logged = read_metrics(self.store, self.job.id, names=["round/oracle_score"])
+        if not any(row["step"] == self.first_round - 1 for row in logged):  # the baseline, once per job
             self.step(0, "evaluating the starting policy", 0.0)
             baseline = evaluate_policy(self.store, start, self.config, self.config.annotator == "oracle")
             if baseline is not None:
@@ -98,20 +99,27 @@ class Loop:
         prompts = list_prompts(self.store, heldout=False)
         chosen = random.Random(seed).sample(prompts, config.prompts_per_round)
         sampling = SamplingConfig(config.samples_per_prompt, config.response_length, config.temperature, config.top_p)
-        new_ids = set(sample_policy(self.store, policy, chosen, sampling, seed))
+
+        def round_samples() -> list[Generation]:
+            return [gen for gen in list_generations(self.store, policy_id=policy.id, source=SAMPLE_SOURCE)
+                    if gen.seed == seed]
+
+        samples = round_samples()  # a resumed round reuses what it drew before a kill
+        if not samples:
+            sample_policy(self.store, policy, chosen, sampling, seed)
+            samples = round_samples()
         wanted = config.labels_per_round + config.queue_reserve
         ensemble = latest_reward_models(self.store)
         if config.selector == "disagreement" and len(ensemble) >= 2:
             from .reward import RewardScorer, pair_probabilities
 
             queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
-            candidates = candidate_pairs([gen for gen in list_generations(self.store, policy_id=policy.id)
-                                          if gen.id in new_ids], exclude=queued)  # this round's samples only
+            candidates = candidate_pairs(samples, exclude=queued)
             scorer = RewardScorer.from_dirs([m.path for m in ensemble])
             probs = pair_probabilities(scorer, candidates, {p.id: p.text for p in chosen})
             add_pairs(self.store, select_by_disagreement(candidates, probs, wanted, round=g))
         else:
-            queue_random_pairs(self.store, policy, wanted, seed, g)
+            queue_random_pairs(self.store, samples, wanted, seed, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config = self.config
@@ -166,8 +174,16 @@ class Loop:
 
 
 def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool, samples: int = 2) -> float | None:
-    """Sample the held-out prompts with `policy`, store the samples (source `eval`) with their reward-model and
-    oracle scores for the samples view, and return the mean oracle score (None without an oracle)."""
+    """The mean oracle score of `policy` on the held-out prompts (None without an oracle). The samples are drawn
+    once per policy and stored (source `eval`) with their reward-model and oracle scores for the samples view;
+    a later call (a resumed loop, another job) reuses them."""
+    stored = eval_samples(store, policy.id) or draw_eval_samples(store, policy, config, with_oracle, samples)
+    values = [sample["oracle"] for sample in stored if "oracle" in sample]
+    return float(np.mean(values)) if with_oracle and values else None
+
+
+def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool, samples: int) -> list[dict]:
+    """Sample the held-out prompts with `policy`; store the samples and their scores in one transaction."""
     from labeling.synthetic import load_scorer
 
     from .generation import HFGenerator
@@ -176,7 +192,7 @@ def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracl
 
     prompts = list_prompts(store, heldout=True)
     if not prompts:
-        return None
+        return []
     generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
     groups = generator.generate([p.text for p in prompts], samples, config.response_length, config.temperature,
                                 config.top_p, seed=EVAL_SEED)
@@ -184,20 +200,17 @@ def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracl
                           ended_with_eos=s.ended_with_eos, source=EVAL_SOURCE)
             for prompt, group in zip(prompts, groups) for s in group]
     texts = [(prompt.text, s.text) for prompt, group in zip(prompts, groups) for s in group]
-    scores: dict[int, dict[str, float]] = {i: {} for i in add_generations(store, rows)}
+    scores: list[dict[str, float]] = [{} for _ in rows]
     if list_reward_models(store):
         rewards = RewardScorer.from_store(store).score([p for p, _ in texts], [t for _, t in texts])
-        for (generation_id, named), reward in zip(scores.items(), rewards.tolist()):
+        for named, reward in zip(scores, rewards.tolist()):
             named["reward"] = reward
-    oracle_mean = None
     if with_oracle:
         oracle = load_scorer(config.oracle)
-        values = [oracle(text) for _, text in texts]
-        for named, value in zip(scores.values(), values):
-            named["oracle"] = value
-        oracle_mean = float(np.mean(values))
-    add_scores(store, scores)
-    return oracle_mean
+        for named, (_, text) in zip(scores, texts):
+            named["oracle"] = oracle(text)
+    add_generations(store, rows, scores=scores)
+    return eval_samples(store, policy.id)
 
 
 def run(store: Store, job: Job) -> None:

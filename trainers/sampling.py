@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field
 
 from labeling.selection import candidate_pairs, select_random
 from storage import Store
-from storage.generations import SAMPLE_SOURCE, NewGeneration, add_generations, list_generations
+from storage.generations import SAMPLE_SOURCE, NewGeneration, add_generations
 from storage.pairs import add_pairs, list_pairs
-from storage.types import Policy, Prompt
+from storage.types import Generation, Policy, Prompt
 
 from .generation import HFGenerator
 from .models import load_policy, load_tokenizer
@@ -40,8 +40,8 @@ def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: S
     return add_generations(store, rows)
 
 
-def queue_random_pairs(store: Store, policy: Policy, n: int, seed: int, round: int) -> list[int]:
-    """Queue up to `n` new random pairs of `policy`'s responses (pairs already queued are not repeated)."""
+def queue_random_pairs(store: Store, samples: list[Generation], n: int, seed: int, round: int) -> list[int]:
+    """Queue up to `n` new random pairs of two `samples` of one prompt (pairs already queued are not repeated)."""
     queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
-    candidates = candidate_pairs(list_generations(store, policy_id=policy.id, source=SAMPLE_SOURCE), exclude=queued)
+    candidates = candidate_pairs(samples, exclude=queued)
     return add_pairs(store, select_random(candidates, n, seed, round))
