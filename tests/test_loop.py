@@ -96,7 +96,7 @@ def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
 
     def in_ppo_after_a_logged_iteration() -> bool:
         job = job_rows.get_job(demo_store, job_id)
-        assert job.status.active, f"the loop ended ({job.status.value}) before the test could kill it in PPO: {job.error}"
+        assert job.status.active, f"the loop ended ({job.status.value}) before it could be killed in PPO: {job.error}"
         return "PPO iteration" in (job.phase or "") and bool(read_metrics(demo_store, job_id, names=["ppo/kl"]))
 
     wait_for(in_ppo_after_a_logged_iteration, every=0.1)  # an iteration can be shorter than a slow poll

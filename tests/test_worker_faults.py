@@ -62,7 +62,7 @@ def kill_in_ppo(store, job_id: int) -> None:
     """SIGKILL the job's worker in PPO once at least one PPO iteration is logged."""
     def in_ppo_after_a_logged_iteration():
         job = job_rows.get_job(store, job_id)
-        assert job.status.active, f"the loop ended ({job.status.value}) before the test could kill it in PPO: {job.error}"
+        assert job.status.active, f"the loop ended ({job.status.value}) before it could be killed in PPO: {job.error}"
         return "PPO iteration" in (job.phase or "") and read_metrics(store, job_id, names=["ppo/kl"]) and job
 
     job = wait_for(in_ppo_after_a_logged_iteration)
