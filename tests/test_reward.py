@@ -388,3 +388,15 @@ def test_train_reward_command_bad_input_fails_before_any_job_or_store_change(sto
     assert list_jobs(store) == [] and snapshot(store) == ([], [], None)
     with pytest.raises(StudioError, match="epochs must be positive"):  # checked before the store is even opened
         reward_cli.run(parser.parse_args(["--epochs", "0"]), lambda args: pytest.fail("the store was opened"))
+
+
+def test_a_training_shorter_than_one_logging_interval_still_logs_its_last_step(store, policy_dir, sentences):
+    fill_store(store, policy_dir, sentences, 60)
+    job_id = create_job(store, "reward", {})
+    claim_job(store, job_id, 1)
+    seen = []
+    train_reward_model(store, RewardConfig(**{**FAST, "epochs": 1.0, "logging_steps": 1000}), job_id=job_id,
+                       progress=lambda done, total: seen.append(total))
+    rows = read_metrics(store, job_id, prefix="reward/")
+    assert {r["step"] for r in rows if r["name"] in ("reward/loss", "reward/accuracy")} == {seen[-1]}
+    assert {r["name"] for r in rows} >= {"reward/loss", "reward/val_loss"}

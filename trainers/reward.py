@@ -252,6 +252,8 @@ class StoreCallback(TrainerCallback):
             log_metrics(self.store, self.job_id, self.step_offset + state.global_step, values)
 
     def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == state.max_steps:
+            control.should_log = True  # the last step too, so a training shorter than `logging_steps` has a point
         if self.progress is not None and state.is_world_process_zero:
             self.progress(self.member * state.max_steps + state.global_step, self.members * state.max_steps)
         if self.job_id is not None and state.global_step % args.logging_steps == 0:
