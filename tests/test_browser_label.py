@@ -1,8 +1,6 @@
 """The Label tab in a real browser (Playwright driving Debian's Chromium): clicks, keys, undo, and model output
 that tries to run script shows up as plain text. Fails, never skips, when Chromium is missing."""
 
-import socket
-
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
@@ -12,6 +10,7 @@ from app.ui import build_app, launch_options
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.types import Outcome
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -21,12 +20,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 XSS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[link](javascript:alert(1))"]
 PAIRS = [(f"Prompt {i}: review the film.", XSS[i] if i < 3 else f"A fine film, number {i}.", f"A dull film, number {i}.")
          for i in range(6)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -116,9 +118,3 @@ def test_port_in_use(tmp_path):
 def test_serve_bad_options(tmp_path, args, message):
     port = ["--port", str(free_port())] if "--port" not in args else []
     assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--no-demo", *port, *args, cwd=tmp_path), message)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -1,7 +1,6 @@
 """The public labeling API through gradio_client: 8 concurrent annotators, replays, bad input, and --auth rules."""
 
 import random
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -14,15 +13,10 @@ from app.auth import read_auth_file
 from app.ui import build_app
 from labeling.queue import queue_settings
 from storage.labels import list_labels
+from tests.helpers import free_port
 
 N_ANNOTATORS = 8
 N_PAIRS = 32
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ admins); the real-browser test covers model output shown literally.
 import ast
 import importlib.util
 import json
-import socket
 from pathlib import Path
 
 import httpx
@@ -24,6 +23,7 @@ from app.ui import build_app
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
 from storage.settings import set_setting
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "alice-pw", "owner": "owner-pw"}, frozenset({"owner"}))
@@ -32,12 +32,6 @@ ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts",
                    "/export_labels", "/save_queue_settings"}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats"}
 ADMIN_HANDLERS = {"handler", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
