@@ -52,15 +52,18 @@ def serve_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to serve on")
     parser.add_argument("--auth", default=None, help="file of `user:password` lines; annotators must log in")
+    parser.add_argument("--max-upload-mb", type=float, default=200,
+                        help="largest file one upload may carry, in MB (default: %(default)g)")
 
     def run(args: argparse.Namespace) -> int:
         from app.auth import read_auth_file
-        from app.server import check_port, serve
+        from app.server import check_port, check_upload_cap, serve
 
         check_port(args.host, args.port)
+        check_upload_cap(args.max_upload_mb)
         users = read_auth_file(args.auth) if args.auth else None
         store = open_store(args)
-        serve(store, host=args.host, port=args.port, users=users)
+        serve(store, host=args.host, port=args.port, users=users, max_upload_mb=args.max_upload_mb)
         return 0
 
     return run

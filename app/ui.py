@@ -18,6 +18,8 @@ from . import curves_tab, data_tab, label_tab, samples_tab, train_tab
 
 TABS: list = [label_tab, train_tab, curves_tab, samples_tab, data_tab]  # modules with TITLE and build(studio), in display order
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
+MAX_UPLOAD_MB = 200  # largest file one upload may carry (prompt or preference import); a bigger one is refused
+# before it is stored: gradio_client raises, the browser shows an error, a raw POST gets HTTP 413
 
 
 def build_app(store: Store, users: Users | None = None) -> gr.Blocks:
@@ -34,6 +36,9 @@ def build_app(store: Store, users: Users | None = None) -> gr.Blocks:
     return blocks
 
 
-def launch_options() -> dict:
-    """Options Gradio 6 takes at launch rather than in Blocks (styling)."""
-    return {"css_paths": [CSS_PATH]} if CSS_PATH.exists() else {}
+def launch_options(max_upload_mb: float = MAX_UPLOAD_MB) -> dict:
+    """Options Gradio 6 takes at launch rather than in Blocks: styling and the upload size cap."""
+    options = {"max_file_size": int(max_upload_mb * gr.FileSize.MB)}
+    if CSS_PATH.exists():
+        options["css_paths"] = [CSS_PATH]
+    return options

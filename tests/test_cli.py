@@ -114,6 +114,7 @@ def test_port_in_use(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--auth", "missing-auth.txt"], "auth file missing-auth.txt does not exist"),
     (["--port", "70000"], "out of range"),
+    (["--max-upload-mb", "0"], "--max-upload-mb 0 must be a positive number of megabytes"),
 ])
 def test_serve_bad_options(tmp_path, args, message):
     port = ["--port", str(free_port())] if "--port" not in args else []

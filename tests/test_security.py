@@ -1,6 +1,6 @@
 """Security: with --auth every route of the web server refuses anonymous requests (routes and endpoints enumerated
 from the running app, not listed by hand), only admins start, stop or resume jobs (API and Train tab buttons alike),
-no request reaches files outside what the studio hands out, the studio binds to this machine by default and warns on
+no request reaches files outside what the studio hands out, an upload over the size cap is refused, the studio binds to this machine by default and warns on
 other interfaces without --auth, and every error message shown in the browser is escaped.
 
 test_label_api covers the labeling side of --auth (labels only as yourself; imports, exports and guidelines for
@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from gradio_client import Client
+from gradio_client import Client, handle_file
 
 from app.auth import Users
 from app.server import serve
-from app.ui import build_app
+from app.ui import MAX_UPLOAD_MB, build_app
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
 from storage.settings import set_setting
@@ -190,11 +190,11 @@ def test_every_shown_message_is_a_fixed_text_or_escaped():
     assert unescaped == []
 
 
-def parser_default_host() -> str:
+def parser_serve_defaults():
     spec = importlib.util.spec_from_file_location("app_entry", ROOT / "app.py")
     entry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(entry)
-    return entry.build_parser().parse_args(["serve"]).host
+    return entry.build_parser().parse_args(["serve"])
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -203,7 +203,7 @@ def listening_addresses(port: int) -> set[str]:
 
 
 def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_auth(store, capsys):
-    host = parser_default_host()
+    host = parser_serve_defaults().host
     assert host == "127.0.0.1"
     for bind, users, warned in ((host, None, False), ("0.0.0.0", None, True), ("0.0.0.0", USERS, False)):
         port = free_port()
@@ -214,3 +214,24 @@ def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_au
             app.close()
         warning = capsys.readouterr().err
         assert ("warning: serving on 0.0.0.0 without --auth" in warning) is warned, warning
+
+
+def test_an_upload_over_the_size_cap_is_refused_and_nothing_is_imported(store, tmp_path):
+    assert parser_serve_defaults().max_upload_mb == MAX_UPLOAD_MB
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_text("".join(f"prompt number {i}\n" for i in range(100)))  # 1,690 bytes
+    small.write_text("one small prompt\n")
+    port = free_port()
+    app = serve(store, host="127.0.0.1", port=port, users=USERS, block=False, max_upload_mb=1 / 1024)  # 1 KB
+    try:
+        url = f"http://127.0.0.1:{port}"
+        owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+        with pytest.raises(ValueError, match="exceeds the maximum file size of 1024 bytes"):
+            owner.predict(handle_file(str(big)), False, api_name="/import_prompts")
+        raw = signed_in(url, "owner").post("/gradio_api/upload", files=[("files", ("big.txt", big.read_bytes()))])
+        assert raw.status_code == 413 and "exceeded maximum allowed size of 1024 bytes" in raw.text, raw.text
+        assert count_prompts(store) == 0
+        assert "Imported 1 prompts" in owner.predict(handle_file(str(small)), False, api_name="/import_prompts")
+        assert count_prompts(store) == 1
+    finally:
+        app.close()
