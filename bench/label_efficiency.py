@@ -1,0 +1,259 @@
+"""Label efficiency on the demo: how much of the oracle's own PPO gain the preference loop recovers, per label.
+
+Three arms, each with the same PPO budget (R rounds x M iterations, the loop's PPO settings, KL anchored to the SFT
+policy), several seeds:
+
+- **oracle PPO**: PPO directly on the demo's oracle (the sentiment lexicon), normalised each round by the mean and std
+  of the round's start policy's samples, as the loop normalises its reward model. The ceiling.
+- **loop, random pairs**: the headless preference loop, the oracle annotator labelling L/R random pairs per round.
+- **loop, disagreement pairs**: the same with an ensemble of 2 reward models choosing the pairs they disagree on most
+  (round 1 has no ensemble yet, so its pairs are random).
+
+Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
+samples (fixed seed). Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/.
+Prints a table and writes bench/out/label_efficiency.png and .json.
+
+    python bench/label_efficiency.py                                  # ~1 h on 2 cores
+    python bench/label_efficiency.py --budgets 100 300 --seeds 0      # a quick look
+    python bench/label_efficiency.py --budgets 300 --config '{"reward_lr": 3e-3}' --name label_efficiency_lr3e-3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "bench" / "out"
+WORK = OUT / "label_efficiency"
+EVAL_SEED = 4242
+ARMS = ("oracle", "random", "disagreement")
+
+
+def seeded_template() -> Path:
+    """A demo-seeded store, made once and copied for every run."""
+    path = WORK / "template" / "studio.db"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
+                       capture_output=True)
+    return path
+
+
+def fresh_store(name: str):
+    """A copy of the template store in its own folder (checkpoints land beside it)."""
+    from storage import Store
+
+    folder = WORK / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    source, target = sqlite3.connect(seeded_template()), sqlite3.connect(folder / "studio.db")
+    source.backup(target)
+    source.close()
+    target.close()
+    return Store(folder / "studio.db")
+
+
+def heldout_score(store, policy, config, samples: int) -> float:
+    """Mean oracle score of `policy` on the held-out prompts (`samples` each, fixed seed)."""
+    from labeling.synthetic import load_scorer
+    from storage.prompts import list_prompts
+    from trainers.generation import HFGenerator
+    from trainers.models import load_policy, load_tokenizer
+
+    prompts = [p.text for p in list_prompts(store, heldout=True)]
+    generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
+    groups = generator.generate(prompts, samples, config.response_length, config.temperature, config.top_p,
+                                seed=EVAL_SEED)
+    oracle = load_scorer(config.oracle)
+    return statistics.fmean(oracle(s.text) for group in groups for s in group)
+
+
+def run_loop(store, config) -> None:
+    """The headless loop, in this process, as the worker would run it."""
+    from storage import JobStatus
+    from storage import jobs as job_rows
+    from trainers.loop import Loop
+
+    job_id = job_rows.create_job(store, "loop", config.to_dict())
+    job_rows.claim_job(store, job_id, os.getpid())
+    Loop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
+    job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+
+
+def run_oracle_ppo(store, config) -> None:
+    """R rounds of M PPO iterations on the normalised oracle, with the loop's PPO settings."""
+    import torch
+
+    from labeling.synthetic import load_scorer
+    from storage.policies import latest_policy
+    from storage.prompts import list_prompts
+    from trainers.generation import HFGenerator
+    from trainers.loop_config import ppo_settings
+    from trainers.ppo import PPOTrainer
+    from trainers.ppo_cli import PPORun, load_models, train_ppo
+    from trainers.ppo_config import PPOConfig
+
+    oracle = load_scorer(config.oracle)
+    prompts = list_prompts(store, heldout=False)
+    for g in range(1, config.rounds + 1):
+        start = latest_policy(store)
+        run = PPORun(iterations=config.ppo_iterations, reward="oracle", oracle=config.oracle, round=g,
+                     ppo=ppo_settings(config, g))
+        ppo_config = PPOConfig(**run.ppo)
+        policy, reference, tokenizer, value_head = load_models(store, start, ppo_config.lora)
+        chosen = random.Random(config.seed * 1000 + g).sample(prompts, config.prompts_per_round)
+        groups = HFGenerator(policy, tokenizer).generate([p.text for p in chosen], config.samples_per_prompt,
+                                                         config.response_length, config.temperature, config.top_p,
+                                                         seed=config.seed * 1000 + g)
+        raw = [oracle(s.text) for group in groups for s in group]
+        mean, std = statistics.fmean(raw), statistics.pstdev(raw) or 1.0
+
+        def reward(_prompts, responses, mean=mean, std=std):
+            return torch.tensor([(oracle(r) - mean) / std for r in responses])
+
+        trainer = PPOTrainer(ppo_config, policy, tokenizer, [p.text for p in prompts], reward, reference=reference,
+                             value_head=value_head)
+        train_ppo(store, run, trainer=trainer, report_progress=False)
+
+
+def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int) -> dict:
+    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, labels_used, seconds}."""
+    import torch
+
+    from storage.labels import count_labels
+    from storage.policies import latest_policy, list_policies
+    from trainers.loop_config import LoopConfig
+
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    per_round = max(1, labels // settings["rounds"])
+    extra = {"selector": "disagreement", "ensemble": 2} if arm == "disagreement" else {}
+    config = LoopConfig.from_dict({**settings, "labels_per_round": per_round, "seed": seed, **extra})
+    store = fresh_store(f"{arm}-L{labels}-s{seed}")
+    try:
+        labels_before = count_labels(store)
+        (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
+        sft = heldout_score(store, list_policies(store)[0], config, eval_samples)
+        final = heldout_score(store, latest_policy(store), config, eval_samples)
+        used = count_labels(store) - labels_before
+    finally:
+        store.close()
+        shutil.rmtree(WORK / f"{arm}-L{labels}-s{seed}", ignore_errors=True)
+    row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": sft, "final": final,
+           "gain": final - sft, "labels_used": used, "seconds": time.perf_counter() - started}
+    print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {sft:+.3f} -> {final:+.3f} (gain {row['gain']:+.3f}), "
+          f"{used} labels, {row['seconds']:.0f} s", flush=True)
+    return row
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Mean and spread of the gain per (arm, budget), with the fraction of the oracle arm's mean gain."""
+    oracle_gains = [r["gain"] for r in rows if r["arm"] == "oracle"]
+    ceiling = statistics.fmean(oracle_gains) if oracle_gains else None
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["arm"], r["labels"]), []).append(r)
+    table = []
+    for (arm, labels), group in sorted(groups.items(), key=lambda kv: (ARMS.index(kv[0][0]), kv[0][1])):
+        gains = [r["gain"] for r in group]
+        table.append({"arm": arm, "labels": labels, "seeds": len(group), "gain": statistics.fmean(gains),
+                      "gain_sd": statistics.stdev(gains) if len(gains) > 1 else 0.0,
+                      "of_oracle": statistics.fmean(gains) / ceiling if ceiling else float("nan"),
+                      "labels_used": statistics.fmean(r["labels_used"] for r in group),
+                      "seconds": statistics.fmean(r["seconds"] for r in group)})
+    return table
+
+
+def fewest_labels(table: list[dict], arm: str, share: float) -> int | None:
+    """The smallest budget at which `arm` reaches `share` of the oracle's gain (None: never)."""
+    hits = [t["labels"] for t in table if t["arm"] == arm and t["of_oracle"] >= share]
+    return min(hits) if hits else None
+
+
+def plot(table: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(7, 4.5))
+    for oracle in (t for t in table if t["arm"] == "oracle"):
+        axis.axhline(oracle["gain"], color="black", label="oracle PPO (no labels)")
+        axis.axhspan(oracle["gain"] - oracle["gain_sd"], oracle["gain"] + oracle["gain_sd"], color="black", alpha=0.08)
+        axis.axhline(0.9 * oracle["gain"], color="black", linestyle=":", label="90% of oracle PPO")
+    for arm in ("random", "disagreement"):
+        points = [t for t in table if t["arm"] == arm]
+        axis.errorbar([t["labels"] for t in points], [t["gain"] for t in points], [t["gain_sd"] for t in points],
+                      marker="o", capsize=3, label=f"loop, {arm} pairs")
+    budgets = sorted({t["labels"] for t in table if t["arm"] != "oracle"})
+    axis.set_xscale("log")
+    axis.set_xticks(budgets, [str(b) for b in budgets])
+    axis.minorticks_off()
+    axis.set(xlabel="labels used (all rounds)", ylabel="held-out oracle score gain over SFT",
+             title="Label efficiency of the preference loop (demo)")
+    axis.grid(alpha=0.3)
+    axis.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200, 300, 800],
+                        help="labels in total over all rounds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    parser.add_argument("--rounds", type=int, default=3, help="R: rounds (oracle PPO: R x M iterations too)")
+    parser.add_argument("--ppo-iterations", type=int, default=10, help="M: PPO iterations per round")
+    parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
+    parser.add_argument("--config", type=json.loads, default={},
+                        help="JSON of other loop settings for every arm (e.g. '{\"reward_epochs\": 8}')")
+    parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
+    parser.add_argument("--name", default="label_efficiency", help="file name of the PNG and JSON under bench/out/")
+    args = parser.parse_args()
+
+    settings = {**args.config, "rounds": args.rounds, "ppo_iterations": args.ppo_iterations}
+    seeded_template()
+    tasks = [("oracle", 0, seed) for seed in args.seeds if "oracle" in args.arms]
+    tasks += [(arm, labels, seed) for labels in args.budgets for arm in ("random", "disagreement")
+              if arm in args.arms for seed in args.seeds]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(one_run, arm, labels, seed, settings, args.eval_samples, 1) for arm, labels, seed in tasks]
+        rows = [f.result() for f in futures]
+
+    table = summarise(rows)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "runs": rows, "table": table}, indent=2))
+    plot(table, OUT / f"{args.name}.png")
+    from trainers.loop_config import LoopConfig
+
+    defaults = LoopConfig(**settings)
+    print(f"\nDemo, {args.rounds} rounds x {args.ppo_iterations} PPO iterations (batch {defaults.ppo_batch_size}, "
+          f"β {defaults.kl_coef}, LR {defaults.ppo_lr}), {defaults.prompts_per_round} prompts x K={defaults.samples_per_prompt}"
+          f" per round; gain on 20 held-out prompts x {args.eval_samples}; seeds {args.seeds}\n")
+    print("| arm | label budget | labels used | seeds | gain (mean ± sd) | share of oracle PPO gain | seconds per run |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for t in table:
+        budget = "—" if t["arm"] == "oracle" else t["labels"]
+        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | {t['gain']:+.3f} ± {t['gain_sd']:.3f} | "
+              f"{t['of_oracle']:.0%} | {t['seconds']:.0f} |")
+    for arm in ("random", "disagreement"):
+        print(f"fewest labels reaching 90% of oracle PPO, {arm} pairs: {fewest_labels(table, arm, 0.9) or 'not reached'}")
+    print(f"\nwrote {OUT / args.name}.png and .json")
+
+
+if __name__ == "__main__":
+    main()
