@@ -36,9 +36,8 @@ CHARTS = {"curves-rounds": ROUND_PANELS, "curves-reward": REWARD_PANELS, "curves
 MARKUP_PROMPT = "Say <i>as written</i> & <script>window.pwned=1</script>"
 MIN_PANEL_PIXELS = 20  # a lone point is a dot of about 40 colored pixels; an empty panel has none
 ROUNDS, LABELS_PER_ROUND = 2, 7
-# About the smallest loop that fills every chart panel. The reward model logs its training loss and accuracy every
-# 10 optimiser steps (validation at the end of each training): at batch size 1, round 1 trains on 6 pairs (1 of its
-# 7 labels held out for validation) and logs validation only; round 2 trains on 11 of the 14 labels and logs both.
+# About the smallest loop that fills every chart panel: each round's reward training logs its loss and accuracy (at
+# its last step at least) and its validation metrics (round 2 holds out 3 of its 14 labels, not all of them ties).
 TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "reward_epochs": 1,
              "reward_batch_size": 1, "ppo_iterations": 3, "ppo_batch_size": 4, "ppo_epochs": 1, "response_length": 8}
 
