@@ -95,3 +95,25 @@ def test_worker_command_has_no_shell(store, tmp_path):
     config = tmp_path / "acc.yaml"
     config.write_text("num_processes: 2\n")
     assert launcher.worker_command(store, 7, str(config))[1:4] == ["-m", "accelerate.commands.launch", "--config_file"]
+
+
+def test_a_starting_job_sweeps_what_killed_workers_left_and_keeps_every_registered_checkpoint(store, runners):
+    from storage.policies import add_policy
+    from storage.reward_models import add_reward_model
+
+    def folder(relative):
+        path = store.data_dir / relative
+        path.mkdir(parents=True)
+        (path / "config.json").write_text("{}")
+        return path
+
+    kept = [folder("policies/ppo-r1-registered"), folder("reward_models/rm-r1-registered-m0"), folder("policies/mine")]
+    policy = add_policy(store, str(kept[0]), round=1)
+    add_reward_model(store, str(kept[1]), 10, {}, 0.0, 1.0, policy_id=policy, round=1)
+    left = [folder("policies/.tmp-abc"), folder("reward_models/.staging-abc"),
+            folder("policies/ppo-r2-renamed-not-registered"), folder("reward_models/rm-r2-renamed-not-registered-m0")]
+
+    job = claimed(store, "ok")
+    assert worker.run_job(store, job) is JobStatus.COMPLETED
+    assert all(not path.exists() for path in left) and all(path.is_dir() for path in kept)
+    assert "removed 4 partial checkpoint(s)" in " ".join(job_rows.tail_logs(store, job.id))

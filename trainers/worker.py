@@ -18,6 +18,8 @@ from pathlib import Path
 
 from storage import Store
 from storage import jobs as job_rows
+from storage.policies import list_policies
+from storage.reward_models import list_reward_models
 from storage.types import Job, JobStatus
 
 RUNNERS = {  # job kind -> "module:function" taking (store, job)
@@ -31,6 +33,8 @@ TRACEBACK_LINES = 15
 # (trainers.ppo), reward-model members staged before registration (trainers.reward), PPO state being written.
 # One job runs per store at a time, so when a job starts none of these belongs to a live writer.
 PARTIAL_CHECKPOINTS = ("policies/.tmp-*", "reward_models/.staging-*", "ppo/*/.state-*.tmp")
+# Checkpoints a worker renamed to their final name but was killed before registering in the store.
+FINAL_CHECKPOINTS = ("policies/ppo-r*", "reward_models/rm-r*")
 
 
 class Heartbeat(threading.Thread):
@@ -50,16 +54,19 @@ class Heartbeat(threading.Thread):
 
 
 def sweep_partial_checkpoints(store: Store) -> list[Path]:
-    """Delete the partial checkpoints of killed workers under the store's data folder; returns what was removed."""
-    removed = []
-    for pattern in PARTIAL_CHECKPOINTS:
-        for path in sorted(store.data_dir.glob(pattern)):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed
+    """Delete what killed workers left under the store's data folder (partial checkpoints, and complete ones never
+    registered); returns what was removed."""
+    registered = {Path(p.path).resolve() for p in list_policies(store)}
+    registered |= {Path(m.path).resolve() for m in list_reward_models(store)}
+    leftovers = [path for pattern in PARTIAL_CHECKPOINTS for path in sorted(store.data_dir.glob(pattern))]
+    leftovers += [path for pattern in FINAL_CHECKPOINTS for path in sorted(store.data_dir.glob(pattern))
+                  if path.resolve() not in registered]
+    for path in leftovers:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return leftovers
 
 
 def is_main_process() -> bool:
