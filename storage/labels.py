@@ -61,14 +61,15 @@ class LabeledPair:
     prompt: str
     first: str
     second: str
+    margin: float | None = None  # by how much the winner leads (imported preference data may carry one)
 
 
 def labeled_pairs(store: Store) -> list[LabeledPair]:
-    """Every current label except skips, with prompt and both responses, in label order."""
+    """Every current label except skips, with prompt, both responses and margin, in label order."""
     rows = store.db().query(
         """
         SELECT l.id AS label_id, l.pair_id, l.annotator, l.outcome, p.text AS prompt,
-               g1.text AS first, g2.text AS second
+               g1.text AS first, g2.text AS second, l.margin
         FROM labels l
         JOIN pairs pr ON pr.id = l.pair_id
         JOIN prompts p ON p.id = pr.prompt_id
@@ -79,4 +80,4 @@ def labeled_pairs(store: Store) -> list[LabeledPair]:
         """
     )
     return [LabeledPair(r["label_id"], r["pair_id"], r["annotator"], Outcome(r["outcome"]), r["prompt"],
-                        r["first"], r["second"]) for r in rows]
+                        r["first"], r["second"], r["margin"]) for r in rows]

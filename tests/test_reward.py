@@ -32,13 +32,15 @@ from storage.metrics import read_metrics
 from storage.pairs import add_pairs, list_pairs
 from storage.policies import add_policy, latest_policy
 from storage.prompts import add_prompts, list_prompts
+from storage.queue import Preference, import_preferences
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.types import JobStatus, Outcome
 from trainers import reward_cli
 from trainers.models import load_reward_model, load_tokenizer
-from trainers.reward import (INFO_FILE, PreferenceExample, RewardConfig, RewardScorer, RewardTrainingCancelled,
-                             check_reward_inputs, encode, load_examples, pad_right, pair_probabilities,
-                             sequence_scores, split_by_pair, train_reward_model)
+from trainers.reward import (INFO_FILE, PreferenceCollator, PreferenceExample, PreferenceTrainer, RewardConfig,
+                             RewardScorer, RewardTrainingCancelled, check_reward_inputs, encode, load_examples,
+                             pad_right, pair_probabilities, sequence_scores, split_by_pair, tokenize_examples,
+                             train_reward_model, training_arguments)
 
 FAST = dict(epochs=3.0, learning_rate=1e-3, batch_size=16, logging_steps=5)
 
@@ -131,6 +133,26 @@ def test_examples_are_the_current_non_skip_labels_with_soft_targets(store, queue
     assert got == [(pairs[0], "a", "b", 1.0), (pairs[0], "a", "b", 0.0), (pairs[1], "c", "d", 0.5),
                    (pairs[2], "e", "f", 0.5), (pairs[4], "i", "j", 1.0)]
     assert [e.pair_id for e in load_examples(store, both_bad_as_tie=False)] == [pairs[0], pairs[0], pairs[1], pairs[4]]
+
+
+def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_margin(store, queue_pairs, policy_dir):
+    import_preferences(store, [Preference("Review it.", " Great film.", " Dull film.", 2.0),
+                               Preference("Review it.", " Fine acting.", " Dull film.")], "import", 0.0)
+    [pair] = queue_pairs([("p", " a", " b")])
+    add_label(store, pair, "ann", Outcome.SECOND)
+    examples = load_examples(store, margin=0.25)
+    assert [(e.first, e.target, e.margin) for e in examples] == [
+        (" Great film.", 1.0, 2.0), (" Fine acting.", 1.0, 0.25), (" a", 0.0, 0.25)]
+
+    tokenizer = load_tokenizer(policy_dir)
+    batch = PreferenceCollator(tokenizer.pad_token_id)(list(tokenize_examples(tokenizer, examples, 64)))
+    assert batch["margin"].tolist() == [2.0, 0.25, 0.25]
+    model = load_reward_model(policy_dir)
+    trainer = PreferenceTrainer(model=model, args=training_arguments(RewardConfig(), str(store.data_dir), 0, False))
+    first, second = sequence_scores(model, batch["input_ids"], batch["attention_mask"]).chunk(2)
+    expected = -torch.nn.functional.logsigmoid(torch.stack([first[0] - second[0] - 2.0, first[1] - second[1] - 0.25,
+                                                            second[2] - first[2] - 0.25])).mean()
+    assert trainer.compute_loss(model, batch).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
 def test_split_is_by_pair_and_deterministic():

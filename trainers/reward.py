@@ -69,7 +69,8 @@ class RewardConfig:
     ensemble: int = field(default=1, metadata={"help": "Members K; K > 1 trains each on a bootstrap resample of the labels."})
     val_fraction: float = field(default=0.2, metadata={"help": "Fraction of labelled pairs held out for validation."})
     both_bad_as_tie: bool = field(default=True, metadata={"help": "Train 'both bad' labels as ties (off: leave them out)."})
-    margin: float = field(default=0.0, metadata={"help": "The preferred response must lead by this margin (0: none)."})
+    margin: float = field(default=0.0, metadata={"help": "The preferred response must lead by this margin (0: none); "
+                                                         "imported labels with a margin of their own keep theirs."})
     label_noise: float = field(default=0.0, metadata={"help": "Label-noise rate eps: P = (1-eps)*sigmoid(d) + eps/2."})
     max_length: int = field(default=512, metadata={"help": "Tokens of prompt + response kept (from the end); capped by the model's context."})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPUs that support it)."})
@@ -102,7 +103,7 @@ class RewardConfig:
 
 @dataclass(frozen=True)
 class PreferenceExample:
-    """One training label: target p = P(first preferred) = 1, 0 or 0.5."""
+    """One training label: target p = P(first preferred) = 1, 0 or 0.5; the winner must lead by `margin`."""
 
     label_id: int
     pair_id: int
@@ -110,12 +111,15 @@ class PreferenceExample:
     first: str
     second: str
     target: float
+    margin: float = 0.0
 
 
-def load_examples(store: Store, both_bad_as_tie: bool = True) -> list[PreferenceExample]:
-    """Every current non-skip label as an example; raises InvalidInput when none can train."""
+def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.0) -> list[PreferenceExample]:
+    """Every current non-skip label as an example, with its own margin (imported) or `margin`; raises InvalidInput
+    when none can train."""
     labeled = labeled_pairs(store)
-    examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt, lp.first, lp.second, target)
+    examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt, lp.first, lp.second, target,
+                                  margin if lp.margin is None else lp.margin)
                 for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
     if examples:
         return examples
@@ -160,14 +164,15 @@ def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
 
 @dataclass
 class PreferenceCollator:
-    """Batches {first_ids, second_ids, target} into input_ids (2B, T): the B firsts, then the B seconds."""
+    """Batches {first_ids, second_ids, target, margin} into input_ids (2B, T): the B firsts, then the B seconds."""
 
     pad_id: int
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = pad_right([r["first_ids"] for r in rows] + [r["second_ids"] for r in rows], self.pad_id)
         return {"input_ids": input_ids, "attention_mask": attention_mask,
-                "target": torch.tensor([r["target"] for r in rows], dtype=torch.float32)}
+                "target": torch.tensor([r["target"] for r in rows], dtype=torch.float32),
+                "margin": torch.tensor([r["margin"] for r in rows], dtype=torch.float32)}
 
 
 def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -179,11 +184,12 @@ def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_m
 
 # ---- training ---------------------------------------------------------------------------------------------------
 
-def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: float = 0.0, noise: float = 0.0) -> dict[str, float]:
+def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: torch.Tensor | None = None,
+                       noise: float = 0.0) -> dict[str, float]:
     """Loss, accuracy on strict pairs (d > 0 when the first wins) and log-loss on ties, from d = r_first - r_second."""
     zeros = torch.zeros_like(d)
     strict, ties = target != 0.5, target == 0.5
-    metrics = {"loss": preference_loss(d, zeros, target, margin or None, noise).item()}
+    metrics = {"loss": preference_loss(d, zeros, target, margin, noise).item()}
     if strict.any():
         metrics["accuracy"] = ((d[strict] > 0) == (target[strict] > 0.5)).float().mean().item()
     if ties.any():
@@ -194,16 +200,16 @@ def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: float = 0.
 class PreferenceTrainer(Trainer):
     """`transformers.Trainer` with the preference loss on soft targets; logs strict-pair accuracy with the loss."""
 
-    def __init__(self, *args, margin: float = 0.0, label_noise: float = 0.0, **kwargs):
+    def __init__(self, *args, label_noise: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self.margin, self.label_noise = margin, label_noise
+        self.label_noise = label_noise
         self._correct_and_strict = torch.zeros(2, device=self.args.device)  # since the last log
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         scores = sequence_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (2B,)
         first, second = scores.chunk(2)  # (B,), (B,)
         target = inputs["target"]
-        loss = preference_loss(first, second, target, self.margin or None, self.label_noise)
+        loss = preference_loss(first, second, target, inputs["margin"], self.label_noise)
         with torch.no_grad():
             strict = target != 0.5
             correct = ((first > second) == (target > 0.5)) & strict
@@ -222,16 +228,17 @@ class PreferenceTrainer(Trainer):
         """Validation loss, strict-pair accuracy and tie log-loss over the whole validation set."""
         was_training = self.model.training
         self.model.eval()
-        diffs, targets = [], []
+        diffs, targets, margins = [], [], []
         with torch.no_grad():
             for batch in self.get_eval_dataloader(eval_dataset):
                 batch = self._prepare_inputs(batch)
                 first, second = sequence_scores(self.model, batch["input_ids"], batch["attention_mask"]).chunk(2)
-                d, target = self.accelerator.gather_for_metrics((first - second, batch["target"]))
+                d, target, margin = self.accelerator.gather_for_metrics((first - second, batch["target"], batch["margin"]))
                 diffs.append(d.float())
                 targets.append(target)
+                margins.append(margin)
         self.model.train(was_training)
-        metrics = preference_metrics(torch.cat(diffs), torch.cat(targets), self.margin, self.label_noise)
+        metrics = preference_metrics(torch.cat(diffs), torch.cat(targets), torch.cat(margins), self.label_noise)
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
         self.log(dict(metrics))  # log() adds the epoch to the dict it is given
         return metrics
@@ -308,7 +315,7 @@ class RewardInputs:
 def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     """Every check that needs no training, so bad input fails in one line (StudioError) before anything is written."""
     config.check()
-    examples = load_examples(store, config.both_bad_as_tie)
+    examples = load_examples(store, config.both_bad_as_tie, config.margin)
     policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
     if policy is None:
         raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
@@ -388,7 +395,7 @@ def _train_member(config: RewardConfig, k: int, policy_dir: Path, tokenizer: Pre
             train_dataset=tokenize_examples(tokenizer, train, max_length),
             eval_dataset=tokenize_examples(tokenizer, val, max_length),
             data_collator=PreferenceCollator(tokenizer.pad_token_id), processing_class=tokenizer,
-            callbacks=[callback], margin=config.margin, label_noise=config.label_noise,
+            callbacks=[callback], label_noise=config.label_noise,
         )
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
@@ -419,13 +426,13 @@ def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val
 
 def tokenize_examples(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PreferenceExample],
                       max_length: int) -> Dataset | None:
-    """The Trainer's dataset: {first_ids, second_ids, target, length} per example (length: the longer side)."""
+    """The Trainer's dataset: {first_ids, second_ids, target, margin, length} per example (length: the longer side)."""
     if not examples:
         return None
     firsts = encode(tokenizer, [e.prompt for e in examples], [e.first for e in examples], max_length)
     seconds = encode(tokenizer, [e.prompt for e in examples], [e.second for e in examples], max_length)
-    return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "length": max(len(f), len(s))}
-                              for f, s, e in zip(firsts, seconds, examples)])
+    return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "margin": e.margin,
+                               "length": max(len(f), len(s))} for f, s, e in zip(firsts, seconds, examples)])
 
 
 def _finish_member(store: Store, out_dir: Path, config: RewardConfig, k: int, policy_id: int, max_length: int,
