@@ -19,7 +19,8 @@ import torch
 from labeling.selection import candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
-from storage.generations import EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples, list_generations
+from storage.generations import (EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples,
+                                 list_generations)
 from storage.metrics import log_metrics, read_metrics
 from storage.pairs import add_pairs, list_pairs
 from storage.policies import latest_policy
@@ -173,7 +174,8 @@ class Loop:
         self.log(f"round {index + 1} done: {summary}")
 
 
-def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool, samples: int = 2) -> float | None:
+def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool,
+                    samples: int = 2) -> float | None:
     """The mean oracle score of `policy` on the held-out prompts (None without an oracle). The samples are drawn
     once per policy and stored (source `eval`) with their reward-model and oracle scores for the samples view;
     a later call (a resumed loop, another job) reuses them."""

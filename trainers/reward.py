@@ -233,7 +233,8 @@ class PreferenceTrainer(Trainer):
             for batch in self.get_eval_dataloader(eval_dataset):
                 batch = self._prepare_inputs(batch)
                 first, second = sequence_scores(self.model, batch["input_ids"], batch["attention_mask"]).chunk(2)
-                d, target, margin = self.accelerator.gather_for_metrics((first - second, batch["target"], batch["margin"]))
+                d, target, margin = self.accelerator.gather_for_metrics(
+                    (first - second, batch["target"], batch["margin"]))
                 diffs.append(d.float())
                 targets.append(target)
                 margins.append(margin)
