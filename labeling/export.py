@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from storage import Store
 from storage.errors import InvalidInput
-from storage.queue import ExportRow, export_rows
+from storage.labels import LabeledPair, labeled_pairs
 from storage.types import Outcome
 
 FORMATS = ("trl", "soft")
@@ -71,7 +71,7 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {str(fmt)[:20]!r}; use trl or soft")
     path = check_export_path(path)
-    labels = export_rows(store)
+    labels = labeled_pairs(store, include_skips=True)
     counts = {outcome: sum(row.outcome is outcome for row in labels) for outcome in Outcome}
     rows = _trl_rows(labels) if fmt == "trl" else [_soft_row(row) for row in labels]
     if not rows and labels:
@@ -85,7 +85,7 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
     return ExportResult(path, fmt, len(rows), counts[Outcome.TIE], counts[Outcome.BOTH_BAD], counts[Outcome.SKIP])
 
 
-def _trl_rows(labels: list[ExportRow]) -> list[dict]:
+def _trl_rows(labels: list[LabeledPair]) -> list[dict]:
     decided = [row for row in labels if row.outcome in (Outcome.FIRST, Outcome.SECOND)]
     with_margin = any(row.margin is not None for row in decided)
     rows = []
@@ -98,7 +98,7 @@ def _trl_rows(labels: list[ExportRow]) -> list[dict]:
     return rows
 
 
-def _soft_row(row: ExportRow) -> dict:
+def _soft_row(row: LabeledPair) -> dict:
     return {"label_id": row.label_id, "pair_id": row.pair_id, "annotator": row.annotator, "prompt": row.prompt,
             "first": row.first, "second": row.second, "outcome": row.outcome.value, "target": row.outcome.target(),
             "margin": row.margin}

@@ -52,7 +52,7 @@ def count_labels(store: Store, include_skips: bool = True) -> int:
 
 @dataclass(frozen=True)
 class LabeledPair:
-    """A current, non-skip label joined with its texts: one reward-model training example."""
+    """A current label joined with its texts: a reward-model training example, or an exported row."""
 
     label_id: int
     pair_id: int
@@ -64,10 +64,11 @@ class LabeledPair:
     margin: float | None = None  # by how much the winner leads (imported preference data may carry one)
 
 
-def labeled_pairs(store: Store) -> list[LabeledPair]:
-    """Every current label except skips, with prompt, both responses and margin, in label order."""
+def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair]:
+    """Every current label (skips only when asked), with prompt, both responses and margin, in label order."""
+    skips = "" if include_skips else " AND l.outcome != 'skip'"
     rows = store.db().query(
-        """
+        f"""
         SELECT l.id AS label_id, l.pair_id, l.annotator, l.outcome, p.text AS prompt,
                g1.text AS first, g2.text AS second, l.margin
         FROM labels l
@@ -75,7 +76,7 @@ def labeled_pairs(store: Store) -> list[LabeledPair]:
         JOIN prompts p ON p.id = pr.prompt_id
         JOIN generations g1 ON g1.id = pr.first_id
         JOIN generations g2 ON g2.id = pr.second_id
-        WHERE l.undone IS NULL AND l.outcome != 'skip'
+        WHERE l.undone IS NULL{skips}
         ORDER BY l.id
         """
     )

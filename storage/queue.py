@@ -50,21 +50,6 @@ class Vote:
 
 
 @dataclass(frozen=True)
-class ExportRow:
-    """A current label with its texts, for exports."""
-
-    label_id: int
-    pair_id: int
-    annotator: str
-    outcome: Outcome
-    prompt: str
-    first: str
-    second: str
-    margin: float | None
-    created: float
-
-
-@dataclass(frozen=True)
 class Preference:
     """One row of a preference data set in TRL's format."""
 
@@ -218,23 +203,6 @@ def current_votes(store: Store) -> list[Vote]:
         " FROM labels l JOIN pairs p ON p.id = l.pair_id WHERE l.undone IS NULL ORDER BY l.id"
     )
     return [Vote(r[0], r[1], r[2], Outcome(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
-
-
-def export_rows(store: Store) -> list[ExportRow]:
-    """Every current label (skips included) with prompt and both responses, in label order."""
-    rows = store.db().execute(
-        """
-        SELECT l.id, l.pair_id, l.annotator, l.outcome, pr.text, g1.text, g2.text, l.margin, l.created
-        FROM labels l
-        JOIN pairs p ON p.id = l.pair_id
-        JOIN prompts pr ON pr.id = p.prompt_id
-        JOIN generations g1 ON g1.id = p.first_id
-        JOIN generations g2 ON g2.id = p.second_id
-        WHERE l.undone IS NULL
-        ORDER BY l.id
-        """
-    )
-    return [ExportRow(r[0], r[1], r[2], Outcome(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows]
 
 
 @dataclass(frozen=True)
