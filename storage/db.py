@@ -26,7 +26,7 @@ class Store:
     """Handle on a studio store file. Cheap to create; opens one connection per thread on demand."""
 
     def __init__(self, path: str | os.PathLike, busy_timeout_ms: int = BUSY_TIMEOUT_MS, migrate: bool = True):
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # checkpoints registered under data_dir stay valid from any working folder
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self.created = False

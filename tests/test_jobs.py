@@ -107,9 +107,11 @@ def test_a_starting_job_sweeps_what_killed_workers_left_and_keeps_every_register
         (path / "config.json").write_text("{}")
         return path
 
-    kept = [folder("policies/ppo-r1-registered"), folder("reward_models/rm-r1-registered-m0"), folder("policies/mine")]
+    kept = [folder("policies/ppo-r1-registered"), folder("reward_models/rm-r1-registered-m0"), folder("policies/mine"),
+            folder("policies/ppo-r2-registered-by-a-relative-path")]
     policy = add_policy(store, str(kept[0]), round=1)
     add_reward_model(store, str(kept[1]), 10, {}, 0.0, 1.0, policy_id=policy, round=1)
+    add_policy(store, "studio-data/policies/ppo-r2-registered-by-a-relative-path", round=2)  # by an older version
     left = [folder("policies/.tmp-abc"), folder("reward_models/.staging-abc"),
             folder("policies/ppo-r2-renamed-not-registered"), folder("reward_models/rm-r2-renamed-not-registered-m0")]
 

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from storage import Conflict, InvalidInput, JobStatus, NotFound, Outcome
+from storage import Conflict, InvalidInput, JobStatus, NotFound, Outcome, Store
 from storage import generations, jobs, labels, metrics, pairs, policies, prompts, reward_models, settings
 from storage.generations import NewGeneration
 from storage.pairs import NewPair
@@ -185,3 +185,11 @@ def test_rounds(store):
     assert rounds.max_policy_round_before(store, created=0) == 0
     policies.add_policy(store, "/p2", round=2)
     assert rounds.max_policy_round_before(store, created=1e12) == 2
+
+
+def test_a_store_opened_by_a_relative_path_knows_its_absolute_place(tmp_path, monkeypatch):
+    """Checkpoints registered under the data folder must stay loadable from a worker in another working folder."""
+    monkeypatch.chdir(tmp_path)
+    store = Store("studio.db")
+    assert store.path == tmp_path / "studio.db" and store.data_dir == tmp_path / "studio-data"
+    store.close()

@@ -56,11 +56,11 @@ class Heartbeat(threading.Thread):
 def sweep_partial_checkpoints(store: Store) -> list[Path]:
     """Delete what killed workers left under the store's data folder (partial checkpoints, and complete ones never
     registered); returns what was removed."""
-    registered = {Path(p.path).resolve() for p in list_policies(store)}
-    registered |= {Path(m.path).resolve() for m in list_reward_models(store)}
+    registered = {Path(p.path).name for p in list_policies(store)}
+    registered |= {Path(m.path).name for m in list_reward_models(store)}
     leftovers = [path for pattern in PARTIAL_CHECKPOINTS for path in sorted(store.data_dir.glob(pattern))]
     leftovers += [path for pattern in FINAL_CHECKPOINTS for path in sorted(store.data_dir.glob(pattern))
-                  if path.resolve() not in registered]
+                  if path.name not in registered]  # names are unique (a random suffix); paths may be relative
     for path in leftovers:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
