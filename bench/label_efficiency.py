@@ -13,7 +13,7 @@ Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 h
 samples (fixed seed). Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/.
 Prints a table and writes bench/out/label_efficiency.png and .json.
 
-    python bench/label_efficiency.py                                  # ~1 h on 2 cores
+    python bench/label_efficiency.py                                  # ~35 min on 2 cores
     python bench/label_efficiency.py --budgets 100 300 --seeds 0      # a quick look
     python bench/label_efficiency.py --budgets 300 --config '{"reward_lr": 3e-3}' --name label_efficiency_lr3e-3
 """
