@@ -36,3 +36,12 @@ def latest_policy(store: Store) -> Policy | None:
 
 def list_policies(store: Store) -> list[Policy]:
     return [_row(r) for r in store.db().query("SELECT * FROM policies ORDER BY id")]
+
+
+def root_policy(store: Store, policy: Policy) -> Policy:
+    """The first version of `policy`'s lineage (parent after parent): the SFT policy PPO stays close to."""
+    seen = {policy.id}
+    while policy.parent_id is not None and policy.parent_id not in seen:
+        policy = get_policy(store, policy.parent_id)
+        seen.add(policy.id)
+    return policy

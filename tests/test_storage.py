@@ -193,3 +193,11 @@ def test_a_store_opened_by_a_relative_path_knows_its_absolute_place(tmp_path, mo
     store = Store("studio.db")
     assert store.path == tmp_path / "studio.db" and store.data_dir == tmp_path / "studio-data"
     store.close()
+
+
+def test_root_policy_walks_the_lineage_to_the_sft_policy(store):
+    sft = policies.add_policy(store, "/sft")
+    one = policies.add_policy(store, "/p1", parent_id=sft, round=1)
+    two = policies.get_policy(store, policies.add_policy(store, "/p2", parent_id=one, round=2))
+    assert policies.root_policy(store, two).id == sft
+    assert policies.root_policy(store, policies.get_policy(store, sft)).id == sft

@@ -92,17 +92,10 @@ def start_policy(store: Store, policy_id: int | None) -> Policy:
     return policy
 
 
-def root_policy(store: Store, policy: Policy) -> Policy:
-    """The first version of a policy's lineage: the SFT policy PPO stays close to."""
-    from storage.policies import get_policy
-
-    while policy.parent_id is not None:
-        policy = get_policy(store, policy.parent_id)
-    return policy
-
-
 def load_models(store: Store, start: Policy, lora: bool):
     """(policy, reference or None, tokenizer, value head or None) for a run starting from `start`."""
+    from storage.policies import root_policy
+
     from .models import load_policy, load_tokenizer
     from .ppo import load_value_head
 

@@ -42,7 +42,7 @@ from storage.jobs import cancel_requested
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.labels import count_labels, labeled_pairs
 from storage.metrics import last_step, log_metrics
-from storage.policies import get_policy, latest_policy
+from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import get_prompt
 from storage.reward_models import add_reward_model, latest_reward_models
 from storage.types import Policy
@@ -320,18 +320,9 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
     if policy is None:
         raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
-    init = get_policy(store, config.init_policy_id) if config.init_policy_id is not None else sft_root(store, policy)
+    init = get_policy(store, config.init_policy_id) if config.init_policy_id is not None else root_policy(store, policy)
     load_tokenizer(init.path)  # raises ModelError: no directory, no tokenizer, no pad token
     return RewardInputs(examples, policy, init)
-
-
-def sft_root(store: Store, policy: Policy) -> Policy:
-    """The first policy of `policy`'s lineage (parent after parent): the SFT policy that PPO started from."""
-    seen = {policy.id}
-    while policy.parent_id is not None and policy.parent_id not in seen:
-        policy = get_policy(store, policy.parent_id)
-        seen.add(policy.id)
-    return policy
 
 
 def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
