@@ -111,3 +111,11 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | str | None = None) 
     _check_embeddings(model, tokenizer, path)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model.eval()
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Dropout probability 0 in every dropout layer, so train mode (needed by HF for activation checkpointing and
+    by `Trainer`) computes what eval mode does: both sides of a pair, rollout and update, see one network."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0

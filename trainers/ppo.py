@@ -49,6 +49,7 @@ from storage.metrics import log_metrics
 from storage.policies import add_policy
 
 from .kl_control import make_kl_controller
+from .models import disable_dropout
 from .ppo_config import PPOConfig, PPOSetupError
 from .ppo_math import (compute_gae, entropy_from_logits, explained_variance, kl_estimate,
                        logprobs_from_logits, masked_mean, policy_loss, token_rewards, value_loss, whiten)
@@ -231,9 +232,7 @@ class PPOTrainer:
                 policy.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
                 policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            for module in model.modules():
-                if isinstance(module, nn.Dropout):
-                    module.p = 0.0
+            disable_dropout(model)
         model.eval()  # dropout off: rollout and update must see the same distribution
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps)

@@ -47,7 +47,7 @@ from storage.prompts import get_prompt
 from storage.reward_models import add_reward_model, latest_reward_models
 from storage.types import Policy
 from trainers.losses import preference_loss
-from trainers.models import load_reward_model, load_tokenizer
+from trainers.models import disable_dropout, load_reward_model, load_tokenizer
 
 INFO_FILE = "reward_info.json"
 METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "val_loss": "reward/val_loss",
@@ -378,9 +378,7 @@ def _train_member(config: RewardConfig, k: int, policy_dir: Path, tokenizer: Pre
     torch.manual_seed(config.seed + k)  # the new head's initialisation
     with quiet_loading():  # "newly initialized: score.weight" is expected here
         model = load_reward_model(policy_dir)
-    for module in model.modules():  # dropout off: both responses of a pair must see the same network
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
+    disable_dropout(model)  # both responses of a pair must see the same network
     with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
         trainer = PreferenceTrainer(
             model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val)),
