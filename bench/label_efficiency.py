@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -55,14 +54,12 @@ def seeded_template() -> Path:
 def fresh_store(name: str):
     """A copy of the template store in its own folder (checkpoints land beside it)."""
     from storage import Store
+    from storage.db import copy_store
 
     folder = WORK / name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    source, target = sqlite3.connect(seeded_template()), sqlite3.connect(folder / "studio.db")
-    source.backup(target)
-    source.close()
-    target.close()
+    copy_store(seeded_template(), folder / "studio.db")
     return Store(folder / "studio.db")
 
 

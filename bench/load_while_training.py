@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from gradio_client import Client  # noqa: E402
 from bench.annotate_load import Ledger, fill, free_port, percentile, wait_for  # noqa: E402
 from storage import Store  # noqa: E402
 from storage import jobs as job_rows  # noqa: E402
+from storage.db import copy_store  # noqa: E402
 from storage.labels import list_labels  # noqa: E402
 from storage.metrics import read_metrics  # noqa: E402
 
@@ -151,13 +151,6 @@ def stop_job(store: Store, job_id: int, timeout: float = 120) -> None:
     job = job_rows.get_job(store, job_id)
     if job.status.active and job.pid:
         psutil.Process(job.pid).kill()
-
-
-def copy_store(source: Path, target: Path) -> None:
-    src, dst = sqlite3.connect(source), sqlite3.connect(target)
-    src.backup(dst)
-    src.close()
-    dst.close()
 
 
 def start_studio(db: Path) -> tuple[subprocess.Popen, str]:

@@ -86,6 +86,17 @@ class Store:
             raise _unavailable(self.path, exc) from exc
 
 
+def copy_store(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy a store file with SQLite's online backup (a consistent copy even while others write to it); the data
+    folder beside it is not copied."""
+    source_db, target_db = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        source_db.backup(target_db)
+    finally:
+        source_db.close()
+        target_db.close()
+
+
 def _check_schema(path: Path) -> None:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

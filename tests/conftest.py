@@ -7,7 +7,6 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import sqlite3  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -15,6 +14,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from storage import Store  # noqa: E402
+from storage.db import copy_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,10 +39,7 @@ def demo_template(tmp_path_factory) -> Path:
 @pytest.fixture
 def demo_store(demo_template, tmp_path):
     """This test's own copy of the demo-seeded store, as `python app.py` makes it (data folder beside it)."""
-    source, target = sqlite3.connect(demo_template), sqlite3.connect(tmp_path / "studio.db")
-    source.backup(target)
-    source.close()
-    target.close()
+    copy_store(demo_template, tmp_path / "studio.db")
     s = Store(tmp_path / "studio.db")
     yield s
     s.close()
@@ -69,3 +66,4 @@ def queue_pairs(store):
         return add_pairs(store, new)
 
     return add
+

@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from assets.lexicon import sentiment_score
 from labeling.synthetic import OracleAnnotator
 from labeling.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
 from storage import Store, StudioError
+from storage.db import copy_store
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.jobs import claim_job, create_job, list_jobs, request_cancel
 from storage.labels import add_label
@@ -103,10 +103,7 @@ def fill_store(store, policy_dir, sentences, n_labels, samples=4, seed=0):
 def trained(tmp_path_factory, demo_template):
     """The demo store (SFT policy, its samples, 200 queued pairs) with 200 oracle labels, trained once with defaults."""
     path = tmp_path_factory.mktemp("demo") / "studio.db"
-    source, target = sqlite3.connect(demo_template), sqlite3.connect(path)
-    source.backup(target)
-    source.close()
-    target.close()
+    copy_store(demo_template, path)
     store = Store(path)
     assert len(OracleAnnotator.from_spec(seed=0).label(store, 200)) == 200
     job_id = create_job(store, "reward", {})
