@@ -17,6 +17,9 @@ from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's; `playwright install` cannot download browsers here
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 @pytest.fixture
@@ -67,3 +70,16 @@ def queue_pairs(store):
 
     return add
 
+
+@pytest.fixture
+def browser():
+    """Chromium driven by Playwright; a missing Chromium fails the test (CI must install it), never skips it."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -3,7 +3,6 @@ worker started, nothing in the store changed.
 """
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from storage import Store
 from storage import jobs as job_rows
 from storage.policies import add_policy
 from storage.prompts import add_prompts, count_prompts
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = 64  # the defaults (48 prompts per round, PPO batch 32) fit
@@ -68,9 +68,7 @@ def studio(tmp_path_factory):
         started.append((kind, config))
         return job_rows.create_job(store, kind, config)
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(app.train_tab, "start_job", start_without_worker)
         blocks = build_app(store)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from app.curves_tab import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
 from labeling.synthetic import OracleAnnotator
@@ -29,9 +29,6 @@ from storage.rounds import list_rounds
 from trainers.diagnostics import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 CHARTS = {"curves-rounds": ROUND_PANELS, "curves-reward": REWARD_PANELS, "curves-ppo": PPO_PANELS}
 MARKUP_PROMPT = "Say <i>as written</i> & <script>window.pwned=1</script>"
 MIN_PANEL_PIXELS = 20  # a lone point is a dot of about 40 colored pixels; an empty panel has none
@@ -65,18 +62,6 @@ def page_url(loop_store):
         yield blocks.local_url
     finally:
         blocks.close()
-
-
-@pytest.fixture
-def browser():
-    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def colored_pixels(png: bytes) -> int:

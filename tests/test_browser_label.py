@@ -2,7 +2,7 @@
 that tries to run script shows up as plain text. Fails, never skips, when Chromium is missing."""
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from app import label_tab
 from app.auth import read_auth_file
@@ -14,20 +14,9 @@ from tests.helpers import free_port
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 XSS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[link](javascript:alert(1))"]
 PAIRS = [(f"Prompt {i}: review the film.", XSS[i] if i < 3 else f"A fine film, number {i}.", f"A dull film, number {i}.")
          for i in range(6)]
-
-
-@pytest.fixture
-def browser():
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ trains in its worker. No acknowledged vote is lost, no pair goes to two annotato
 (No speed is asserted here: the bench prints votes/s, latency and the worker's progress against a baseline.)"""
 
 import json
-import socket
 import time
 
 from gradio_client import Client
@@ -12,6 +11,7 @@ from app.ui import build_app
 from bench.load_while_training import annotate, audit, job_progress, stop_job
 from storage import JobStatus
 from storage import jobs as job_rows
+from tests.helpers import free_port
 
 LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
         "reward_epochs": 1, "reward_batch_size": 8, "ppo_iterations": 20, "ppo_batch_size": 8, "ppo_epochs": 1,
@@ -31,9 +31,7 @@ def wait_until_working(store, job_id, timeout=300):
 
 def test_annotators_label_while_a_loop_trains(demo_store):
     store = demo_store
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     app = build_app(store)
     app.launch(prevent_thread_lock=True, server_port=port, quiet=True)
     url = f"http://127.0.0.1:{port}/"
