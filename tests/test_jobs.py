@@ -1,4 +1,4 @@
-"""Jobs: the worker records how a job ended; the launcher finds workers that died."""
+"""Jobs: the worker records how a job ended; the launcher stops jobs and finds workers that died."""
 
 import subprocess
 import sys
@@ -67,6 +67,15 @@ def test_unknown_kind_is_refused(store):
     with pytest.raises(Exception, match="unknown job kind"):
         launcher.start_job(store, "mine-bitcoin", {})
     assert job_rows.list_jobs(store) == []
+
+
+def test_stop_cancels_a_queued_job_at_once_and_flags_a_running_one(store):
+    queued = job_rows.create_job(store, "ppo", {})
+    assert launcher.stop_job(store, queued).status is JobStatus.CANCELLED
+    running = job_rows.claim_job(store, job_rows.create_job(store, "ppo", {}), pid=1)
+    stopping = launcher.stop_job(store, running.id)
+    assert stopping.status is JobStatus.RUNNING and stopping.cancel_requested  # the worker ends it within a step
+    assert job_rows.cancel_requested(store, running.id)
 
 
 def test_dead_worker_is_marked_interrupted(store):

@@ -1,7 +1,8 @@
 """Starting and watching worker processes. Import-light (no torch), so the UI process can use it.
 
 A job is a row in the store; `start_job` writes it and launches `python -m trainers.worker` (no shell), or the
-same module under `accelerate launch --config_file FILE` for multi-GPU. Jobs whose worker died are found by
+same module under `accelerate launch --config_file FILE` for multi-GPU; `stop_job` asks its worker to stop and
+`resume_job` offers it to a new one. Jobs whose worker died are found by
 `reap_orphans` (dead pid, or no heartbeat for `STALE_AFTER_S`) and marked interrupted, ready to resume.
 """
 
@@ -57,6 +58,12 @@ def resume_job(store: Store, job_id: int, accelerate_config: str | None = None) 
     job = job_rows.requeue_job(store, job_id)
     launch_worker(store, job_id, accelerate_config)
     return job
+
+
+def stop_job(store: Store, job_id: int) -> Job:
+    """Ask a job to stop: its worker ends it `cancelled` within one step; a job no worker has claimed yet is
+    cancelled at once. Returns the job as it stands."""
+    return job_rows.request_cancel(store, job_id)
 
 
 def pid_alive(pid: int | None) -> bool:
