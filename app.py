@@ -15,6 +15,8 @@ from storage import Store, StudioError
 from storage.policies import latest_policy
 from storage.prompts import count_prompts
 
+from app.limits import MAX_UPLOAD_MB
+
 ROOT = Path(__file__).resolve().parent
 SUBCOMMANDS = {}
 
@@ -52,7 +54,7 @@ def serve_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to serve on")
     parser.add_argument("--auth", default=None, help="file of `user:password` lines; annotators must log in")
-    parser.add_argument("--max-upload-mb", type=float, default=200,
+    parser.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB,
                         help="largest file one upload may carry, in MB (default: %(default)g)")
 
     def run(args: argparse.Namespace) -> int:

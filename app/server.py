@@ -8,12 +8,13 @@ import socket
 import sys
 
 from storage import Store
-from storage.errors import StoreUnavailable
+from storage.errors import Conflict, InvalidInput
 
 from trainers.launcher import reap_orphans
 
 from .auth import Users
-from .ui import MAX_UPLOAD_MB, build_app, launch_options
+from .limits import MAX_UPLOAD_MB
+from .ui import build_app, launch_options
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -21,21 +22,21 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 def check_port(host: str, port: int) -> None:
     """Fail with one clear line when the port is taken, before any store is touched."""
     if not 0 < port < 65536:
-        raise StoreUnavailable(f"port {port} is out of range; choose a port between 1 and 65535")
+        raise InvalidInput(f"port {port} is out of range; choose a port between 1 and 65535")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise StoreUnavailable(f"port {port} on {host} is already in use; pass --port with a free port") from None
-            raise StoreUnavailable(f"cannot serve on {host}:{port} ({exc.strerror}); check --host and --port") from None
+                raise Conflict(f"port {port} on {host} is already in use; pass --port with a free port") from None
+            raise InvalidInput(f"cannot serve on {host}:{port} ({exc.strerror}); check --host and --port") from None
 
 
 def check_upload_cap(max_upload_mb: float) -> None:
     """Fail with one clear line when the upload size cap is not a positive, finite number of megabytes."""
     if not (max_upload_mb > 0 and math.isfinite(max_upload_mb)):
-        raise StoreUnavailable(f"--max-upload-mb {max_upload_mb:g} must be a positive number of megabytes, e.g. 200")
+        raise InvalidInput(f"--max-upload-mb {max_upload_mb:g} must be a positive number of megabytes, e.g. 200")
 
 
 def serve(store: Store, host: str, port: int, users: Users | None = None, block: bool = True,

@@ -13,13 +13,12 @@ from storage import Store
 
 from .auth import Users
 from .context import Studio
+from .limits import MAX_UPLOAD_MB
 
 from . import curves_tab, data_tab, label_tab, samples_tab, train_tab
 
 TABS: list = [label_tab, train_tab, curves_tab, samples_tab, data_tab]  # modules with TITLE and build(studio), in display order
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
-MAX_UPLOAD_MB = 200  # largest file one upload may carry (prompt or preference import); a bigger one is refused
-# before it is stored: gradio_client raises, the browser shows an error, a raw POST gets HTTP 413
 
 
 def build_app(store: Store, users: Users | None = None) -> gr.Blocks:

@@ -26,4 +26,4 @@ class InvalidInput(StudioError):
 
 
 class Conflict(StudioError):
-    """The action conflicts with the store's state (a job already running, a pair not reserved...)."""
+    """The action conflicts with the current state (a job already running, a pair not reserved, a port in use...)."""

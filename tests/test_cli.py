@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.errors import Conflict, InvalidInput
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +120,19 @@ def test_port_in_use(tmp_path):
 def test_serve_bad_options(tmp_path, args, message):
     port = ["--port", str(free_port())] if "--port" not in args else []
     assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--no-demo", *port, *args, cwd=tmp_path), message)
+
+
+def test_serve_option_errors_say_what_is_wrong_with_the_option():
+    """A taken port conflicts with what runs on the machine, a bad port or upload cap is a bad value; neither is the
+    store being unavailable."""
+    from app.server import check_port, check_upload_cap
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        with pytest.raises(Conflict, match="already in use; pass --port with a free port"):
+            check_port("127.0.0.1", sock.getsockname()[1])
+    with pytest.raises(InvalidInput, match="port 70000 is out of range"):
+        check_port("127.0.0.1", 70000)
+    with pytest.raises(InvalidInput, match="--max-upload-mb nan must be a positive number"):
+        check_upload_cap(float("nan"))
