@@ -1,1 +1,2 @@
-"""The Gradio UI: one module per tab, thin callbacks, public API endpoints. No torch, no SQL."""
+"""The studio's UI side: the Gradio UI (one module per tab: a layout, handlers at module level, named outputs), the
+charts, the public API endpoints, and the command line (`cli.py`). No torch, no transformers, no SQL."""

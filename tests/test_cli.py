@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import SUBCOMMANDS
 from storage.errors import Conflict, InvalidInput
 from tests.helpers import free_port
 
@@ -21,27 +22,16 @@ def run(*args, cwd=None):
                           env=env, timeout=120)
 
 
-def subcommands():
-    sys.path.insert(0, str(ROOT))
-    import app as _  # noqa: F401  (the package; the entry point is loaded below)
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("app_entry", ROOT / "app.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
-    return list(entry.SUBCOMMANDS)
-
-
 def test_help_lists_every_subcommand():
     result = run("--help")
     assert result.returncode == 0
-    for name in subcommands():
+    for name in SUBCOMMANDS:
         assert name in result.stdout
 
 
 def test_every_subcommand_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
-    for name in subcommands():
+    for name in SUBCOMMANDS:
         assert re.search(rf"python app\.py {name}\b", readme), f"README does not show `python app.py {name}`"
 
 

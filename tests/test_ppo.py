@@ -287,14 +287,10 @@ def test_oracle_ppo_raises_the_heldout_score_on_the_demo():
 # ----- the command line and store runs ----------------------------------------------------------------------------
 
 def cli(*arguments: str) -> int:
-    """`python app.py ARGS` in this process (the entry point file, not the `app` UI package)."""
-    import importlib.util
-    from pathlib import Path
+    """`python app.py ARGS` in this process."""
+    from app.cli import main
 
-    spec = importlib.util.spec_from_file_location("app_entry", Path(__file__).resolve().parent.parent / "app.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
-    return entry.main(list(arguments))
+    return main(list(arguments))
 
 
 CLI_SETTINGS = ["--batch-size", "4", "--num-mini-batches", "2", "--ppo-epochs", "1", "--response-length", "6",

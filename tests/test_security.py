@@ -8,7 +8,6 @@ admins); the real-browser test covers model output shown literally.
 """
 
 import ast
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from app.auth import Users
+from app.cli import build_parser
 from app.server import serve
 from app.ui import MAX_UPLOAD_MB, build_app
 from storage import jobs as job_rows
@@ -191,10 +191,7 @@ def test_every_shown_message_is_a_fixed_text_or_escaped():
 
 
 def parser_serve_defaults():
-    spec = importlib.util.spec_from_file_location("app_entry", ROOT / "app.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
-    return entry.build_parser().parse_args(["serve"])
+    return build_parser().parse_args(["serve"])
 
 
 def listening_addresses(port: int) -> set[str]:
