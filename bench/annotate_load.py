@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from storage.generations import NewGeneration, add_generations  # noqa: E402
 from storage.labels import list_labels  # noqa: E402
 from storage.pairs import NewPair, add_pairs  # noqa: E402
 from storage.prompts import add_prompts, list_prompts  # noqa: E402
+from tests.helpers import Ledger, free_port  # noqa: E402
 
 
 def fill(store: Store, n_pairs: int, seed: int = 0) -> None:
@@ -66,12 +66,6 @@ def serve(db: str, port: int) -> None:
     blocks.launch(server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_for(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
     import urllib.request
 
@@ -85,24 +79,6 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
         except OSError:
             time.sleep(0.5)
     raise SystemExit(f"the studio did not answer at {url} within {timeout} s")
-
-
-class Ledger:
-    """What the clients saw: pairs handed out and votes acknowledged (thread-safe)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.handed: list[tuple[int, str]] = []
-        self.acknowledged: dict[str, tuple[int, int, str]] = {}
-
-    def hand(self, pair_id: int | None, name: str) -> None:
-        if pair_id is not None:
-            with self.lock:
-                self.handed.append((pair_id, name))
-
-    def ack(self, vote_id: str, label_id: int, pair_id: int, name: str) -> None:
-        with self.lock:
-            self.acknowledged[vote_id] = (label_id, pair_id, name)
 
 
 class Tally:

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,129 +26,11 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from bench.annotate_load import Ledger, fill, free_port, percentile, wait_for  # noqa: E402
+from bench.annotate_load import fill, percentile, wait_for  # noqa: E402
 from storage import Store  # noqa: E402
-from storage import jobs as job_rows  # noqa: E402
 from storage.db import copy_store  # noqa: E402
-from storage.labels import list_labels  # noqa: E402
-from storage.metrics import read_metrics  # noqa: E402
-
-POLL_S = 0.5  # an annotator facing an empty queue asks again after this long (the Label tab polls too)
-CHOICES = ["left", "right", "tie", "both_bad"]
-
-
-@dataclass
-class Annotation:
-    """What the clients saw in one run."""
-
-    ledger: Ledger = field(default_factory=Ledger)
-    latencies: list[float] = field(default_factory=list)
-    empty_polls: int = 0
-    errors: list[BaseException] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return len(self.latencies) / self.seconds if self.seconds else 0.0
-
-
-def annotate(url: str, annotators: int, seconds: float) -> Annotation:
-    """`annotators` clients label as fast as they can for `seconds` (each vote: one submit that returns the next pair)."""
-    run, lock = Annotation(), threading.Lock()
-    clients = [Client(url, verbose=False) for _ in range(annotators)]
-    begin = threading.Barrier(annotators + 1)
-
-    def work(client: Client, name: str) -> None:
-        rng, latencies, polls = random.Random(name), [], 0
-        try:
-            shown = client.predict(name, api_name="/next_pair")
-            run.ledger.hand(shown["pair_id"], name)
-            begin.wait()
-            while time.perf_counter() < stop_at:
-                if shown["pair_id"] is None:
-                    polls += 1
-                    time.sleep(POLL_S)
-                    shown = client.predict(name, api_name="/next_pair")
-                    run.ledger.hand(shown["pair_id"], name)
-                    continue
-                pair_id, vote_id, started = shown["pair_id"], uuid.uuid4().hex, time.perf_counter()
-                answer = client.predict(name, pair_id, rng.choice(CHOICES), vote_id, api_name="/submit_label")
-                latencies.append(time.perf_counter() - started)
-                run.ledger.ack(vote_id, answer["label_id"], pair_id, name)
-                shown = answer["next"]
-                run.ledger.hand(shown["pair_id"], name)
-        except BaseException as exc:  # reported by the caller
-            run.errors.append(exc)
-            begin.abort()  # nobody waits for a client that failed before the start
-        with lock:
-            run.latencies.extend(latencies)
-            run.empty_polls += polls
-
-    stop_at = float("inf")
-    threads = [threading.Thread(target=work, args=(c, f"annotator-{i}")) for i, c in enumerate(clients)]
-    for thread in threads:
-        thread.start()
-    try:
-        begin.wait()
-    except threading.BrokenBarrierError:
-        pass
-    started = time.perf_counter()
-    stop_at = started + seconds
-    for thread in threads:
-        thread.join()
-    run.seconds = time.perf_counter() - started
-    return run
-
-
-def audit(store: Store, ledger: Ledger) -> dict[str, int]:
-    """Acknowledged votes missing or changed in the store, pairs handed to two annotators, pairs labeled twice."""
-    stored = {label.vote_id: (label.id, label.pair_id, label.annotator) for label in list_labels(store, include_undone=True)}
-    handed = [pair for pair, _ in set(ledger.handed)]
-    labeled_twice = store.db().execute("SELECT count(*) FROM (SELECT pair_id FROM labels WHERE undone IS NULL AND"
-                                       " outcome != 'skip' GROUP BY pair_id HAVING count(*) > 1)").fetchone()[0]
-    return {"lost": len(set(ledger.acknowledged) - set(stored)),
-            "changed": sum(1 for v, row in ledger.acknowledged.items() if v in stored and stored[v] != row),
-            "double_assigned": len(handed) - len(set(handed)),
-            "labeled_twice": labeled_twice}
-
-
-def cpu_s(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How far a loop job got: its progress fraction, phase, PPO iterations and reward steps, the worker's CPU."""
-
-    fraction: float
-    phase: str
-    ppo_iterations: int
-    reward_steps: int
-    worker_cpu_s: float
-
-
-def job_progress(store: Store, job_id: int) -> Progress:
-    job = job_rows.get_job(store, job_id)
-    try:
-        cpu = cpu_s(psutil.Process(job.pid))
-    except (psutil.Error, TypeError):  # the worker has ended (or never started)
-        cpu = float("nan")
-    return Progress(job.progress or 0.0, job.phase or job.status.value,
-                    len(read_metrics(store, job_id, names=["ppo/kl"])),
-                    len(read_metrics(store, job_id, names=["reward/loss"])), cpu)
-
-
-def stop_job(store: Store, job_id: int, timeout: float = 120) -> None:
-    """Cancel the job and wait for its worker to stop (SIGKILL after `timeout`: the worker is ours)."""
-    job_rows.request_cancel(store, job_id)
-    deadline = time.time() + timeout
-    while job_rows.get_job(store, job_id).status.active and time.time() < deadline:
-        time.sleep(0.5)
-    job = job_rows.get_job(store, job_id)
-    if job.status.active and job.pid:
-        psutil.Process(job.pid).kill()
-
+from tests.helpers import (Annotation, Progress, annotate, audit, cpu_s, free_port, job_progress,  # noqa: E402
+                           stop_and_wait)
 
 def start_studio(db: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
@@ -189,7 +68,7 @@ def measure(template: Path, db: Path, config: dict, annotators: int, seconds: fl
             time.sleep(seconds)
         progress = job_progress(store, job_id)
         studio_cpu, client_cpu = cpu_s(psutil.Process(studio.pid)) - studio_cpu, time.process_time() - client_cpu
-        stop_job(store, job_id)
+        stop_and_wait(store, job_id)
     finally:
         studio.terminate()
         studio.wait(timeout=30)

@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 
 from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
+from tests.helpers import launch_studio  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's; `playwright install` cannot download browsers here
@@ -69,6 +70,21 @@ def queue_pairs(store):
         return add_pairs(store, new)
 
     return add
+
+
+@pytest.fixture
+def serve_studio():
+    """`serve_studio(store, users=None, **options)`: the studio served in this process as `python app.py serve`
+    serves it (tests.helpers.launch_studio); returns the running Blocks (URL: `.local_url`), closed after the test."""
+    running = []
+
+    def serve(store: Store, users=None, **options):
+        running.append(launch_studio(store, users, **options))
+        return running[-1]
+
+    yield serve
+    for blocks in running:
+        blocks.close()
 
 
 @pytest.fixture

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from app.ui import build_app
 from storage import Store
 from storage import jobs as job_rows
 from storage.policies import add_policy
 from storage.prompts import add_prompts, count_prompts
-from tests.helpers import free_port
+from tests.helpers import launch_studio
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = 64  # the defaults (48 prompts per round, PPO batch 32) fit
@@ -68,12 +67,10 @@ def studio(tmp_path_factory):
         started.append((kind, config))
         return job_rows.create_job(store, kind, config)
 
-    port = free_port()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(app.train_tab, "start_job", start_without_worker)
-        blocks = build_app(store)
-        blocks.launch(prevent_thread_lock=True, server_port=port, quiet=True)
-        yield store, Client(f"http://127.0.0.1:{port}/", verbose=False), started
+        blocks = launch_studio(store)
+        yield store, Client(blocks.local_url, verbose=False), started
         blocks.close()
     store.close()
 

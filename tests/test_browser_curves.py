@@ -53,15 +53,8 @@ def loop_store(demo_store):
 
 
 @pytest.fixture
-def page_url(loop_store):
-    from app.ui import build_app, launch_options
-
-    blocks = build_app(loop_store)
-    blocks.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **launch_options())
-    try:
-        yield blocks.local_url
-    finally:
-        blocks.close()
+def page_url(loop_store, serve_studio):
+    return serve_studio(loop_store).local_url
 
 
 def colored_pixels(png: bytes) -> int:

@@ -6,11 +6,9 @@ from playwright.sync_api import expect
 
 from app import label_tab
 from app.auth import read_auth_file
-from app.ui import build_app, launch_options
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.types import Outcome
-from tests.helpers import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -20,20 +18,9 @@ PAIRS = [(f"Prompt {i}: review the film.", XSS[i] if i < 3 else f"A fine film, n
 
 
 @pytest.fixture
-def serve(store):
-    apps = []
-
-    def start(users=None):
-        port = free_port()
-        app = build_app(store, users)
-        app.launch(prevent_thread_lock=True, server_port=port, quiet=True, auth=users.check if users else None,
-                   **launch_options())
-        apps.append(app)
-        return f"http://127.0.0.1:{port}/"
-
-    yield start
-    for app in apps:
-        app.close()
+def serve(store, serve_studio):
+    """`serve(users=None)`: the studio on `store` (as `python app.py serve` runs it); returns its URL."""
+    return lambda users=None: serve_studio(store, users).local_url
 
 
 expect.set_options(timeout=20_000)  # a loaded CI machine answers slowly; nothing here waits for a timeout

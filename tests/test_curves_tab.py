@@ -269,17 +269,10 @@ def test_annotator_view_with_one_annotator(store, queue_pairs):
 
 
 @pytest.fixture
-def client(store, run):
+def client(store, run, serve_studio):
     from gradio_client import Client
 
-    from app.ui import build_app
-
-    blocks = build_app(store)
-    blocks.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
-    try:
-        yield Client(blocks.local_url, verbose=False)
-    finally:
-        blocks.close()
+    return Client(serve_studio(store).local_url, verbose=False)
 
 
 def test_metrics_api(client, run):

@@ -30,7 +30,6 @@ import pytest
 from gradio_client import Client
 
 import storage.db
-from app.ui import build_app
 from storage import JobStatus, Store
 from storage import jobs as job_rows
 from storage.labels import list_labels
@@ -77,20 +76,10 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture
-def serve_in_process():
-    """Launch `build_app(store)` in this process (so a test can change how it reaches SQLite); returns the URL."""
-    apps = []
-
-    def launch(store: Store) -> str:
-        port = free_port()
-        app = build_app(store)
-        app.launch(prevent_thread_lock=True, server_port=port, quiet=True)
-        apps.append(app)
-        return f"http://127.0.0.1:{port}/"
-
-    yield launch
-    for app in apps:
-        app.close()
+def serve_in_process(serve_studio):
+    """`serve_in_process(store)`: the studio in this process (so a test can change how it reaches SQLite); returns
+    its URL."""
+    return lambda store: serve_studio(store).local_url
 
 
 def integrity(store: Store) -> str:

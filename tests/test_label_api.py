@@ -10,29 +10,17 @@ import pytest
 from gradio_client import Client
 
 from app.auth import read_auth_file
-from app.ui import build_app
 from labeling.queue import queue_settings
 from storage.labels import list_labels
-from tests.helpers import free_port
 
 N_ANNOTATORS = 8
 N_PAIRS = 32
 
 
 @pytest.fixture
-def serve(store):
-    apps = []
-
-    def start(users=None):
-        port = free_port()
-        app = build_app(store, users)
-        app.launch(prevent_thread_lock=True, server_port=port, quiet=True, auth=users.check if users else None)
-        apps.append(app)
-        return f"http://127.0.0.1:{port}/"
-
-    yield start
-    for app in apps:
-        app.close()
+def serve(store, serve_studio):
+    """`serve(users=None)`: the studio on `store` (as `python app.py serve` runs it); returns its URL."""
+    return lambda users=None: serve_studio(store, users).local_url
 
 
 def stored(store):

@@ -7,11 +7,9 @@ import time
 
 from gradio_client import Client
 
-from app.ui import build_app
-from bench.load_while_training import annotate, audit, job_progress, stop_job
 from storage import JobStatus
 from storage import jobs as job_rows
-from tests.helpers import free_port
+from tests.helpers import annotate, audit, job_progress, stop_and_wait
 
 LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
         "reward_epochs": 1, "reward_batch_size": 8, "ppo_iterations": 20, "ppo_batch_size": 8, "ppo_epochs": 1,
@@ -29,22 +27,16 @@ def wait_until_working(store, job_id, timeout=300):
     raise AssertionError("the loop's worker never reported a phase")
 
 
-def test_annotators_label_while_a_loop_trains(demo_store):
+def test_annotators_label_while_a_loop_trains(demo_store, serve_studio):
     store = demo_store
-    port = free_port()
-    app = build_app(store)
-    app.launch(prevent_thread_lock=True, server_port=port, quiet=True)
-    url = f"http://127.0.0.1:{port}/"
-    job_id = None
+    url = serve_studio(store).local_url
+    job_id = Client(url, verbose=False).predict(json.dumps(LOOP), api_name="/start_loop")["job_id"]
     try:
-        job_id = Client(url, verbose=False).predict(json.dumps(LOOP), api_name="/start_loop")["job_id"]
         before = wait_until_working(store, job_id)
         run = annotate(url, ANNOTATORS, SECONDS)
         after = job_progress(store, job_id)
     finally:
-        if job_id is not None:
-            stop_job(store, job_id)
-        app.close()
+        stop_and_wait(store, job_id)
     assert run.errors == [] and len(run.latencies) > ANNOTATORS
     assert audit(store, run.ledger) == {"lost": 0, "changed": 0, "double_assigned": 0, "labeled_twice": 0}
     job = job_rows.get_job(store, job_id)

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from app.ui import build_app
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.generations import eval_samples, list_generations
@@ -25,7 +24,6 @@ from storage.prompts import list_prompts
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from tests import helpers
-from tests.helpers import free_port
 from trainers.launcher import reap_orphans, resume_job, start_job
 from trainers.loop import Loop, evaluate_policy
 from trainers.loop_config import LoopConfig
@@ -56,40 +54,34 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
 
 
-def test_api_start_stop_resume_while_pairs_keep_coming(demo_store):
-    port = free_port()
-    app = build_app(demo_store)
-    app.launch(prevent_thread_lock=True, server_port=port, quiet=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-        started = client.predict(json.dumps(TINY), api_name="/start_loop")
-        job_id = started["job_id"]
-        assert started["status"] in ("queued", "running")
-        status = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["phase"] and s)
-        assert status["status"] == "running" and status["phase"].startswith("round 1/2")
+def test_api_start_stop_resume_while_pairs_keep_coming(demo_store, serve_studio):
+    client = Client(serve_studio(demo_store).local_url, verbose=False)
+    started = client.predict(json.dumps(TINY), api_name="/start_loop")
+    job_id = started["job_id"]
+    assert started["status"] in ("queued", "running")
+    status = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["phase"] and s)
+    assert status["status"] == "running" and status["phase"].startswith("round 1/2")
 
-        phases = []
-        while (status := client.predict(job_id, api_name="/job_status"))["status"] == "running":
-            phases.append(status["phase"])
-            shown = client.predict("watcher", api_name="/next_pair")
-            assert shown["pair_id"] is not None  # labeling never waits for training
-            if "PPO iteration" in status["phase"] or read_metrics(demo_store, job_id, names=["ppo/kl"]):
-                break  # in PPO (an iteration can be shorter than this poll: a logged one counts too)
-            time.sleep(0.5)
-        assert any("training the reward model" in p for p in phases), phases
-        assert "PPO iteration" in phases[-1] or read_metrics(demo_store, job_id, names=["ppo/kl"]), phases
+    phases = []
+    while (status := client.predict(job_id, api_name="/job_status"))["status"] == "running":
+        phases.append(status["phase"])
+        shown = client.predict("watcher", api_name="/next_pair")
+        assert shown["pair_id"] is not None  # labeling never waits for training
+        if "PPO iteration" in status["phase"] or read_metrics(demo_store, job_id, names=["ppo/kl"]):
+            break  # in PPO (an iteration can be shorter than this poll: a logged one counts too)
+        time.sleep(0.5)
+    assert any("training the reward model" in p for p in phases), phases
+    assert "PPO iteration" in phases[-1] or read_metrics(demo_store, job_id, names=["ppo/kl"]), phases
 
-        assert client.predict(job_id, api_name="/stop_job")["job_id"] == job_id
-        stopped = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["status"] != "running" and s)
-        assert stopped["status"] == "cancelled", stopped
+    assert client.predict(job_id, api_name="/stop_job")["job_id"] == job_id
+    stopped = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["status"] != "running" and s)
+    assert stopped["status"] == "cancelled", stopped
 
-        assert client.predict(job_id, api_name="/resume_job")["status"] in ("queued", "running")
-        done = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["status"] not in
-                        ("queued", "running") and s)
-        assert done["status"] == "completed", done
-        assert [r["round"] for r in list_rounds(demo_store, job_id)] == [1, 2]
-    finally:
-        app.close()
+    assert client.predict(job_id, api_name="/resume_job")["status"] in ("queued", "running")
+    done = wait_for(lambda: (s := client.predict(job_id, api_name="/job_status"))["status"] not in
+                    ("queued", "running") and s)
+    assert done["status"] == "completed", done
+    assert [r["round"] for r in list_rounds(demo_store, job_id)] == [1, 2]
 
 
 def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):

@@ -18,8 +18,8 @@ from gradio_client import Client, handle_file
 
 from app.auth import Users
 from app.cli import build_parser
+from app.limits import MAX_UPLOAD_MB
 from app.server import serve
-from app.ui import MAX_UPLOAD_MB, build_app
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
 from storage.settings import set_setting
@@ -35,15 +35,12 @@ ADMIN_HANDLERS = {"handler", "on_stop", "on_resume"}  # the Train tab's buttons 
 
 
 @pytest.fixture
-def studio(store, queue_pairs):
-    """The studio under --auth on a store holding recognisable text; yields (app, url)."""
+def studio(store, queue_pairs, serve_studio):
+    """The studio under --auth on a store holding recognisable text; returns (app, url)."""
     queue_pairs([(MARKERS[1], MARKERS[2], "another answer")])
     set_setting(store, "guidelines", MARKERS[0])
-    port = free_port()
-    app = build_app(store, USERS)
-    app.launch(prevent_thread_lock=True, server_port=port, quiet=True, auth=USERS.check)
-    yield app, f"http://127.0.0.1:{port}"
-    app.close()
+    app = serve_studio(store, USERS)
+    return app, app.local_url.rstrip("/")
 
 
 def signed_in(url: str, name: str) -> httpx.Client:
@@ -213,22 +210,17 @@ def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_au
         assert ("warning: serving on 0.0.0.0 without --auth" in warning) is warned, warning
 
 
-def test_an_upload_over_the_size_cap_is_refused_and_nothing_is_imported(store, tmp_path):
+def test_an_upload_over_the_size_cap_is_refused_and_nothing_is_imported(store, tmp_path, serve_studio):
     assert parser_serve_defaults().max_upload_mb == MAX_UPLOAD_MB
     big, small = tmp_path / "big.txt", tmp_path / "small.txt"
     big.write_text("".join(f"prompt number {i}\n" for i in range(100)))  # 1,690 bytes
     small.write_text("one small prompt\n")
-    port = free_port()
-    app = serve(store, host="127.0.0.1", port=port, users=USERS, block=False, max_upload_mb=1 / 1024)  # 1 KB
-    try:
-        url = f"http://127.0.0.1:{port}"
-        owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
-        with pytest.raises(ValueError, match="exceeds the maximum file size of 1024 bytes"):
-            owner.predict(handle_file(str(big)), False, api_name="/import_prompts")
-        raw = signed_in(url, "owner").post("/gradio_api/upload", files=[("files", ("big.txt", big.read_bytes()))])
-        assert raw.status_code == 413 and "exceeded maximum allowed size of 1024 bytes" in raw.text, raw.text
-        assert count_prompts(store) == 0
-        assert "Imported 1 prompts" in owner.predict(handle_file(str(small)), False, api_name="/import_prompts")
-        assert count_prompts(store) == 1
-    finally:
-        app.close()
+    url = serve_studio(store, USERS, max_upload_mb=1 / 1024).local_url.rstrip("/")  # 1 KB
+    owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+    with pytest.raises(ValueError, match="exceeds the maximum file size of 1024 bytes"):
+        owner.predict(handle_file(str(big)), False, api_name="/import_prompts")
+    raw = signed_in(url, "owner").post("/gradio_api/upload", files=[("files", ("big.txt", big.read_bytes()))])
+    assert raw.status_code == 413 and "exceeded maximum allowed size of 1024 bytes" in raw.text, raw.text
+    assert count_prompts(store) == 0
+    assert "Imported 1 prompts" in owner.predict(handle_file(str(small)), False, api_name="/import_prompts")
+    assert count_prompts(store) == 1
