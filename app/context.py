@@ -1,11 +1,19 @@
-"""What every tab's callbacks share: the store, who is asking (the logged-in user under --auth), and how the
-user's mistakes reach the browser (one escaped line: Gradio shows error and warning messages as HTML)."""
+"""What every tab shares: the store, who is asking (the logged-in user under --auth), how the user's mistakes reach
+the browser (one escaped line: Gradio shows error and warning messages as HTML), and how module-level handlers become
+Gradio listeners (`bind`) that fill named outputs (`View`) and refresh a tab (`Refresh`).
+
+A tab module holds a layout function returning its components as a dataclass, handlers at module level that take
+the studio first (callable in a test with a Store and no browser), and a `build(studio)` that wires the two.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
-from dataclasses import dataclass
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import gradio as gr
 
@@ -47,3 +55,41 @@ class Studio:
         """Under --auth only users marked `admin` in the auth file may run jobs, import, export or edit guidelines."""
         if self.users is not None and not self.users.is_admin(getattr(request, "username", None)):
             raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file")
+
+
+class View:
+    """Base of a handler's named outputs (a dataclass): each field fills the layout component of the same name."""
+
+    @classmethod
+    def components(cls, layout) -> list:
+        """The layout's components this view fills, in field order: the `outputs` of its listeners."""
+        return [getattr(layout, f.name) for f in fields(cls)]
+
+    def values(self) -> tuple:
+        """The outputs in field order, as Gradio takes them."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+def bind(handler: Callable, *leading) -> Callable:
+    """`handler(*leading, ...)` as a Gradio listener, e.g. `bind(api_next_pair, studio)`. The rest of its signature,
+    its type hints, name and docstring are kept (Gradio reads them to describe the API and to pass the request,
+    which `functools.partial` would hide); a View it returns becomes its values in field order."""
+
+    @functools.wraps(handler)
+    def listener(*args):
+        result = handler(*leading, *args)
+        return result.values() if isinstance(result, View) else result
+
+    signature = inspect.signature(handler)
+    listener.__signature__ = signature.replace(parameters=list(signature.parameters.values())[len(leading):])
+    return listener
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """A listener a tab runs when the page loads and, with `on_open`, each time the tab is opened again."""
+
+    fn: Callable
+    inputs: list
+    outputs: list
+    on_open: bool = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import uuid
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -16,7 +17,7 @@ from labeling.queue import (Choice, ShownPair, next_pair, progress, queue_settin
                             update_queue_settings)
 from storage.errors import Conflict, NotFound
 
-from .context import Studio, user_errors, user_message
+from .context import Refresh, Studio, View, bind, user_errors, user_message
 
 TITLE = "Label"
 QUEUE = "label-queue"  # one concurrency group for every queue action, so Gradio hands them out fairly
@@ -65,44 +66,69 @@ def _escape(text: str) -> str:
     return escaped
 
 
-def build(studio: Studio) -> list:
-    store = studio.store
+# ---- the public API -----------------------------------------------------------------------------------------------
 
-    def who(request: gr.Request | None, typed: str | None) -> str:
-        """The annotator: under --auth the logged-in user (typing another name is refused), else the typed name."""
-        name = studio.annotator(request, typed)
-        if studio.users is not None and typed and typed.strip() and typed.strip() != name:
-            raise gr.Error(user_message(f"you are signed in as {name}; you cannot label as someone else"),
-                           print_exception=False)
-        return name
+def annotator_name(studio: Studio, request: gr.Request | None, typed: str | None) -> str:
+    """The annotator: under --auth the logged-in user (typing another name is refused), else the typed name."""
+    name = studio.annotator(request, typed)
+    if studio.users is not None and typed and typed.strip() and typed.strip() != name:
+        raise gr.Error(user_message(f"you are signed in as {name}; you cannot label as someone else"),
+                       print_exception=False)
+    return name
 
-    def api_next_pair(annotator: str, request: gr.Request) -> dict:
-        """Reserve the next pair for `annotator` (or return the one already reserved for them); `pair_id` is null
-        when the queue is empty. Also returns `labeled_today` and `left_in_queue`."""
-        with user_errors():
-            name = who(request, annotator)
-            return pair_dict(next_pair(store, name), progress(store, name))
 
-    def api_submit_label(annotator: str, pair_id: int, choice: str, vote_id: str, request: gr.Request) -> dict:
-        """Store a vote on the pair reserved for `annotator`: `choice` is left, right, tie, both_bad or skip as shown.
-        `vote_id` is new for each vote; sending it again stores nothing. Returns `label_id` and `next` (the next pair)."""
-        with user_errors():
-            name = who(request, annotator)
-            label_id, shown = submit_and_next(store, name, pair_id, choice, vote_id)
-            return {"label_id": label_id, "next": pair_dict(shown, progress(store, name))}
+def api_next_pair(studio: Studio, annotator: str, request: gr.Request) -> dict:
+    """Reserve the next pair for `annotator` (or return the one already reserved for them); `pair_id` is null
+    when the queue is empty. Also returns `labeled_today` and `left_in_queue`."""
+    with user_errors():
+        name = annotator_name(studio, request, annotator)
+        return pair_dict(next_pair(studio.store, name), progress(studio.store, name))
 
-    def api_undo_label(annotator: str, request: gr.Request) -> dict:
-        """Revert `annotator`'s latest label; returns the pair shown again (or the next pair)."""
-        with user_errors():
-            name = who(request, annotator)
-            return pair_dict(undo_label(store, name), progress(store, name))
 
-    group = {"concurrency_id": QUEUE, "concurrency_limit": QUEUE_WORKERS}
-    gr.api(api_next_pair, api_name="next_pair", **group)
-    gr.api(api_submit_label, api_name="submit_label", **group)
-    gr.api(api_undo_label, api_name="undo_label", **group)
+def api_submit_label(studio: Studio, annotator: str, pair_id: int, choice: str, vote_id: str,
+                     request: gr.Request) -> dict:
+    """Store a vote on the pair reserved for `annotator`: `choice` is left, right, tie, both_bad or skip as shown.
+    `vote_id` is new for each vote; sending it again stores nothing. Returns `label_id` and `next` (the next pair)."""
+    with user_errors():
+        name = annotator_name(studio, request, annotator)
+        label_id, shown = submit_and_next(studio.store, name, pair_id, choice, vote_id)
+        return {"label_id": label_id, "next": pair_dict(shown, progress(studio.store, name))}
 
-    signed_in = studio.users is not None
+
+def api_undo_label(studio: Studio, annotator: str, request: gr.Request) -> dict:
+    """Revert `annotator`'s latest label; returns the pair shown again (or the next pair)."""
+    with user_errors():
+        name = annotator_name(studio, request, annotator)
+        return pair_dict(undo_label(studio.store, name), progress(studio.store, name))
+
+
+# ---- the screen ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LabelLayout:
+    """The Label tab's components."""
+
+    name_box: gr.Textbox
+    start: gr.Button
+    counts: gr.Markdown
+    guidelines: gr.Markdown
+    prompt: gr.Textbox
+    left: gr.Textbox
+    right: gr.Textbox
+    votes: dict[Choice, gr.Button]
+    undo: gr.Button
+    status: gr.Markdown
+    guidelines_box: gr.Textbox
+    overlap: gr.Number
+    ttl: gr.Number
+    save: gr.Button
+    pair_id: gr.State  # the pair on this browser's screen
+    vote_id: gr.State  # the id a vote on it carries: a retried click stores it once
+    poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
+
+
+def layout(signed_in: bool) -> LabelLayout:
+    """Name box (hidden under --auth), guidelines, the pair side by side, vote buttons, undo, queue settings."""
     with gr.Column(elem_id="label-tab"):
         with gr.Row(elem_id="label-top"):
             name_box = gr.Textbox(label="Your name", placeholder="type your name, then press Enter", max_length=64,
@@ -120,9 +146,9 @@ def build(studio: Studio) -> list:
             right = gr.Textbox(label="Right response", interactive=False, lines=6, max_lines=24, min_width=300,
                                elem_id="response-right")
         with gr.Row(elem_id="vote-buttons"):
-            vote_buttons = [gr.Button(label, variant="primary" if choice in (Choice.LEFT, Choice.RIGHT) else "secondary",
-                                      size="lg", elem_id=elem_id, min_width=120)
-                            for choice, label, elem_id in VOTES]
+            votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120,
+                                       variant="primary" if choice in (Choice.LEFT, Choice.RIGHT) else "secondary")
+                     for choice, label, elem_id in VOTES}
         with gr.Row(elem_id="vote-tools"):
             undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
             status = gr.Markdown(elem_id="label-status")
@@ -135,77 +161,119 @@ def build(studio: Studio) -> list:
                 overlap = gr.Number(label="Annotators per pair (overlap)", precision=0, minimum=1)
                 ttl = gr.Number(label="Reservation time (seconds)", minimum=10)
                 save = gr.Button("Save settings")
-    pair_state = gr.State(None)
-    vote_state = gr.State(None)
+    return LabelLayout(name_box, start, counts, guidelines, prompt, left, right, votes, undo, status, guidelines_box,
+                       overlap, ttl, save, gr.State(None), gr.State(None), gr.Timer(POLL_S, active=False))
 
-    poll = gr.Timer(POLL_S, active=False)  # while the queue is empty, look for new pairs now and then
 
-    def view(name: str, shown: ShownPair | None, message: str = ""):
-        """Outputs for a shown pair (or the empty queue): state, texts, progress, status, polling."""
-        done = progress(store, name)
-        counts_md = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
-        if shown is None:
-            return None, None, EMPTY, "", "", counts_md, message, gr.Timer(active=True)
-        return (shown.pair_id, uuid.uuid4().hex, shown.prompt, shown.left, shown.right, counts_md, message,
-                gr.Timer(active=False))
+@dataclass(frozen=True)
+class Screen(View):
+    """What an action leaves on the annotator's screen: the pair (or the empty queue), progress and a status line."""
 
-    screen = [pair_state, vote_state, prompt, left, right, counts, status, poll]
+    pair_id: int | None
+    vote_id: str | None
+    prompt: str
+    left: str
+    right: str
+    counts: str
+    status: str
+    poll: gr.Timer
 
-    def on_start(typed: str, request: gr.Request):
-        with user_errors():
-            name = who(request, typed)
-            return view(name, next_pair(store, name), f"Labeling as **{_escape(name)}**.")
 
-    def on_vote(choice: Choice):
-        def vote(typed: str, pair_id: int | None, vote_id: str | None, request: gr.Request):
-            with user_errors():
-                name = who(request, typed)
-                if pair_id is None:
-                    return view(name, next_pair(store, name), "Nothing to vote on yet.")
-                try:
-                    _, shown = submit_and_next(store, name, pair_id, choice.value, vote_id)
-                except (Conflict, NotFound) as exc:  # the pair left us (expired, taken): move on
-                    gr.Warning(user_message(str(exc)))
-                    return view(name, next_pair(store, name))
-                return view(name, shown, f"Saved: {choice.value.replace('_', ' ')}.")
-        return vote
+def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = "") -> Screen:
+    """The screen for a shown pair (a new vote id for it), or the empty queue (polling for new pairs)."""
+    done = progress(studio.store, name)
+    counts = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
+    if shown is None:
+        return Screen(None, None, EMPTY, "", "", counts, message, gr.Timer(active=True))
+    return Screen(shown.pair_id, uuid.uuid4().hex, shown.prompt, shown.left, shown.right, counts, message,
+                  gr.Timer(active=False))
 
-    def on_undo(typed: str, request: gr.Request):
-        with user_errors():
-            name = who(request, typed)
-            return view(name, undo_label(store, name), "Undone: the pair is back; vote again.")
 
-    def on_poll(typed: str, pair_id: int | None, request: gr.Request):
-        with user_errors():
-            name = who(request, typed)
-            shown = None if pair_id is not None else next_pair(store, name)
-        return view(name, shown, "New pairs arrived.") if shown else tuple(gr.skip() for _ in screen)
+def start_labeling(studio: Studio, typed: str, request: gr.Request) -> Screen:
+    """Start (the button or Enter in the name box): the annotator's reserved or next pair."""
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        return screen(studio, name, next_pair(studio.store, name), f"Labeling as **{_escape(name)}**.")
 
-    def save_queue_settings(guidelines: str, overlap: float, reservation_ttl_s: float, request: gr.Request) -> str:
-        """Admins: set the guidelines (markdown), annotators per pair and reservation time; returns the guidelines."""
-        studio.require_admin(request)
-        with user_errors():
-            saved = update_queue_settings(store, guidelines=guidelines, overlap=overlap,
-                                          reservation_ttl_s=reservation_ttl_s)
-        return saved.guidelines
 
-    def on_load(request: gr.Request):
-        """Signed-in annotators see their pair at once; others see the guidelines and type a name first."""
-        if not signed_in:
-            return tuple(gr.skip() for _ in screen)
-        return on_start("", request)
+def vote(studio: Studio, choice: Choice, typed: str, pair_id: int | None, vote_id: str | None,
+         request: gr.Request) -> Screen:
+    """A vote button: store the vote on the pair on screen and show the next one; a pair that left the annotator
+    (expired, taken) is a warning, and the next pair is shown."""
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        if pair_id is None:
+            return screen(studio, name, next_pair(studio.store, name), "Nothing to vote on yet.")
+        try:
+            _, shown = submit_and_next(studio.store, name, pair_id, choice.value, vote_id)
+        except (Conflict, NotFound) as exc:
+            gr.Warning(user_message(str(exc)))
+            return screen(studio, name, next_pair(studio.store, name))
+        return screen(studio, name, shown, f"Saved: {choice.value.replace('_', ' ')}.")
 
+
+def undo(studio: Studio, typed: str, request: gr.Request) -> Screen:
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        return screen(studio, name, undo_label(studio.store, name), "Undone: the pair is back; vote again.")
+
+
+def poll_queue(studio: Studio, typed: str, pair_id: int | None, request: gr.Request) -> Screen | dict:
+    """The empty-queue timer: show new pairs once they arrive, else change nothing."""
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        shown = None if pair_id is not None else next_pair(studio.store, name)
+    return screen(studio, name, shown, "New pairs arrived.") if shown else gr.skip()
+
+
+def show_signed_in(studio: Studio, request: gr.Request) -> Screen | dict:
+    """On page load, signed-in annotators see their pair at once; others see the guidelines and type a name first."""
+    return start_labeling(studio, "", request) if studio.users is not None else gr.skip()
+
+
+@dataclass(frozen=True)
+class Settings(View):
+    """The queue settings: the guidelines (rendered, and in the owner's edit box), overlap, reservation time."""
+
+    guidelines: str
+    guidelines_box: str
+    overlap: int
+    ttl: float
+
+
+def current_settings(studio: Studio) -> Settings:
+    now = queue_settings(studio.store)
+    return Settings(now.guidelines, now.guidelines, now.overlap, now.reservation_ttl_s)
+
+
+def save_queue_settings(studio: Studio, guidelines: str, overlap: float, reservation_ttl_s: float,
+                        request: gr.Request) -> str:
+    """Admins: set the guidelines (markdown), annotators per pair and reservation time; returns the guidelines."""
+    studio.require_admin(request)
+    with user_errors():
+        saved = update_queue_settings(studio.store, guidelines=guidelines, overlap=overlap,
+                                      reservation_ttl_s=reservation_ttl_s)
+    return saved.guidelines
+
+
+# ---- wiring -------------------------------------------------------------------------------------------------------
+
+def build(studio: Studio) -> list[Refresh]:
+    group = {"concurrency_id": QUEUE, "concurrency_limit": QUEUE_WORKERS}
+    gr.api(bind(api_next_pair, studio), api_name="next_pair", **group)
+    gr.api(bind(api_submit_label, studio), api_name="submit_label", **group)
+    gr.api(bind(api_undo_label, studio), api_name="undo_label", **group)
+
+    ui = layout(signed_in=studio.users is not None)
+    shown = Screen.components(ui)
     private = {"api_visibility": "private", **group}
-    start.click(on_start, name_box, screen, **private)
-    name_box.submit(on_start, name_box, screen, **private)
-    for (choice, *_), button in zip(VOTES, vote_buttons):
-        button.click(on_vote(choice), [name_box, pair_state, vote_state], screen, **private)
-    undo.click(on_undo, name_box, screen, **private)
-    poll.tick(on_poll, [name_box, pair_state], screen, **private)
-    save.click(save_queue_settings, [guidelines_box, overlap, ttl], guidelines, api_name="save_queue_settings")
-
-    def current_settings():
-        now = queue_settings(store)
-        return now.guidelines, now.guidelines, now.overlap, now.reservation_ttl_s
-
-    return [(on_load, screen), (current_settings, [guidelines, guidelines_box, overlap, ttl])]
+    ui.start.click(bind(start_labeling, studio), ui.name_box, shown, **private)
+    ui.name_box.submit(bind(start_labeling, studio), ui.name_box, shown, **private)
+    for choice, button in ui.votes.items():
+        button.click(bind(vote, studio, choice), [ui.name_box, ui.pair_id, ui.vote_id], shown, **private)
+    ui.undo.click(bind(undo, studio), ui.name_box, shown, **private)
+    ui.poll.tick(bind(poll_queue, studio), [ui.name_box, ui.pair_id], shown, **private)
+    ui.save.click(bind(save_queue_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
+                  api_name="save_queue_settings")
+    return [Refresh(bind(show_signed_in, studio), [], shown, on_open=False),
+            Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
+from dataclasses import dataclass
 from statistics import mean
 
 import gradio as gr
@@ -20,7 +21,7 @@ from storage.queue import current_votes
 from storage.reward_models import latest_reward_models
 from storage.types import Policy
 
-from .context import Studio
+from .context import Refresh, Studio, View, bind
 
 TITLE = "Samples"
 ALL_PROMPTS = ""
@@ -148,7 +149,17 @@ def prompt_choices(samples: list[dict]) -> list[tuple[str, str]]:
     return [("All held-out prompts", ALL_PROMPTS)] + [(p if len(p) <= 80 else p[:77] + "…", p) for p in prompts]
 
 
-def build(studio: Studio) -> list:
+@dataclass(frozen=True)
+class SamplesLayout:
+    """The Samples tab's components."""
+
+    prompt: gr.Dropdown
+    refresh: gr.Button
+    table: gr.HTML
+    annotators: gr.HTML
+
+
+def layout() -> SamplesLayout:
     gr.Markdown("The same held-out prompts answered by every policy version, so you can see how the behaviour "
                 "changed round by round. Scores: the reward model's (normalised; each version scored by the reward "
                 "model of its round) and the oracle's, where one exists.")
@@ -156,19 +167,33 @@ def build(studio: Studio) -> list:
         prompt = gr.Dropdown(label="Held-out prompt", choices=[("All held-out prompts", ALL_PROMPTS)],
                              value=ALL_PROMPTS, scale=4)
         with gr.Column(scale=1, min_width=160):
-            refresh_button = gr.Button("↻ Refresh", size="sm")
+            refresh = gr.Button("↻ Refresh", size="sm")
     table = gr.HTML(css_template=CSS, elem_id="samples-table")
     gr.Markdown("### Annotators")
-    annotators = gr.HTML(css_template=CSS, elem_id="samples-annotators")
+    return SamplesLayout(prompt, refresh, table, gr.HTML(css_template=CSS, elem_id="samples-annotators"))
 
-    def show(chosen: str):
-        samples = eval_samples(studio.store)
-        choices = prompt_choices(samples)
-        chosen = chosen if chosen in {value for _, value in choices} else ALL_PROMPTS
-        return (gr.Dropdown(choices=choices, value=chosen), samples_html(samples, list_policies(studio.store), chosen),
-                annotators_html(studio))
 
-    outputs = [prompt, table, annotators]
-    prompt.input(show, prompt, outputs, api_visibility="private")
-    refresh_button.click(show, prompt, outputs, api_visibility="private")
-    return [(lambda: show(ALL_PROMPTS), outputs)]
+@dataclass(frozen=True)
+class Samples(View):
+    """The held-out prompts to choose from, the samples table and the annotators table."""
+
+    prompt: gr.Dropdown
+    table: str
+    annotators: str
+
+
+def show_samples(studio: Studio, chosen: str) -> Samples:
+    """Every policy version's samples of the chosen held-out prompt (all prompts when it is gone or empty)."""
+    samples = eval_samples(studio.store)
+    choices = prompt_choices(samples)
+    chosen = chosen if chosen in {value for _, value in choices} else ALL_PROMPTS
+    return Samples(gr.Dropdown(choices=choices, value=chosen),
+                   samples_html(samples, list_policies(studio.store), chosen), annotators_html(studio))
+
+
+def build(studio: Studio) -> list[Refresh]:
+    ui = layout()
+    shown = Samples.components(ui)
+    ui.prompt.input(bind(show_samples, studio), ui.prompt, shown, api_visibility="private")
+    ui.refresh.click(bind(show_samples, studio), ui.prompt, shown, api_visibility="private")
+    return [Refresh(bind(show_samples, studio), [ui.prompt], shown)]

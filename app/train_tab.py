@@ -1,10 +1,12 @@
 """Train tab: loop settings with presets, start/stop/resume buttons, live job status; API start_loop,
-stop_job, job_status. Jobs run in a worker process; this tab only writes job rows and reads their state."""
+stop_job, job_status, resume_job. Jobs run in a worker process that `trainers.launcher` starts, stops and resumes;
+this tab only reads their state."""
 
 from __future__ import annotations
 
 import html
 import time
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -14,15 +16,17 @@ from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
-from trainers.launcher import reap_orphans, resume_job, start_job
+from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
 from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_store, job_settings, settings_from_json
 
-from .context import Studio, user_errors
+from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Train"
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "selector", "ensemble", "kl_coef",
-        "reward_lr", "ppo_lr", "reward_epochs", "annotator")
+        "reward_lr", "ppo_lr", "reward_epochs", "annotator")  # the form's LoopConfig fields, in the order it sends them
+WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs")
 LOG_LINES = 12
+POLL_S = 2.0
 
 
 def job_status_dict(studio: Studio, job: Job | None) -> dict:
@@ -40,54 +44,91 @@ def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
     """Preset, then the form's fields, then the advanced JSON on top."""
     settings = PRESETS[preset].to_dict()
     settings.update({name: value for name, value in zip(FORM, values)})
-    for name in ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs"):
+    for name in WHOLE:
         settings[name] = int(settings[name])
     settings.update(settings_from_json(advanced))
     return LoopConfig.from_dict(settings)
 
 
-def build(studio: Studio) -> list:
+def start(studio: Studio, kind: str, config: LoopConfig, request: gr.Request | None) -> dict:
+    """Admins: check the settings against the store, then start a job of `kind`; returns its status."""
+    studio.require_admin(request)
+    if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
+        raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
+                           f"run, so only {DEFAULT_ORACLE} may be used here")
     store = studio.store
+    policy = latest_policy(store)
+    check_against_store(config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
+    reap_orphans(store)
+    return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 
-    def start(kind: str, config: LoopConfig, request: gr.Request | None) -> dict:
-        studio.require_admin(request)
-        if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
-            raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
-                               f"run, so only {DEFAULT_ORACLE} may be used here")
-        policy = latest_policy(store)
-        check_against_store(config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
-        reap_orphans(store)
-        return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 
-    def start_loop(config_json: str, request: gr.Request) -> dict:
-        """Start the human-preference loop with a JSON object of settings (see the Train tab); returns the job status."""
-        with user_errors():
-            return start("loop", LoopConfig.from_json(config_json), request)
+# ---- the public API -----------------------------------------------------------------------------------------------
 
-    def stop_job(job_id: int, request: gr.Request) -> dict:
-        """Ask a running job to stop; it ends `cancelled` within one step and leaves a consistent store."""
-        studio.require_admin(request)
-        with user_errors():
-            return job_status_dict(studio, job_rows.request_cancel(store, int(job_id)))
+def api_start_loop(studio: Studio, config_json: str, request: gr.Request) -> dict:
+    """Start the human-preference loop with a JSON object of settings (see the Train tab); returns the job status."""
+    with user_errors():
+        return start(studio, "loop", LoopConfig.from_json(config_json), request)
 
-    def job_status(job_id: int, request: gr.Request) -> dict:
-        """Status, phase, progress, elapsed time, last log lines and error (in plain words) of a job."""
-        studio.annotator(request, None)
-        reap_orphans(store)
-        with user_errors():
-            return job_status_dict(studio, job_rows.get_job(store, int(job_id)))
 
-    def resume(job_id: int, request: gr.Request) -> dict:
-        """Continue a cancelled, failed or interrupted job from its last completed step."""
-        studio.require_admin(request)
-        with user_errors():
-            return job_status_dict(studio, resume_job(store, int(job_id)))
+def api_stop_job(studio: Studio, job_id: int, request: gr.Request) -> dict:
+    """Ask a running job to stop; it ends `cancelled` within one step and leaves a consistent store."""
+    studio.require_admin(request)
+    with user_errors():
+        return job_status_dict(studio, stop_job(studio.store, int(job_id)))
 
-    gr.api(start_loop, api_name="start_loop")
-    gr.api(stop_job, api_name="stop_job")
-    gr.api(resume, api_name="resume_job")
-    gr.api(job_status, api_name="job_status")
 
+def api_job_status(studio: Studio, job_id: int, request: gr.Request) -> dict:
+    """Status, phase, progress, elapsed time, last log lines and error (in plain words) of a job."""
+    studio.annotator(request, None)
+    reap_orphans(studio.store)
+    with user_errors():
+        return job_status_dict(studio, job_rows.get_job(studio.store, int(job_id)))
+
+
+def api_resume_job(studio: Studio, job_id: int, request: gr.Request) -> dict:
+    """Continue a cancelled, failed or interrupted job from its last completed step."""
+    studio.require_admin(request)
+    with user_errors():
+        return job_status_dict(studio, resume_job(studio.store, int(job_id)))
+
+
+# ---- the screen ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrainLayout:
+    """The Train tab's components; the form's fields are named as LoopConfig's (FORM)."""
+
+    preset: gr.Dropdown
+    annotator: gr.Radio
+    selector: gr.Radio
+    rounds: gr.Number
+    samples_per_prompt: gr.Number
+    labels_per_round: gr.Number
+    ppo_iterations: gr.Number
+    ensemble: gr.Number
+    kl_coef: gr.Number
+    reward_lr: gr.Number
+    ppo_lr: gr.Number
+    reward_epochs: gr.Number
+    advanced: gr.Code
+    start_loop: gr.Button
+    train_reward: gr.Button
+    run_ppo: gr.Button
+    stop: gr.Button
+    resume: gr.Button
+    status: gr.Markdown
+    progress: gr.HTML
+    logs: gr.Textbox
+    timer: gr.Timer  # on while the shown job is active
+
+    @property
+    def form(self) -> list:
+        return [getattr(self, name) for name in FORM]
+
+
+def layout() -> TrainLayout:
+    """Preset and settings (the demo preset's values), advanced JSON, the job buttons, then the job's status."""
     gr.Markdown("Launch training. Jobs run in a separate worker process; labeling goes on while they train.")
     defaults = PRESETS["demo"]
     with gr.Row():
@@ -95,11 +136,12 @@ def build(studio: Studio) -> list:
         annotator = gr.Radio(["oracle", "human"], value=defaults.annotator, label="Labels from")
         selector = gr.Radio(list(SELECTORS), value=defaults.selector, label="Pair selector")
     with gr.Row():
-        rounds = gr.Number(defaults.rounds, label="Rounds", precision=0, minimum=1)
-        samples = gr.Number(defaults.samples_per_prompt, label="K: samples per prompt", precision=0, minimum=2)
-        labels = gr.Number(defaults.labels_per_round, label="N: labels per round", precision=0, minimum=1)
-        iterations = gr.Number(defaults.ppo_iterations, label="M: PPO iterations", precision=0, minimum=1)
-        ensemble = gr.Number(defaults.ensemble, label="Reward ensemble size", precision=0, minimum=1)
+        counts = [gr.Number(getattr(defaults, name), label=label, precision=0, minimum=minimum)
+                  for name, label, minimum in (("rounds", "Rounds", 1),
+                                               ("samples_per_prompt", "K: samples per prompt", 2),
+                                               ("labels_per_round", "N: labels per round", 1),
+                                               ("ppo_iterations", "M: PPO iterations", 1),
+                                               ("ensemble", "Reward ensemble size", 1))]
     with gr.Row():
         kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient", minimum=0)
         reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
@@ -107,70 +149,92 @@ def build(studio: Studio) -> list:
         reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0, minimum=1)
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
         advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
-    form = [rounds, samples, labels, iterations, selector, ensemble, kl_coef, reward_lr, ppo_lr, reward_epochs, annotator]
     with gr.Row():
-        start_button = gr.Button("Start loop", variant="primary")
-        reward_button = gr.Button("Train reward model now")
-        ppo_button = gr.Button("Run PPO now")
-        stop_button = gr.Button("Stop", variant="stop")
-        resume_button = gr.Button("Resume")
-    status = gr.Markdown()
-    progress = gr.HTML()
+        buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
+                   gr.Button("Run PPO now"), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
+    status, progress = gr.Markdown(), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
-    timer = gr.Timer(2.0, active=False)
+    return TrainLayout(preset, annotator, selector, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs, advanced,
+                       *buttons, status, progress, logs, gr.Timer(POLL_S, active=False))
 
-    def render(job: Job | None):
-        state = job_status_dict(studio, job)
-        if job is None:
-            return "No job yet.", "", "", gr.Timer(active=False)
-        line = f"**Job {job.id}** ({job.kind}) — **{state['status']}**"
-        if state["phase"]:
-            line += f" — {html.escape(state['phase'])}"
-        line += f" — {state['elapsed_s']:.0f} s"
-        if state["error"]:
-            line += f"\n\n❌ {html.escape(state['error'])}"
-        fraction = state["progress"] or 0.0
-        bar = f'<progress max="1" value="{fraction:.3f}" style="width:100%"></progress>'
-        return line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active)
 
-    def refresh():
-        reap_orphans(store)
-        newest = job_rows.list_jobs(store, limit=1)
-        return render(newest[0] if newest else None)
+@dataclass(frozen=True)
+class JobView(View):
+    """The shown job: a status line, a progress bar, the worker's last log lines; live refresh while it is active."""
 
-    def on_start(kind: str):
-        # `request` first: Gradio passes the request only to a positional parameter, never to one after *values
-        def handler(request: gr.Request, preset_name, advanced_json, *values):
-            with user_errors():
-                state = start(kind, config_from_form(preset_name, advanced_json, *values), request)
-            return render(job_rows.get_job(store, state["job_id"]))
-        return handler
+    status: str
+    progress: str
+    logs: str
+    timer: gr.Timer
 
-    def on_stop(request: gr.Request):
-        studio.require_admin(request)
-        active = [j for j in job_rows.list_jobs(store, limit=5) if j.status.active]
-        if not active:
-            raise gr.Error("no job is running")
-        return render(job_rows.request_cancel(store, active[0].id))
 
-    def on_resume(request: gr.Request):
-        studio.require_admin(request)
-        reap_orphans(store)
-        newest = job_rows.list_jobs(store, limit=1)
-        if not newest:
-            raise gr.Error("there is no job to resume; start one first")
-        return render(job_rows.get_job(store, resume(newest[0].id, request)["job_id"]))
+def job_view(studio: Studio, job: Job | None) -> JobView:
+    state = job_status_dict(studio, job)
+    if job is None:
+        return JobView("No job yet.", "", "", gr.Timer(active=False))
+    line = f"**Job {job.id}** ({job.kind}) — **{state['status']}**"
+    if state["phase"]:
+        line += f" — {html.escape(state['phase'])}"
+    line += f" — {state['elapsed_s']:.0f} s"
+    if state["error"]:
+        line += f"\n\n❌ {html.escape(state['error'])}"
+    bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
+    return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active))
 
-    def fill_preset(name: str):
-        config = PRESETS[name]
-        return [getattr(config, field) for field in FORM]
 
-    outputs = [status, progress, logs, timer]
-    preset.change(fill_preset, preset, form, api_visibility="private")
-    start_button.click(on_start("loop"), [preset, advanced, *form], outputs, api_visibility="private")
-    reward_button.click(on_start("reward"), [preset, advanced, *form], outputs, api_visibility="private")
-    ppo_button.click(on_start("ppo"), [preset, advanced, *form], outputs, api_visibility="private")
-    stop_button.click(on_stop, None, outputs, api_visibility="private")
-    resume_button.click(on_resume, None, outputs, api_visibility="private")
-    timer.tick(refresh, None, outputs, api_visibility="private")
-    return [(refresh, outputs)]
+def newest_job(studio: Studio) -> JobView:
+    """The newest job (page load, tab opened, live refresh); workers that died are marked interrupted first."""
+    reap_orphans(studio.store)
+    newest = job_rows.list_jobs(studio.store, limit=1)
+    return job_view(studio, newest[0] if newest else None)
+
+
+def on_start(studio: Studio, kind: str, request: gr.Request, preset_name: str, advanced_json: str, *values) -> JobView:
+    """Start loop / Train reward model now / Run PPO now: a job of `kind` with the form's settings."""
+    # `request` before *values: Gradio passes the request only to a positional parameter, never to one after them
+    with user_errors():
+        state = start(studio, kind, config_from_form(preset_name, advanced_json, *values), request)
+    return job_view(studio, job_rows.get_job(studio.store, state["job_id"]))
+
+
+def on_stop(studio: Studio, request: gr.Request) -> JobView:
+    """Stop: ask the active job to stop."""
+    studio.require_admin(request)
+    active = [j for j in job_rows.list_jobs(studio.store, limit=5) if j.status.active]
+    if not active:
+        raise gr.Error("no job is running")
+    return job_view(studio, stop_job(studio.store, active[0].id))
+
+
+def on_resume(studio: Studio, request: gr.Request) -> JobView:
+    """Resume: continue the newest job from its last completed step."""
+    studio.require_admin(request)
+    reap_orphans(studio.store)
+    newest = job_rows.list_jobs(studio.store, limit=1)
+    if not newest:
+        raise gr.Error("there is no job to resume; start one first")
+    return job_view(studio, job_rows.get_job(studio.store, api_resume_job(studio, newest[0].id, request)["job_id"]))
+
+
+def fill_preset(name: str) -> list:
+    """The form's values of a preset, in FORM order."""
+    return [getattr(PRESETS[name], field) for field in FORM]
+
+
+# ---- wiring -------------------------------------------------------------------------------------------------------
+
+def build(studio: Studio) -> list[Refresh]:
+    gr.api(bind(api_start_loop, studio), api_name="start_loop")
+    gr.api(bind(api_stop_job, studio), api_name="stop_job")
+    gr.api(bind(api_resume_job, studio), api_name="resume_job")
+    gr.api(bind(api_job_status, studio), api_name="job_status")
+
+    ui = layout()
+    shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
+    ui.preset.change(fill_preset, ui.preset, ui.form, **private)
+    for button, kind in ((ui.start_loop, "loop"), (ui.train_reward, "reward"), (ui.run_ppo, "ppo")):
+        button.click(bind(on_start, studio, kind), settings, shown, **private)
+    ui.stop.click(bind(on_stop, studio), None, shown, **private)
+    ui.resume.click(bind(on_resume, studio), None, shown, **private)
+    ui.timer.tick(bind(newest_job, studio), None, shown, **private)
+    return [Refresh(bind(newest_job, studio), [], shown)]

@@ -1,6 +1,7 @@
 """The studio's one `gr.Blocks`: a tab per module, each built by that module's `build(studio)`.
 
-A tab's `build` may return `(fn, outputs)` pairs to run when a page loads (its initial state).
+A tab's `build` returns the `Refresh` listeners that fill it when the page loads and, unless told otherwise, each
+time the tab is opened (so a tab never shows a stale list of jobs, samples or labels).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ def build_app(store: Store, users: Users | None = None) -> gr.Blocks:
     studio = Studio(store, users)
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")
-        on_load = []
         with gr.Tabs():
-            for tab in TABS:
-                with gr.Tab(tab.TITLE):
-                    on_load.extend(tab.build(studio) or [])
-        for fn, outputs in on_load:
-            blocks.load(fn, None, outputs, api_visibility="private")
+            for module in TABS:
+                with gr.Tab(module.TITLE) as tab:
+                    refreshes = module.build(studio)
+                for refresh in refreshes:
+                    triggers = [blocks.load, tab.select] if refresh.on_open else [blocks.load]
+                    gr.on(triggers, refresh.fn, refresh.inputs, refresh.outputs, api_visibility="private")
     return blocks
 
 

@@ -23,8 +23,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import numpy as np  # noqa: E402
 
 from app.context import Studio  # noqa: E402
-from app.curves_tab import (ALL, PPO_PANELS, findings, load_curves, ppo_figure, reward_figure,  # noqa: E402
-                            rounds_figure)
+from app.charts import PPO_PANELS, ppo_figure, reward_figure, rounds_figure  # noqa: E402
+from app.curves_tab import ALL, findings, load_curves  # noqa: E402
 from storage import Store  # noqa: E402
 from storage import jobs as job_rows  # noqa: E402
 from storage.metrics import log_metrics  # noqa: E402

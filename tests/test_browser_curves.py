@@ -2,7 +2,8 @@
 
 `loop_store` copies the demo store, adds a held-out prompt carrying markup, and runs `python app.py loop` (oracle
 annotator, two tiny rounds). Every assertion reads what to expect from the store: the metrics, rounds, policies
-and labels that loop wrote, and the warnings the diagnostics rules give on them.
+and labels that loop wrote, and the warnings the diagnostics rules give on them. A page opened before any job ran
+shows a job in those tabs once they are opened again (the job written by test_curves_tab's `fill_synthetic_run`).
 """
 
 import io
@@ -17,7 +18,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
-from app.curves_tab import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
+from app.charts import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
 from labeling.synthetic import OracleAnnotator
 from storage import jobs as job_rows
 from storage.generations import eval_samples
@@ -26,6 +27,7 @@ from storage.policies import list_policies
 from storage.prompts import add_prompts
 from storage.queue import current_votes
 from storage.rounds import list_rounds
+from tests.test_curves_tab import fill_synthetic_run
 from trainers.diagnostics import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,3 +156,20 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     rows = page.locator("#samples-annotators table.samples tbody tr")
     assert [row.locator("td").first.inner_text() for row in rows.all()] == annotators
     page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)
+
+
+def test_tabs_opened_after_a_job_ran_show_it_without_a_reload(store, serve_studio, browser):
+    """The page is open before any job exists; a job then runs (here: written as a finished loop leaves it).
+    Opening the Curves and Samples tabs shows it, with no reload of the page."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(serve_studio(store).local_url)
+    page.get_by_role("tab", name="Curves").click()
+    expect(page.locator("#curves-status")).to_contain_text("No training job yet", timeout=30_000)
+    page.get_by_role("tab", name="Samples").click()
+    expect(page.locator("#samples-table")).to_contain_text("No policy version yet", timeout=30_000)
+
+    run = fill_synthetic_run(store, rounds=2, reward_steps=4, ppo_iterations=3)
+    page.get_by_role("tab", name="Curves").click()
+    expect(page.locator("#curves-status")).to_contain_text(f"Job {run['job_id']} · loop · completed", timeout=30_000)
+    page.get_by_role("tab", name="Samples").click()
+    expect(page.locator("#samples-table th[data-policy]")).to_have_count(len(run["policy_ids"]), timeout=30_000)

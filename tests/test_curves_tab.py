@@ -1,11 +1,11 @@
-"""Curves tab: round tagging of metric series, charts, warnings, exports, and the /metrics API via gradio_client.
+"""Curves and Samples tabs: round tagging of metric series, warnings, exports, the handlers that fill the tabs
+(called directly, and on every opening of the tab), and the /metrics API via gradio_client.
 
 `fill_synthetic_run` writes what a finished loop leaves in a store (metrics, reward models, policies, rounds,
 held-out samples) through storage functions only; the browser test uses it too.
 """
 
 import csv
-import json
 import math
 import os
 
@@ -132,7 +132,7 @@ def test_points_in_no_finished_round_are_named_by_the_job_state(store):
 
 
 def test_steps_count_from_the_start_of_each_round(store, run):
-    from app.curves_tab import align_rounds, segments
+    from app.charts import align_rounds, segments
     from storage.curves import Series
 
     loss = metric_series(store, run["job_id"], names=["reward/loss"])["reward/loss"]
@@ -169,54 +169,6 @@ def test_curves_selection_and_exports(store, run):
     assert {r["job_id"] for r in rows} == {str(run["job_id"])}
     with open(rounds_csv, newline="") as f:
         assert [float(r["oracle_score"]) for r in csv.DictReader(f)] == pytest.approx([0.5, 0.6, 0.7])
-
-
-def test_figures_smooth_downsample_and_color_by_round():
-    from app.curves_tab import (PANEL_POINTS, align_rounds, ppo_figure, reward_figure, round_color, rounds_figure,
-                                segments)
-    from storage.curves import Series
-
-    steps = list(range(1, 20_001))
-    kl = segments(Series("ppo/kl", steps, [float(i % 7) for i in steps], [1] * 10_000 + [2] * 10_000))
-    raw = json.loads(ppo_figure({"ppo/kl": kl}, 0.0, "ppo").plot)
-    lines = [t for t in raw["data"] if t["xaxis"] == "x2"]  # ppo/kl is the second panel
-    assert [(t["name"], t["line"]["color"], t["showlegend"]) for t in lines] == [("round 1", "#2563eb", True),
-                                                                                  ("round 2", "#ea580c", True)]
-    assert sum(len(t["x"]) for t in lines) <= PANEL_POINTS and lines[1]["x"][-1] == 20_000
-    assert sum(a["text"] == "no data yet" for a in raw["layout"]["annotations"]) == 11  # the other PPO panels
-    assert raw["config"]["toImageButtonOptions"]["filename"] == "ppo"
-
-    smooth = json.loads(reward_figure(align_rounds({"reward/loss": kl, "reward/accuracy": kl}), 0.9, "reward").plot)
-    loss = [t for t in smooth["data"] if t["xaxis"] == "x1"]
-    assert [t["name"] for t in loss] == ["round 1 · raw", "round 1", "round 2 · raw", "round 2"]
-    assert loss[0]["line"]["color"] == round_color(1, raw=True) and loss[0]["hoverinfo"] == "skip"
-    assert loss[2]["x"][0] == 1 and loss[2]["x"][-1] == 10_000  # steps within the round
-    accuracy = [t for t in smooth["data"] if t["xaxis"] == "x2"]
-    assert [t["showlegend"] for t in accuracy if t["name"].startswith("round")] == [False] * 4  # listed once
-    assert accuracy[-1]["name"] == "chance" and accuracy[-1]["y"] == [0.5, 0.5]
-    # 70% of the way to white from #2563eb: 37 + 0.7 * 218 = 190 (be), 99 + 0.7 * 156 = 208 (d0), 235 + 0.7 * 20 = 249
-    assert round_color(1, raw=True) == "#bed0f9"
-
-    rounds = [{"round": g, "summary": {"labels": 10 * g, "oracle_score": 0.5 + 0.1 * g}} for g in (1, 2, 3)]
-    spec = json.loads(rounds_figure(rounds, 0.4, "rounds").plot)
-    assert [t["type"] for t in spec["data"] if t["xaxis"] == "x1"] == ["bar"]
-    oracle = [t for t in spec["data"] if t["xaxis"] == "x5"]
-    assert oracle[0]["y"] == pytest.approx([0.6, 0.7, 0.8]) and oracle[1]["name"] == "SFT policy"
-    assert oracle[1]["y"] == [0.4, 0.4]
-
-
-def test_a_round_of_one_point_is_a_dot():
-    """A short reward training logs once per round: a one-point line would draw nothing, so it is a marker."""
-    from app.curves_tab import align_rounds, reward_figure, round_color, segments
-    from storage.curves import Series
-
-    loss = segments(Series("reward/loss", [10, 20, 21], [0.7, 0.6, 0.5], [1, 2, 2]))
-    spec = json.loads(reward_figure(align_rounds({"reward/loss": loss}), 0.6, "reward").plot)
-    lines = [t for t in spec["data"] if t["xaxis"] == "x1"]
-    assert [(t["name"], t["mode"]) for t in lines] == [("round 1", "lines+markers"), ("round 2 · raw", "lines"),
-                                                       ("round 2", "lines")]
-    assert lines[0]["x"] == [10] and lines[0]["y"] == [0.7] and lines[0]["marker"]["color"] == round_color(1)
-    assert "marker" not in lines[2] and lines[2]["x"] == [10, 11]  # round 2 counts from where round 1 ended
 
 
 def test_warning_shows_in_plain_words_and_escaped(store):
@@ -266,6 +218,67 @@ def test_annotator_view_with_one_annotator(store, queue_pairs):
     assert "No labels yet" in annotators_html(Studio(store))
     add_label(store, queue_pairs([("p", "a", "b")])[0], "oracle", Outcome.FIRST)
     assert "1 annotator · 1 label · no pair labeled by two annotators yet" in annotators_html(Studio(store))
+
+
+def test_opening_the_curves_tab_shows_the_jobs_of_now(store):
+    """What the tab shows when it opens (page load or the tab selected later): the newest job unless one was picked
+    by hand, so a job that started after the page loaded shows without a reload."""
+    from app.context import Studio
+    from app.curves_tab import ALL, DEFAULT_SMOOTHING, pick_job, show_jobs
+
+    studio = Studio(store)
+    empty = show_jobs(studio, None, ALL, DEFAULT_SMOOTHING)
+    assert empty.status.startswith("No training job yet") and empty.job.choices == [] and not empty.timer.active
+    run = fill_synthetic_run(store, rounds=2, reward_steps=4, ppo_iterations=3)
+    opened = show_jobs(studio, None, ALL, DEFAULT_SMOOTHING)
+    assert opened.job.value == run["job_id"] and f"**Job {run['job_id']}** · loop · **completed**" in opened.status
+    picked = pick_job(studio, run["job_id"], DEFAULT_SMOOTHING)
+    assert picked.picked_job == run["job_id"] and picked.round_choice.value == ALL
+    newer = job_rows.create_job(store, "ppo", {})
+    assert show_jobs(studio, None, ALL, DEFAULT_SMOOTHING).job.value == newer  # nothing picked: the newest
+    kept = show_jobs(studio, picked.picked_job, "2", DEFAULT_SMOOTHING)
+    assert kept.job.value == run["job_id"] and kept.round_choice.value == "2" and "round-2" in kept.ppo_plot.plot
+    assert [value for _, value in kept.job.choices] == [newer, run["job_id"]]
+
+
+def test_opening_the_samples_tab_shows_the_samples_of_now(store):
+    from app.context import Studio
+    from app.samples_tab import ALL_PROMPTS, show_samples
+
+    studio = Studio(store)
+    empty = show_samples(studio, "Name a fruit.")
+    assert empty.prompt.value == ALL_PROMPTS and "No policy version yet" in empty.table
+    assert "No labels" in empty.annotators
+    fill_synthetic_run(store, rounds=1, reward_steps=4, ppo_iterations=2)
+    shown = show_samples(studio, "Name a fruit.")
+    assert shown.prompt.value == "Name a fruit." and shown.table.count('<td class="prompt">') == 1
+    assert "<td>alice</td>" in shown.annotators
+
+
+def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store):
+    import gradio as gr
+
+    from app.ui import build_app
+
+    blocks = build_app(store)
+    tabs = {block_id: block.label for block_id, block in blocks.blocks.items() if isinstance(block, gr.Tab)}
+    on_open = {tabs[target]: fn.name for fn in blocks.fns.values() for target, event in fn.targets
+               if event == "select" and target in tabs}
+    assert on_open == {"Train": "newest_job", "Curves": "show_jobs", "Samples": "show_samples", "Data": "on_stats"}
+    on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
+    assert on_load == {"show_signed_in", "current_settings", *on_open.values()}
+
+
+def test_the_metrics_handler(store, run):
+    import gradio as gr
+
+    from app.context import Studio
+    from app.curves_tab import api_metrics
+
+    rows = api_metrics(Studio(store), run["job_id"], ["ppo/kl", " "], None)
+    assert len(rows) == 60 and {r["name"] for r in rows} == {"ppo/kl"}
+    with pytest.raises(gr.Error, match="does not exist"):
+        api_metrics(Studio(store), run["job_id"] + 99, "", None)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b"
 ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
                    "/export_labels", "/save_queue_settings"}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats"}
-ADMIN_HANDLERS = {"handler", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
+ADMIN_HANDLERS = {"on_start", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
 def test_the_train_tab_start_button_works_for_an_admin(studio, store):
     app, url = studio
     http = signed_in(url, "owner")
-    [index] = [i for i, fn in app.fns.items() if fn.name == "handler" and fn.api_name == "handler"]  # Start loop
+    [index] = [i for i, fn in app.fns.items() if fn.name == "on_start" and fn.api_name == "on_start"]  # Start loop
     data = ["demo", '{"prompts_per_round": 5}', 1, 4, 8, 1, "random", 1, 0.05, 5e-4, 3e-4, 1, "oracle"]
     event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s2",
                                                       "event_data": None, "trigger_id": None}).json()["event_id"]

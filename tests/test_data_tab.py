@@ -1,0 +1,39 @@
+"""The Data tab's handlers, called directly with a Store: imports, the export offered as a download, the
+annotators' statistics, and admins only under --auth."""
+
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from app import data_tab
+from app.auth import Users
+from app.context import Studio
+from storage.prompts import count_prompts
+
+USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
+OWNER, ALICE = SimpleNamespace(username="owner"), SimpleNamespace(username="alice")
+
+
+def test_imports_exports_and_statistics(store, tmp_path):
+    studio = Studio(store, USERS)
+    prompts, preferences = tmp_path / "p.txt", tmp_path / "prefs.jsonl"
+    prompts.write_text("one\ntwo\none\n")
+    preferences.write_text('{"prompt": "q", "chosen": "good", "rejected": "bad"}\n')
+    with pytest.raises(gr.Error, match="only an admin"):
+        data_tab.on_import_prompts(studio, str(prompts), False, ALICE)
+    with pytest.raises(gr.Error, match="choose a .jsonl, .csv or .txt file of prompts first"):
+        data_tab.on_import_prompts(studio, None, False, OWNER)
+    imported = data_tab.on_import_prompts(studio, str(prompts), False, OWNER)
+    assert imported == "Imported 2 prompts (1 duplicates skipped)."
+    assert count_prompts(store) == 2
+    assert data_tab.on_import_preferences(studio, str(preferences), "hh", OWNER) == (
+        "Imported 1 labeled pairs (0 already there).")
+
+    export = data_tab.on_export(studio, "soft", ".jsonl", OWNER)
+    assert export.export_status == "1 rows (included: 0 ties, 0 both bad, 0 skips)."
+    assert export.download.visible and len(open(export.download.value["path"]).read().splitlines()) == 1
+    stats = data_tab.on_stats(studio, ALICE)
+    assert [row[:3] for row in stats.table] == [["hh", 1, 0]]
+    assert stats.summary.startswith("No pair has been labeled by two annotators yet")
+    assert data_tab.Stats.components(SimpleNamespace(table="t", summary="s")) == ["t", "s"]  # /annotator_stats order

@@ -1,0 +1,124 @@
+"""The Label tab's handlers, called directly with a Store (no server, no browser): the public API, the screen each
+action leaves, the empty-queue poll, --auth names, queue settings; and how `bind` hands them to Gradio."""
+
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+from gradio.utils import get_function_params
+
+from app import label_tab
+from app.auth import Users
+from app.context import Studio, bind
+from storage.labels import list_labels
+
+USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
+Choice = label_tab.Choice
+
+
+def signed_in(name: str) -> SimpleNamespace:
+    """What Gradio's request carries that the handlers read: the logged-in user."""
+    return SimpleNamespace(username=name)
+
+
+def test_the_api_handlers_reserve_store_and_undo(store, queue_pairs):
+    first, second = queue_pairs([("p1", "a1", "b1"), ("p2", "a2", "b2")])
+    studio = Studio(store)
+    shown = label_tab.api_next_pair(studio, "alice", None)
+    assert shown["pair_id"] in (first, second) and shown["left_in_queue"] == 2 and shown["labeled_today"] == 0
+    answer = label_tab.api_submit_label(studio, "alice", shown["pair_id"], "tie", "vote-1", None)
+    assert [label.id for label in list_labels(store)] == [answer["label_id"]]
+    assert answer["next"]["pair_id"] == ({first, second} - {shown["pair_id"]}).pop()
+    assert answer["next"]["labeled_today"] == 1
+    again = label_tab.api_undo_label(studio, "alice", None)
+    assert again["pair_id"] == shown["pair_id"] and list_labels(store) == []
+    with pytest.raises(gr.Error, match="not reserved for bob"):
+        label_tab.api_submit_label(studio, "bob", shown["pair_id"], "left", "vote-2", None)
+
+
+def test_under_auth_the_annotator_is_the_signed_in_user(store, queue_pairs):
+    queue_pairs([("p", "a", "b")])
+    studio = Studio(store, USERS)
+    assert label_tab.api_next_pair(studio, "", signed_in("alice"))["pair_id"] is not None
+    with pytest.raises(gr.Error, match="you are signed in as alice; you cannot label as someone else"):
+        label_tab.api_next_pair(studio, "bob", signed_in("alice"))
+    with pytest.raises(gr.Error, match="log in first"):
+        label_tab.api_next_pair(studio, "alice", None)
+
+
+def test_a_vote_shows_the_next_pair_with_a_new_vote_id(store, queue_pairs):
+    queue_pairs([("p1", "a1", "b1"), ("p2", "a2", "b2")])
+    studio = Studio(store)
+    start = label_tab.start_labeling(studio, "alice", None)
+    assert start.prompt in ("p1", "p2") and start.vote_id and start.status == "Labeling as **alice**."
+    assert start.counts == "**0** labeled today · **2** left in the queue" and start.poll.active is False
+    after = label_tab.vote(studio, Choice.BOTH_BAD, "alice", start.pair_id, start.vote_id, None)
+    assert after.pair_id != start.pair_id and after.vote_id != start.vote_id and after.status == "Saved: both bad."
+    [label] = list_labels(store)
+    assert (label.pair_id, label.vote_id, label.outcome.value) == (start.pair_id, start.vote_id, "both_bad")
+    back = label_tab.undo(studio, "alice", None)
+    assert back.pair_id == start.pair_id and back.status == "Undone: the pair is back; vote again."
+
+
+def test_a_vote_on_a_pair_that_left_the_annotator_warns_and_moves_on(store, queue_pairs):
+    queue_pairs([("p1", "a1", "b1")])
+    studio = Studio(store)
+    start = label_tab.start_labeling(studio, "alice", None)
+    label_tab.api_submit_label(studio, "alice", start.pair_id, "left", "elsewhere", None)  # another tab of alice's
+    with pytest.warns(UserWarning, match="not reserved for alice"):  # gr.Warning outside a request is a warning
+        after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
+    assert after.pair_id is None and after.prompt == label_tab.EMPTY and len(list_labels(store)) == 1
+
+
+def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
+    studio = Studio(store)
+    empty = label_tab.start_labeling(studio, "alice", None)
+    assert (empty.pair_id, empty.vote_id, empty.prompt, empty.poll.active) == (None, None, label_tab.EMPTY, True)
+    assert label_tab.vote(studio, Choice.LEFT, "alice", None, None, None).status == "Nothing to vote on yet."
+    assert label_tab.poll_queue(studio, "alice", None, None) == gr.skip()  # nothing new: the screen stays
+    queue_pairs([("p", "a", "b")])
+    arrived = label_tab.poll_queue(studio, "alice", None, None)
+    assert arrived.prompt == "p" and arrived.status == "New pairs arrived." and arrived.poll.active is False
+    assert label_tab.poll_queue(studio, "alice", arrived.pair_id, None) == gr.skip()  # a pair on screen: no poll
+
+
+def test_page_load_shows_signed_in_annotators_their_pair_and_others_nothing(store, queue_pairs):
+    queue_pairs([("p", "a", "b")])
+    assert label_tab.show_signed_in(Studio(store), None) == gr.skip()
+    shown = label_tab.show_signed_in(Studio(store, USERS), signed_in("alice"))
+    assert shown.prompt == "p" and shown.status == "Labeling as **alice**."
+
+
+def test_only_admins_save_queue_settings(store):
+    studio = Studio(store, USERS)
+    with pytest.raises(gr.Error, match="only an admin"):
+        label_tab.save_queue_settings(studio, "Be kind.", 2, 60, signed_in("alice"))
+    assert label_tab.save_queue_settings(studio, "Be kind.", 2, 60, signed_in("owner")) == "Be kind."
+    assert label_tab.current_settings(studio) == label_tab.Settings("Be kind.", "Be kind.", 2, 60)
+    with pytest.raises(gr.Error, match="overlap"):
+        label_tab.save_queue_settings(studio, "Be kind.", 0, 60, signed_in("owner"))
+
+
+def test_a_view_fills_the_layout_components_of_its_field_names(store):
+    with gr.Blocks():
+        ui = label_tab.layout(signed_in=False)
+    assert label_tab.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.left, ui.right, ui.counts,
+                                              ui.status, ui.poll]
+    screen = label_tab.Screen(1, "v", "p", "l", "r", "c", "s", None)
+    assert screen.values() == (1, "v", "p", "l", "r", "c", "s", None)
+    assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
+
+
+def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queue_pairs):
+    """Gradio builds the API from the listener's parameters and passes the request by its type hint; a view comes
+    back as values in field order."""
+    queue_pairs([("p", "a", "b")])
+    studio = Studio(store)
+    listener = bind(label_tab.api_next_pair, studio)
+    assert [(name, hint) for name, _, _, hint in get_function_params(listener)] == [("annotator", str)]
+    assert listener.__name__ == "api_next_pair" and listener.__doc__ == label_tab.api_next_pair.__doc__
+    assert listener("alice", None)["prompt"] == "p"
+    vote = bind(label_tab.vote, studio, Choice.TIE)
+    assert [name for name, *_ in get_function_params(vote)] == ["typed", "pair_id", "vote_id"]
+    shown = bind(label_tab.start_labeling, studio)("alice", None)
+    assert isinstance(shown, tuple) and shown[2] == "p"  # Screen.values(): pair_id, vote_id, prompt, ...

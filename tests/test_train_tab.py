@@ -1,0 +1,122 @@
+"""The Train tab's handlers, called directly with a Store (no server, no browser, no worker: `start_job` is replaced
+by one that only writes the job row): starting from the API and the form, stopping and resuming through the
+launcher, the job's status, admins only under --auth."""
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from app import train_tab
+from app.auth import Users
+from app.context import Studio
+from storage import jobs as job_rows
+from storage.policies import add_policy
+from storage.prompts import add_prompts
+from storage.types import JobStatus
+from trainers.loop_config import PRESETS
+
+ROOT = Path(__file__).resolve().parent.parent
+USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
+OWNER, ALICE = SimpleNamespace(username="owner"), SimpleNamespace(username="alice")
+SMALL = {"rounds": 1, "prompts_per_round": 8, "ppo_batch_size": 8, "labels_per_round": 8}
+
+
+@pytest.fixture
+def studio(store, monkeypatch):
+    """A studio under --auth on a store with training prompts and the demo policy; jobs get no worker."""
+    add_prompts(store, [f"Review {i}: the film" for i in range(16)])
+    add_policy(store, str(ROOT / "assets" / "demo_policy"), round=0, note="SFT")
+    monkeypatch.setattr(train_tab, "start_job", lambda store, kind, config: job_rows.create_job(store, kind, config))
+    return Studio(store, USERS)
+
+
+def test_start_loop_checks_the_settings_and_starts_a_job_for_admins_only(studio, store):
+    with pytest.raises(gr.Error, match="only an admin"):
+        train_tab.api_start_loop(studio, json.dumps(SMALL), ALICE)
+    with pytest.raises(gr.Error, match="oracle 'os:system' is not allowed from the studio"):
+        train_tab.api_start_loop(studio, json.dumps({**SMALL, "oracle": "os:system"}), OWNER)
+    with pytest.raises(gr.Error, match="prompts_per_round is 17 but the store has only 16"):
+        train_tab.api_start_loop(studio, json.dumps({**SMALL, "prompts_per_round": 17}), OWNER)
+    assert job_rows.list_jobs(store) == []
+    status = train_tab.api_start_loop(studio, json.dumps(SMALL), OWNER)
+    [job] = job_rows.list_jobs(store)
+    assert (status["job_id"], status["kind"], status["status"]) == (job.id, "loop", "queued")
+    assert job.config["prompts_per_round"] == 8
+    assert train_tab.api_job_status(studio, job.id, ALICE)["status"] == "queued"  # any signed-in user may look
+
+
+def test_stop_goes_through_the_launcher_and_resume_continues(studio, store, monkeypatch):
+    job_id = job_rows.create_job(store, "ppo", {})
+    job_rows.claim_job(store, job_id, os.getpid())
+    with pytest.raises(gr.Error, match="only an admin"):
+        train_tab.api_stop_job(studio, job_id, ALICE)
+    stopped = []
+
+    def stop_job(store, job_id):
+        stopped.append(job_id)
+        return job_rows.get_job(store, job_id)
+
+    monkeypatch.setattr(train_tab, "stop_job", stop_job)
+    train_tab.on_stop(studio, OWNER)
+    assert stopped == [job_id]  # the tab asks the launcher; it writes no cancel flag itself
+    monkeypatch.undo()
+    assert train_tab.api_stop_job(studio, job_id, OWNER)["status"] == "running"  # the worker ends it within a step
+    assert job_rows.get_job(store, job_id).cancel_requested
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    with pytest.raises(gr.Error, match="no job is running"):
+        train_tab.on_stop(studio, OWNER)
+    monkeypatch.setattr(train_tab, "resume_job", lambda store, job_id: job_rows.requeue_job(store, job_id))
+    resumed = train_tab.on_resume(studio, OWNER)
+    assert resumed.status.startswith(f"**Job {job_id}** (ppo) — **queued**") and resumed.timer.active
+
+
+def test_the_app_writes_no_job_row_itself():
+    """Jobs are started, stopped and resumed by trainers.launcher; the UI only reads their rows."""
+    writes = ("request_cancel", "create_job", "requeue_job", "finish_job", "claim_job", "mark_interrupted")
+    found = [(path.name, name) for path in sorted((ROOT / "app").glob("*.py")) for name in writes
+             if name in path.read_text()]
+    assert found == []
+
+
+def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
+    values = train_tab.fill_preset("demo")
+    assert values == [getattr(PRESETS["demo"], name) for name in train_tab.FORM]
+    values[train_tab.FORM.index("rounds")] = 2.0  # a float, as gr.Number sends it
+    values[train_tab.FORM.index("labels_per_round")] = 8.0
+    shown = train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "ppo_batch_size": 8}),
+                               *values)
+    [job] = job_rows.list_jobs(store)
+    assert job.kind == "loop" and shown.status.startswith(f"**Job {job.id}** (loop) — **queued**")
+    assert (job.config["rounds"], job.config["labels_per_round"], job.config["prompts_per_round"]) == (2, 8, 8)
+    assert isinstance(job.config["rounds"], int)
+    assert shown.progress == '<progress max="1" value="0.000" style="width:100%"></progress>'
+    with pytest.raises(gr.Error, match="only an admin"):
+        train_tab.on_start(studio, "ppo", ALICE, "demo", "{}", *values)
+
+
+def test_the_newest_job_is_shown(studio, store):
+    empty = train_tab.newest_job(studio)
+    assert (empty.status, empty.logs, empty.timer.active) == ("No job yet.", "", False)
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase="round 1/2: <sampling>", progress=0.25)
+    job_rows.add_log(store, job_id, "hello from the worker")
+    shown = train_tab.newest_job(studio)
+    assert shown.status.startswith(f"**Job {job_id}** (loop) — **running** — round 1/2: &lt;sampling&gt; — ")
+    assert 'value="0.250"' in shown.progress and shown.logs == "hello from the worker" and shown.timer.active
+    job_rows.finish_job(store, job_id, JobStatus.FAILED, "Traceback ...\nValueError: bad <thing>")
+    failed = train_tab.newest_job(studio)
+    assert failed.status.endswith("❌ ValueError: bad &lt;thing&gt;") and not failed.timer.active
+
+
+def test_the_job_buttons_are_named_outputs(studio):
+    with gr.Blocks():
+        ui = train_tab.layout()
+    assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer]
+    assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels per round", "M: PPO iterations",
+                                         "Pair selector", "Reward ensemble size", "β: KL coefficient", "Reward LR",
+                                         "PPO LR", "Reward epochs", "Labels from"]
