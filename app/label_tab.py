@@ -12,8 +12,8 @@ import uuid
 
 import gradio as gr
 
-from labeling.queue import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next, undo_label,
-                            update_queue_settings)
+from labeling.annotation import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next,
+                                 undo_label, update_queue_settings)
 from storage.errors import Conflict, NotFound
 
 from .context import Studio, user_errors, user_message

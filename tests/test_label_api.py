@@ -11,7 +11,7 @@ from gradio_client import Client
 
 from app.auth import read_auth_file
 from app.ui import build_app
-from labeling.queue import queue_settings
+from labeling.annotation import queue_settings
 from storage.labels import list_labels
 from tests.helpers import free_port
 
