@@ -18,6 +18,12 @@ from .types import Outcome
 
 IMPORTED = "imported"  # selector of pairs that arrive already labeled (preference import)
 
+# Lookups of rows stored before, each served by an index (migration m007). The GLOB term always holds for the
+# `import:<source>` bound here; it lets SQLite use the partial index of imported responses.
+_FIND_PAIR = "SELECT id FROM pairs WHERE first_id = ? AND second_id = ? AND selector = ?"
+_FIND_GENERATION = ("SELECT id FROM generations WHERE prompt_id = ? AND text = ? AND source = ?"
+                    " AND source GLOB 'import:*' LIMIT 1")
+
 
 @dataclass(frozen=True)
 class Preference:
@@ -61,8 +67,7 @@ def _pair(db: Database, row: Preference, source: str, now: float) -> int:
     prompt_id = db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0]
     chosen_id = _generation(db, prompt_id, row.chosen, source, now)
     rejected_id = _generation(db, prompt_id, row.rejected, source, now)
-    pair = db.execute("SELECT id FROM pairs WHERE first_id = ? AND second_id = ? AND selector = ?",
-                      [chosen_id, rejected_id, IMPORTED]).fetchone()
+    pair = db.execute(_FIND_PAIR, [chosen_id, rejected_id, IMPORTED]).fetchone()
     if pair:
         return pair[0]
     return db.execute("INSERT INTO pairs (prompt_id, first_id, second_id, selector, created) VALUES (?, ?, ?, ?, ?)",
@@ -71,8 +76,7 @@ def _pair(db: Database, row: Preference, source: str, now: float) -> int:
 
 def _generation(db: Database, prompt_id: int, text: str, source: str, now: float) -> int:
     """An imported response, reused by text; its generation source `import:<source>` keeps it out of sampling."""
-    found = db.execute("SELECT id FROM generations WHERE prompt_id = ? AND text = ? AND source = ? LIMIT 1",
-                       [prompt_id, text, f"import:{source}"]).fetchone()
+    found = db.execute(_FIND_GENERATION, [prompt_id, text, f"import:{source}"]).fetchone()
     if found:
         return found[0]
     return db.execute("INSERT INTO generations (prompt_id, text, source, created) VALUES (?, ?, ?, ?)",
