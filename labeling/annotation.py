@@ -152,7 +152,7 @@ def next_pair(store: Store, annotator: str, rng: random.Random | None = None) ->
     settings = queue_settings(store)
     first_on_left = (rng or random).random() < 0.5
     reserved = votes.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
-                                             first_on_left, time.time())
+                                       first_on_left, time.time())
     return _shown(reserved)
 
 
@@ -170,7 +170,7 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
     if decision_ms is not None and (not isinstance(decision_ms, int) or isinstance(decision_ms, bool) or decision_ms < 0):
         raise InvalidInput("the decision time must be a whole number of milliseconds, 0 or more")
     return votes.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
-                                   queue_settings(store).overlap, time.time(), decision_ms)
+                             queue_settings(store).overlap, time.time(), decision_ms)
 
 
 def submit_and_next(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,

@@ -59,7 +59,8 @@ def test_import_lookup_indexes_are_added_to_a_store_with_data(tmp_path):
     path = tmp_path / "old.db"
     migrations.apply(Database(path), stop_before="m007_preference_import_lookups")
     old = Store(path, migrate=False)
-    rows = [Preference("Review it.", " Great film.", " Dull film.", 2.0), Preference("Review it.", " Fine.", " Dull film.")]
+    rows = [Preference("Review it.", " Great film.", " Dull film.", 2.0),
+            Preference("Review it.", " Fine.", " Dull film.")]
     assert import_preferences(old, rows, "hh", 0.0) == PreferenceImport(2, 0)
     before = labeled_pairs(old)
     assert not NEW_INDEXES & indexes(old)
