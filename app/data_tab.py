@@ -17,7 +17,7 @@ from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
 from labeling.preference_import import import_preference_file
-from storage.queue import current_votes
+from storage.votes import current_votes
 
 from .context import Refresh, Studio, View, bind, user_errors
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from labeling.queue import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next, undo_label,
-                            update_queue_settings)
+from labeling.annotation import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next,
+                                 undo_label, update_queue_settings)
 from storage.errors import Conflict, NotFound
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message

@@ -17,9 +17,9 @@ from labeling.agreement import agreement_summary, annotator_stats
 from storage.generations import eval_samples
 from storage.metrics import read_metrics
 from storage.policies import list_policies
-from storage.queue import current_votes
 from storage.reward_models import latest_reward_models
 from storage.types import Policy
+from storage.votes import current_votes
 
 from .context import Refresh, Studio, View, bind
 

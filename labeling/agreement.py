@@ -22,8 +22,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from storage.queue import Vote
 from storage.types import Outcome
+from storage.votes import Vote
 
 CLASSES = (Outcome.FIRST, Outcome.SECOND, Outcome.TIE, Outcome.BOTH_BAD)
 

@@ -1,6 +1,6 @@
 """`python app.py label --annotator oracle --n N`: label N queued pairs with a synthetic annotator, headless.
 
-The oracle goes through the Label tab's code path (`labeling.queue`), so its labels are stored exactly like a
+The oracle goes through the Label tab's code path (`labeling.annotation`), so its labels are stored exactly like a
 person's, under the annotator name `oracle`.
 """
 

@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 
 from storage import Store
 from storage.errors import InvalidInput
-from storage.queue import Preference, PreferenceImport, import_preferences
+from storage.preferences import Preference, PreferenceImport, import_preferences
 
+from .annotation import check_name
 from .importing import MAX_PROMPT_CHARS
-from .queue import check_name
 
 SUFFIXES = (".jsonl", ".parquet")
 COLUMNS = ("prompt", "chosen", "rejected")

@@ -1,9 +1,9 @@
 """Synthetic annotators: an oracle that labels queued pairs from a scoring function, through the UI's code path.
 
-The oracle takes pairs with `labeling.queue.next_pair` and votes with `labeling.queue.submit_label`, exactly as a
-person in the Label tab does (same reservations, same left/right coin flip, same stored label), as annotator
-`oracle`. It prefers the response with the higher score, votes tie when the scores are equal and, with probability
-`noise`, votes left or right at random instead (the label-noise model of Christiano et al.).
+The oracle takes pairs with `labeling.annotation.next_pair` and votes with `labeling.annotation.submit_label`,
+exactly as a person in the Label tab does (same reservations, same left/right coin flip, same stored label), as
+annotator `oracle`. It prefers the response with the higher score, votes tie when the scores are equal and, with
+probability `noise`, votes left or right at random instead (the label-noise model of Christiano et al.).
 
     oracle = OracleAnnotator.from_spec("assets.lexicon:sentiment_score", noise=0.1, seed=0)
     label_ids = oracle.label(store, 200)
@@ -22,7 +22,7 @@ from typing import Callable
 from storage import Store
 from storage.errors import InvalidInput
 
-from .queue import ShownPair, next_pair, submit_label
+from .annotation import ShownPair, next_pair, submit_label
 
 DEFAULT_ORACLE = "assets.lexicon:sentiment_score"
 

@@ -1,9 +1,13 @@
-"""Labels: one current label per (pair, annotator); undone labels are kept, flagged, never deleted."""
+"""Labels: one current label per (pair, annotator); undone labels are kept, flagged, never deleted.
+
+Labels are written by two paths, a vote (`storage.votes.submit_vote`) and a preference import
+(`storage.preferences.import_preferences`), both through `insert_label`."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+
+from sqlite_utils import Database
 
 from .db import Store
 from .types import Label, Outcome
@@ -14,26 +18,36 @@ def _row(row: dict) -> Label:
                  row["decision_ms"], row["vote_id"], row["created"])
 
 
-def add_label(store: Store, pair_id: int, annotator: str, outcome: Outcome, left_id: int | None = None,
-              decision_ms: int | None = None, vote_id: str | None = None) -> int:
-    """Store a label durably and return its id. A replayed `vote_id` returns the first label's id, storing nothing.
+@dataclass(frozen=True)
+class NewLabel:
+    """A label to store: `outcome` relative to the pair's (first, second), `left_id` the generation shown left."""
 
-    A new label by the same annotator on the same pair replaces their current one (the old is kept as undone).
+    pair_id: int
+    annotator: str
+    outcome: Outcome
+    vote_id: str
+    left_id: int | None = None
+    decision_ms: int | None = None
+    margin: float | None = None
+
+
+def insert_label(db: Database, label: NewLabel, now: float) -> int:
+    """Write one label inside the caller's write transaction and return its id: the only INSERT INTO labels.
+
+    The callers (a vote, a preference import) check their own rules first; the schema keeps one current label per
+    (pair, annotator) and each vote id once.
     """
-    with store.write() as db:
-        if vote_id is not None:
-            found = db.execute("SELECT id FROM labels WHERE vote_id = ?", [vote_id]).fetchone()
-            if found:
-                return found[0]
-        now = time.time()
-        db.execute("UPDATE labels SET undone = ? WHERE pair_id = ? AND annotator = ? AND undone IS NULL",
-                   [now, pair_id, annotator])
-        cursor = db.execute(
-            "INSERT INTO labels (pair_id, annotator, outcome, left_id, decision_ms, vote_id, created)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [pair_id, annotator, Outcome(outcome).value, left_id, decision_ms, vote_id, now],
-        )
-        return cursor.lastrowid
+    return db.execute(
+        "INSERT INTO labels (pair_id, annotator, outcome, left_id, decision_ms, vote_id, margin, created)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [label.pair_id, label.annotator, Outcome(label.outcome).value, label.left_id, label.decision_ms,
+         label.vote_id, label.margin, now],
+    ).lastrowid
+
+
+def find_vote(db: Database, vote_id: str) -> tuple[int, int, str] | None:
+    """(label id, pair id, annotator) of the label stored under `vote_id`, or None."""
+    return db.execute("SELECT id, pair_id, annotator FROM labels WHERE vote_id = ?", [vote_id]).fetchone()
 
 
 def list_labels(store: Store, annotator: str | None = None, include_undone: bool = False) -> list[Label]:

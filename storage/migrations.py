@@ -205,3 +205,15 @@ def m005_pair_vote_counts(db: Database) -> None:
 def m006_metrics_series_index(db: Database) -> None:
     """A covering index for reading a job's metric series by name: the Curves tab reads them without table lookups."""
     db.execute("CREATE INDEX metrics_series ON metrics(job_id, name, step, value, created)")
+
+
+@migrations()
+def m007_preference_import_lookups(db: Database) -> None:
+    """Indexes for the preference import's lookups, which scanned tables row by row: a pair by its two generations,
+    and an imported response by prompt and text (imported responses only: policy samples' texts stay unindexed)."""
+    _run(db,
+        """
+        CREATE INDEX pairs_generations ON pairs(first_id, second_id);
+        CREATE INDEX generations_imported_text ON generations(prompt_id, text) WHERE source GLOB 'import:*';
+        """
+    )

@@ -1,6 +1,6 @@
 """Helpers shared by tests (and by the benches that measure the same things at scale): serving a studio in this
 process exactly as `python app.py serve` does, waiting, and N annotators labeling through the API with an audit of
-what the store kept."""
+what the store kept; labeling given pairs the way the Label tab does."""
 
 from __future__ import annotations
 
@@ -10,14 +10,18 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import psutil
 from gradio_client import Client
 
-from storage import Store
+from labeling.annotation import Choice, next_pair, submit_label
+from storage import Outcome, Store
 from storage import jobs as job_rows
+from storage.generations import get_generations
 from storage.labels import list_labels
 from storage.metrics import read_metrics
+from storage.pairs import get_pair
 
 VOTE_CHOICES = ["left", "right", "tie", "both_bad"]
 EMPTY_QUEUE_POLL_S = 0.5  # an annotator facing an empty queue asks again after this long (the Label tab polls too)
@@ -49,6 +53,48 @@ def launch_studio(store: Store, users=None, **options):
     from app.server import serve
 
     return serve(store, host="127.0.0.1", port=free_port(), users=users, block=False, **options)
+
+
+# ---- labeling given pairs ------------------------------------------------------------------------------------------
+
+class _FixedCoin(random.Random):
+    """`next_pair`'s left/right coin, fixed: a new reservation shows the first generation left, or always right."""
+
+    def __init__(self, first_on_left: bool):
+        super().__init__(0)
+        self.value = 0.0 if first_on_left else 0.75
+
+    def random(self) -> float:
+        return self.value
+
+
+def label_pairs(store: Store, annotator: str, outcomes: Mapping[int, Outcome], first_on_left: bool = True,
+                decision_ms: int | None = None) -> dict[int, int]:
+    """Label pairs as `annotator` through the Label tab's path (`next_pair`, then `submit_label`); returns
+    {pair id: label id}.
+
+    `outcomes` maps pair id -> outcome (relative to the pair's first/second); each pair is shown with its first
+    generation on the left (`first_on_left`) or on the right, and the on-screen choice meaning that outcome is sent.
+    The queue hands pairs in its own order (newest round, highest score, lowest id): a pair it hands that is not in
+    `outcomes`, or an empty queue, fails the test. Two annotators on one pair need overlap 2
+    (`update_queue_settings`), as in the product.
+    """
+    coin = _FixedCoin(first_on_left)
+    label_ids: dict[int, int] = {}
+    while len(label_ids) < len(outcomes):
+        wanted = sorted(set(outcomes) - set(label_ids))
+        shown = next_pair(store, annotator, rng=coin)
+        assert shown is not None, f"the queue has nothing for {annotator}; pairs {wanted} stay unlabeled"
+        assert shown.pair_id in wanted, (f"the queue handed {annotator} pair {shown.pair_id}, not one of {wanted}: "
+                                         "label pairs in the queue's order")
+        pair = get_pair(store, shown.pair_id)
+        left_id = pair.first_id if first_on_left else pair.second_id
+        assert shown.left == get_generations(store, [left_id])[left_id].text, (
+            f"{annotator} held pair {shown.pair_id} with the other side on the left")
+        choice = next(c for c in Choice if c.outcome(pair.first_id, left_id) is Outcome(outcomes[shown.pair_id]))
+        label_ids[shown.pair_id] = submit_label(store, annotator, shown.pair_id, choice.value, str(uuid.uuid4()),
+                                                decision_ms)
+    return label_ids
 
 
 # ---- annotators under load ------------------------------------------------------------------------------------------

@@ -5,9 +5,9 @@ import uuid
 import pytest
 
 from labeling.agreement import agreement_summary, annotator_stats, cohen_kappa, pairwise_agreement, percent_agreement
-from labeling.queue import next_pair, submit_label, update_queue_settings
-from storage.queue import Vote, current_votes
+from labeling.annotation import next_pair, submit_label, update_queue_settings
 from storage.types import Outcome
+from storage.votes import Vote, current_votes
 
 F, S, T, B, SKIP = Outcome.FIRST, Outcome.SECOND, Outcome.TIE, Outcome.BOTH_BAD, Outcome.SKIP
 A_RATINGS = [F, F, F, F, S, S, T, T, B, F]

@@ -3,11 +3,12 @@
 import pytest
 import torch
 
+from labeling.annotation import update_queue_settings
 from storage.jobs import create_job
-from storage.labels import add_label
 from storage.metrics import read_metrics
 from storage.reward_models import add_reward_model
 from storage.types import Outcome
+from tests.helpers import label_pairs
 from trainers.annotator_agreement import record_annotator_agreement
 
 
@@ -22,12 +23,13 @@ class FixedScorer:
 def test_agreement_per_annotator_by_hand(store, queue_pairs):
     pairs = queue_pairs([("p1", "good", "bad"), ("p2", "bad", "good"), ("p3", "good", "meh"), ("p4", "x", "y")])
     # the model prefers: first, second, first, second
-    add_label(store, pairs[0], "alice", Outcome.FIRST)  # agrees
-    add_label(store, pairs[1], "alice", Outcome.SECOND)  # agrees
-    add_label(store, pairs[2], "alice", Outcome.SECOND)  # disagrees
-    add_label(store, pairs[3], "alice", Outcome.TIE)  # not compared
-    add_label(store, pairs[0], "bob", Outcome.SECOND)  # disagrees
-    add_label(store, pairs[1], "bob", Outcome.SKIP)  # not compared
+    update_queue_settings(store, overlap=2)
+    label_pairs(store, "alice", {pairs[0]: Outcome.FIRST,  # agrees
+                                 pairs[1]: Outcome.SECOND,  # agrees
+                                 pairs[2]: Outcome.SECOND,  # disagrees
+                                 pairs[3]: Outcome.TIE})  # not compared
+    label_pairs(store, "bob", {pairs[0]: Outcome.SECOND,  # disagrees
+                               pairs[1]: Outcome.SKIP})  # not compared
     job_id = create_job(store, "reward", {})
     add_reward_model(store, "/rm", labels_used=5, metrics={}, norm_mean=0.0, norm_std=1.0, round=2, job_id=job_id)
 
@@ -43,7 +45,7 @@ def test_nothing_to_compare_stores_nothing(store, queue_pairs):
     job_id = create_job(store, "reward", {})
     assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {}  # no reward model, no label
     pair = queue_pairs([("p", "a", "b")])[0]
-    add_label(store, pair, "alice", Outcome.TIE)
+    label_pairs(store, "alice", {pair: Outcome.TIE})
     add_reward_model(store, "/rm", labels_used=1, metrics={}, norm_mean=0.0, norm_std=1.0, job_id=job_id)
     assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {}  # only a tie
     assert read_metrics(store, job_id) == []

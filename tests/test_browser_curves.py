@@ -25,8 +25,8 @@ from storage.generations import eval_samples
 from storage.metrics import log_metrics, read_metrics
 from storage.policies import list_policies
 from storage.prompts import add_prompts
-from storage.queue import current_votes
 from storage.rounds import list_rounds
+from storage.votes import current_votes
 from tests.test_curves_tab import fill_synthetic_run
 from trainers.diagnostics import diagnose
 

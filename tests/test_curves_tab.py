@@ -11,10 +11,10 @@ import os
 
 import pytest
 
+from labeling.annotation import update_queue_settings
 from storage import jobs as job_rows
 from storage.curves import metric_series
 from storage.generations import EVAL_SOURCE, NewGeneration, add_generations
-from storage.labels import add_label
 from storage.metrics import log_metrics
 from storage.pairs import NewPair, add_pairs
 from storage.policies import add_policy
@@ -22,6 +22,7 @@ from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import add_reward_model
 from storage.rounds import add_round
 from storage.types import JobStatus, Outcome
+from tests.helpers import label_pairs
 
 HELDOUT = ["Describe the sea.", "Name a fruit.", "Say something <b>kind</b> & true."]
 
@@ -77,9 +78,11 @@ def add_labels(store, policy_id, g) -> None:
     texts = [f"round {g} sample {k}" for k in range(8)]
     ids = add_generations(store, [NewGeneration(prompt.id, t, policy_id=policy_id, source="policy") for t in texts])
     pairs = add_pairs(store, [NewPair(prompt.id, ids[k], ids[k + 4], "random", round=g) for k in range(4)])
+    update_queue_settings(store, overlap=2)
     for k, pair in enumerate(pairs):
-        add_label(store, pair, "alice", Outcome.FIRST, left_id=ids[k], decision_ms=2000)
-        add_label(store, pair, "bob", Outcome.SECOND if k == 3 else Outcome.FIRST, left_id=ids[k + 4], decision_ms=4000)
+        label_pairs(store, "alice", {pair: Outcome.FIRST}, first_on_left=True, decision_ms=2000)
+        label_pairs(store, "bob", {pair: Outcome.SECOND if k == 3 else Outcome.FIRST}, first_on_left=False,
+                    decision_ms=4000)
 
 
 def add_eval_samples(store, policy_id, prompts, g) -> None:
@@ -216,7 +219,7 @@ def test_annotator_view_with_one_annotator(store, queue_pairs):
     from app.samples_tab import annotators_html
 
     assert "No labels yet" in annotators_html(Studio(store))
-    add_label(store, queue_pairs([("p", "a", "b")])[0], "oracle", Outcome.FIRST)
+    label_pairs(store, "oracle", {queue_pairs([("p", "a", "b")])[0]: Outcome.FIRST})
     assert "1 annotator · 1 label · no pair labeled by two annotators yet" in annotators_html(Studio(store))
 
 

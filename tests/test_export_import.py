@@ -13,7 +13,7 @@ from datasets import load_dataset
 
 from labeling.export import export_labels
 from labeling.preference_import import import_preference_file
-from labeling.queue import next_pair, submit_label
+from labeling.annotation import next_pair, submit_label
 from storage.errors import InvalidInput
 from storage.labels import list_labels
 from storage.pairs import list_pairs

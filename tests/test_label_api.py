@@ -10,7 +10,7 @@ import pytest
 from gradio_client import Client
 
 from app.auth import read_auth_file
-from labeling.queue import queue_settings
+from labeling.annotation import queue_settings
 from storage.labels import list_labels
 
 N_ANNOTATORS = 8

@@ -1,14 +1,17 @@
-"""The schema: created fresh, upgraded from the first schema, foreign and newer files refused untouched."""
+"""The schema: created fresh, upgraded from older schemas with data kept, foreign and newer files refused untouched."""
 
 import sqlite3
 
 import pytest
 from sqlite_utils import Database
 
-from storage import NotAStudioStore, Store, StoreFromNewerVersion, StoreUnavailable
+from storage import NotAStudioStore, Store, StoreFromNewerVersion, StoreUnavailable, preferences
+from storage.labels import labeled_pairs
 from storage.migrations import MIGRATION_SET, migrations
+from storage.preferences import IMPORTED, Preference, PreferenceImport, import_preferences
 from storage.prompts import add_prompts, list_prompts
 
+NEW_INDEXES = {"pairs_generations", "generations_imported_text"}  # m007
 TABLES = {"prompts", "policies", "generations", "pairs", "reservations", "labels", "reward_models", "jobs", "metrics",
           "settings", "rounds", "job_logs"}
 
@@ -45,6 +48,35 @@ def test_upgrade_from_first_schema_keeps_data(tmp_path):
     store = Store(path)
     assert {"rounds", "job_logs"} <= set(store.db().table_names())
     assert [p.text for p in list_prompts(store)] == ["kept"]
+
+
+def indexes(store):
+    return {name for (name,) in store.db().execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def test_import_lookup_indexes_are_added_to_a_store_with_data(tmp_path):
+    """m007: the preference import's lookups get indexes on a store that already holds imported labels."""
+    path = tmp_path / "old.db"
+    migrations.apply(Database(path), stop_before="m007_preference_import_lookups")
+    old = Store(path, migrate=False)
+    rows = [Preference("Review it.", " Great film.", " Dull film.", 2.0),
+            Preference("Review it.", " Fine.", " Dull film.")]
+    assert import_preferences(old, rows, "hh", 0.0) == PreferenceImport(2, 0)
+    before = labeled_pairs(old)
+    assert not NEW_INDEXES & indexes(old)
+    old.close()
+
+    store = Store(path)
+    db = store.db()
+    assert NEW_INDEXES <= indexes(store)
+    assert labeled_pairs(store) == before
+    assert import_preferences(store, rows, "hh", 1.0) == PreferenceImport(0, 2)  # found again: nothing is added
+    assert import_preferences(store, [Preference("Review it.", " Great film.", " Fine.")], "hh", 1.0).added == 1
+    assert db.execute("SELECT count(*) FROM generations").fetchone()[0] == 3  # its stored responses are reused
+    plans = [db.execute(f"EXPLAIN QUERY PLAN {query}", args).fetchall()[0][3]
+             for query, args in ((preferences._FIND_PAIR, [1, 2, IMPORTED]),
+                                 (preferences._FIND_GENERATION, [1, " Fine.", "import:hh"]))]
+    assert "USING INDEX pairs_generations" in plans[0] and "USING INDEX generations_imported_text" in plans[1]
 
 
 def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path):

@@ -21,20 +21,21 @@ from transformers import AutoModelForSequenceClassification, GPT2Config, GPT2LMH
 from assets.build_demo import train_tokenizer
 from assets.corpus import build_corpus
 from assets.lexicon import sentiment_score
+from labeling.annotation import undo_label, update_queue_settings
 from labeling.synthetic import OracleAnnotator
 from labeling.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
 from storage import Store, StudioError
 from storage.db import copy_store
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.jobs import claim_job, create_job, list_jobs, request_cancel
-from storage.labels import add_label
 from storage.metrics import read_metrics
 from storage.pairs import add_pairs, list_pairs
 from storage.policies import add_policy, latest_policy
+from storage.preferences import Preference, import_preferences
 from storage.prompts import add_prompts, list_prompts
-from storage.queue import Preference, import_preferences
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.types import JobStatus, Outcome
+from tests.helpers import label_pairs
 from trainers import reward_cli
 from trainers.models import load_reward_model, load_tokenizer
 from trainers.reward import (INFO_FILE, PreferenceCollator, PreferenceExample, PreferenceTrainer, RewardConfig,
@@ -92,10 +93,11 @@ def fill_store(store, policy_dir, sentences, n_labels, samples=4, seed=0):
                             for r in sorted(set(responses[p]))[:samples]])
     pairs = select_random(candidate_pairs(list_generations(store, policy_id=policy)), n=n_labels, seed=seed)
     texts = {g.id: g.text for g in list_generations(store)}
+    outcomes = {}
     for pair_id, pair in zip(add_pairs(store, pairs), pairs):
         first, second = sentiment_score(texts[pair.first_id]), sentiment_score(texts[pair.second_id])
-        outcome = Outcome.FIRST if first > second else Outcome.SECOND if second > first else Outcome.TIE
-        add_label(store, pair_id, "oracle", outcome)
+        outcomes[pair_id] = Outcome.FIRST if first > second else Outcome.SECOND if second > first else Outcome.TIE
+    label_pairs(store, "oracle", outcomes)
     return policy
 
 
@@ -119,13 +121,13 @@ def trained(tmp_path_factory, demo_template):
 
 def test_examples_are_the_current_non_skip_labels_with_soft_targets(store, queue_pairs):
     pairs = queue_pairs([("p", "a", "b"), ("q", "c", "d"), ("r", "e", "f"), ("s", "g", "h"), ("t", "i", "j")])
-    add_label(store, pairs[0], "ann", Outcome.FIRST)
-    add_label(store, pairs[0], "bob", Outcome.SECOND)  # each annotator's label counts
-    add_label(store, pairs[1], "ann", Outcome.TIE)
-    add_label(store, pairs[2], "ann", Outcome.BOTH_BAD)
-    add_label(store, pairs[3], "ann", Outcome.SKIP)
-    add_label(store, pairs[4], "ann", Outcome.SECOND)
-    add_label(store, pairs[4], "ann", Outcome.FIRST)  # replaces ann's earlier label on that pair
+    update_queue_settings(store, overlap=2)
+    label_pairs(store, "ann", {pairs[0]: Outcome.FIRST})
+    label_pairs(store, "bob", {pairs[0]: Outcome.SECOND})  # each annotator's label counts
+    label_pairs(store, "ann", {pairs[1]: Outcome.TIE, pairs[2]: Outcome.BOTH_BAD, pairs[3]: Outcome.SKIP,
+                               pairs[4]: Outcome.SECOND})
+    undo_label(store, "ann")  # ann changes her mind on pairs[4]: the new label replaces the undone one
+    label_pairs(store, "ann", {pairs[4]: Outcome.FIRST})
     got = [(e.pair_id, e.first, e.second, e.target) for e in load_examples(store)]
     assert got == [(pairs[0], "a", "b", 1.0), (pairs[0], "a", "b", 0.0), (pairs[1], "c", "d", 0.5),
                    (pairs[2], "e", "f", 0.5), (pairs[4], "i", "j", 1.0)]
@@ -136,7 +138,7 @@ def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_marg
     import_preferences(store, [Preference("Review it.", " Great film.", " Dull film.", 2.0),
                                Preference("Review it.", " Fine acting.", " Dull film.")], "import", 0.0)
     [pair] = queue_pairs([("p", " a", " b")])
-    add_label(store, pair, "ann", Outcome.SECOND)
+    label_pairs(store, "ann", {pair: Outcome.SECOND})
     examples = load_examples(store, margin=0.25)
     assert [(e.first, e.target, e.margin) for e in examples] == [
         (" Great film.", 1.0, 2.0), (" Fine acting.", 1.0, 0.25), (" a", 0.0, 0.25)]
@@ -299,7 +301,7 @@ def test_a_cancel_request_stops_training_within_one_logging_step(store, policy_d
 
 def test_the_model_starts_from_the_sft_policy_and_normalises_on_the_newest(store, policy_dir, queue_pairs, tmp_path):
     [pair] = queue_pairs([("p", "a", "b")])
-    add_label(store, pair, "ann", Outcome.FIRST)
+    label_pairs(store, "ann", {pair: Outcome.FIRST})
     sft = add_policy(store, str(policy_dir))
     round1 = add_policy(store, str(tmp_path / "not-needed-1"), parent_id=sft, round=1)
     round2 = add_policy(store, str(tmp_path / "not-needed-2"), parent_id=round1, round=2)
@@ -321,10 +323,10 @@ def test_no_usable_labels_is_one_clear_error(store, policy_dir, queue_pairs):
     with pytest.raises(StudioError, match="no labels"):
         train_reward_model(store, RewardConfig())
     [pair] = queue_pairs([("p", "a", "b")])
-    add_label(store, pair, "ann", Outcome.SKIP)
+    label_pairs(store, "ann", {pair: Outcome.SKIP})
     with pytest.raises(StudioError, match="no labels"):
         train_reward_model(store, RewardConfig())
-    add_label(store, pair, "bob", Outcome.BOTH_BAD)
+    label_pairs(store, "bob", {pair: Outcome.BOTH_BAD})
     with pytest.raises(StudioError, match="both bad"):
         train_reward_model(store, RewardConfig(both_bad_as_tie=False))
     assert snapshot(store) == ([], [], None)
@@ -333,8 +335,7 @@ def test_no_usable_labels_is_one_clear_error(store, policy_dir, queue_pairs):
 def test_labels_whose_generations_were_deleted_are_one_clear_error(store, policy_dir, queue_pairs):
     add_policy(store, str(policy_dir))
     pairs = queue_pairs([("p", "a", "b"), ("q", "c", "d")])
-    for pair in pairs:
-        add_label(store, pair, "ann", Outcome.FIRST)
+    label_pairs(store, "ann", {pair: Outcome.FIRST for pair in pairs})
     db = store.db()  # no studio function deletes generations; simulate a damaged or hand-edited store
     db.conn.execute("PRAGMA foreign_keys = OFF")
     db.conn.execute("DELETE FROM generations")
@@ -347,7 +348,7 @@ def test_labels_whose_generations_were_deleted_are_one_clear_error(store, policy
 
 def test_a_policy_without_tokenizer_or_pad_token_is_one_clear_error(store, policy_dir, tmp_path, queue_pairs):
     [pair] = queue_pairs([("p", "a", "b")])
-    add_label(store, pair, "ann", Outcome.FIRST)
+    label_pairs(store, "ann", {pair: Outcome.FIRST})
     bare = tmp_path / "bare"
     bare.mkdir()
     for name in ("config.json", "model.safetensors"):

@@ -4,10 +4,12 @@ import threading
 
 import pytest
 
+from labeling.annotation import submit_label, undo_label, update_queue_settings
 from storage import Conflict, InvalidInput, JobStatus, NotFound, Outcome, Store
 from storage import generations, jobs, labels, metrics, pairs, policies, prompts, reward_models, settings
 from storage.generations import NewGeneration
 from storage.pairs import NewPair
+from tests.helpers import label_pairs
 
 
 def seed_pair(store):
@@ -65,13 +67,17 @@ def test_pairs(store):
 
 def test_labels_vote_ids_and_replacement(store):
     _, g1, g2, pair = seed_pair(store)
-    first = labels.add_label(store, pair, "ann", Outcome.FIRST, left_id=g2, decision_ms=900, vote_id="v1")
-    assert labels.add_label(store, pair, "ann", Outcome.SECOND, vote_id="v1") == first  # replay stores nothing
+    update_queue_settings(store, overlap=2)
+    first = label_pairs(store, "ann", {pair: Outcome.FIRST}, first_on_left=False, decision_ms=900)[pair]
+    [label] = labels.list_labels(store)
+    assert (label.id, label.left_id, label.decision_ms) == (first, g2, 900)
+    assert submit_label(store, "ann", pair, "left", label.vote_id) == first  # replay stores nothing
     assert [lab.outcome for lab in labels.list_labels(store)] == [Outcome.FIRST]
-    labels.add_label(store, pair, "ann", Outcome.TIE, vote_id="v2")  # replaces ann's current label
+    undo_label(store, "ann")  # ann changes her mind: undo, then label again
+    label_pairs(store, "ann", {pair: Outcome.TIE}, first_on_left=False)
     assert [lab.outcome for lab in labels.list_labels(store)] == [Outcome.TIE]
     assert len(labels.list_labels(store, include_undone=True)) == 2
-    labels.add_label(store, pair, "bob", Outcome.SKIP)
+    label_pairs(store, "bob", {pair: Outcome.SKIP})
     assert labels.count_labels(store) == 2 and labels.count_labels(store, include_skips=False) == 1
     [example] = labels.labeled_pairs(store)
     assert (example.prompt, example.first, example.second, example.outcome) == ("the movie was", " great .", " awful .", Outcome.TIE)
@@ -177,7 +183,7 @@ def test_rounds(store):
     from storage import rounds
 
     policy, g1, g2, pair = seed_pair(store)
-    labels.add_label(store, pair, "ann", Outcome.FIRST)
+    label_pairs(store, "ann", {pair: Outcome.FIRST})
     assert rounds.round_label_count(store, 0) == 1 and rounds.round_pair_count(store, 0) == 1
     assert rounds.round_pair_count(store, 1) == 0
     rounds.add_round(store, None, 1, {"k": 4}, {"labels": 1}, policy, None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labeling.queue import ShownPair
+from labeling.annotation import ShownPair
 from labeling.synthetic import OracleAnnotator, load_scorer
 from storage.errors import InvalidInput
 from storage.labels import list_labels

@@ -6,13 +6,13 @@ import uuid
 
 import pytest
 
-from labeling.queue import (Choice, check_annotator, next_pair, progress, submit_and_next, submit_label, undo_label,
-                            update_queue_settings)
-from storage import queue as queue_store
+from labeling.annotation import (Choice, check_annotator, next_pair, progress, submit_and_next, submit_label,
+                                 undo_label, update_queue_settings)
+from storage import votes
 from storage.errors import Conflict, InvalidInput, NotFound
 from storage.labels import list_labels
 from storage.pairs import get_pair
-from storage.queue import Preference, import_preferences
+from storage.preferences import Preference, import_preferences
 from storage.types import Outcome
 
 
@@ -101,8 +101,8 @@ def test_votes_are_stored_relative_to_the_pair_with_the_side_shown(store, queue_
 
 def test_decision_time_defaults_to_time_since_shown(store, queue_pairs):
     (pair_id,) = queue_pairs([("p", "a", "b")])
-    reserved = queue_store.reserve_next_pair(store, "alice", 1, 600, True, now=1000.0)
-    queue_store.submit_vote(store, "alice", pair_id, Choice.TIE.outcome, "v1", overlap=1, now=1002.5)
+    reserved = votes.reserve_next_pair(store, "alice", 1, 600, True, now=1000.0)
+    votes.submit_vote(store, "alice", pair_id, Choice.TIE.outcome, "v1", overlap=1, now=1002.5)
     assert list_labels(store)[0].decision_ms == 2500 and reserved.left == "a"
 
 
@@ -159,7 +159,7 @@ def test_bad_annotator_names_are_refused_without_echo(store, queue_pairs, name):
     with pytest.raises(InvalidInput) as error:
         next_pair(store, name)
     assert len(str(error.value)) < 200 and "\n" not in str(error.value)
-    assert queue_store.open_pairs(store, "x", 1) == 1 and store.db().execute("SELECT count(*) FROM reservations").fetchone()[0] == 0
+    assert votes.open_pairs(store, "x", 1) == 1 and store.db().execute("SELECT count(*) FROM reservations").fetchone()[0] == 0
 
 
 def test_annotator_names_are_trimmed_and_normalised():
@@ -170,18 +170,18 @@ def test_annotator_names_are_trimmed_and_normalised():
 
 def test_an_expired_reservation_goes_to_others_and_the_late_vote_is_refused(store, queue_pairs):
     (pair_id,) = queue_pairs([("p", "a", "b")])
-    queue_store.reserve_next_pair(store, "alice", 1, ttl_s=10, first_on_left=True, now=0.0)
-    assert queue_store.reserve_next_pair(store, "bob", 1, 10, True, now=5.0) is None  # still alice's
-    assert queue_store.reserve_next_pair(store, "bob", 1, 10, True, now=11.0).pair_id == pair_id
+    votes.reserve_next_pair(store, "alice", 1, ttl_s=10, first_on_left=True, now=0.0)
+    assert votes.reserve_next_pair(store, "bob", 1, 10, True, now=5.0) is None  # still alice's
+    assert votes.reserve_next_pair(store, "bob", 1, 10, True, now=11.0).pair_id == pair_id
     with pytest.raises(Conflict, match="expired"):
-        queue_store.submit_vote(store, "alice", pair_id, Choice.LEFT.outcome, "late", overlap=1, now=12.0)
+        votes.submit_vote(store, "alice", pair_id, Choice.LEFT.outcome, "late", overlap=1, now=12.0)
     assert list_labels(store) == []
 
 
 def test_an_expired_reservation_nobody_took_still_accepts_the_vote(store, queue_pairs):
     (pair_id,) = queue_pairs([("p", "a", "b")])
-    queue_store.reserve_next_pair(store, "alice", 1, ttl_s=10, first_on_left=False, now=0.0)
-    queue_store.submit_vote(store, "alice", pair_id, Choice.LEFT.outcome, "late", overlap=1, now=50.0)
+    votes.reserve_next_pair(store, "alice", 1, ttl_s=10, first_on_left=False, now=0.0)
+    votes.submit_vote(store, "alice", pair_id, Choice.LEFT.outcome, "late", overlap=1, now=50.0)
     assert list_labels(store)[0].outcome is Outcome.SECOND  # second was on the left
 
 

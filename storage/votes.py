@@ -1,5 +1,5 @@
-"""The label queue's SQL: reservations, the next pair, votes checked against reservations, undo, progress,
-and the rows behind annotator statistics, exports and imported preference data.
+"""Votes and the label queue's SQL: reservations, the next pair, votes checked against reservations, undo,
+progress, and the current votes behind annotator statistics.
 
 Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see each other's reservations:
 - a pair wants `overlap` distinct annotators; current non-skip labels plus live reservations of others fill it;
@@ -7,20 +7,19 @@ Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see e
 - a pair the annotator already labeled (skips included) is never handed to them again;
 - pairs come newest round first, then by selector score (highest first), then by id;
 - pairs imported with their labels (selector `imported`) never enter the human queue.
-The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.queue`.
+The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.annotation`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 from .db import Store
 from .errors import Conflict, NotFound
+from .labels import NewLabel, find_vote, insert_label
+from .preferences import IMPORTED
 from .types import Outcome
-
-IMPORTED = "imported"  # selector of pairs that arrive already labeled (preference import)
 
 
 @dataclass(frozen=True)
@@ -47,16 +46,6 @@ class Vote:
     left_id: int | None
     decision_ms: int | None
     created: float
-
-
-@dataclass(frozen=True)
-class Preference:
-    """One row of a preference data set in TRL's format."""
-
-    prompt: str
-    chosen: str
-    rejected: str
-    margin: float | None = None
 
 
 # Places taken on a pair by others: their current non-skip labels (pairs.votes, kept by triggers; the caller
@@ -130,7 +119,7 @@ def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable
     counts while nobody else took the pair. Without `decision_ms`, the time since the pair was shown is used.
     """
     with store.write() as db:
-        found = db.execute("SELECT id, pair_id, annotator FROM labels WHERE vote_id = ?", [vote_id]).fetchone()
+        found = find_vote(db, vote_id)
         if found:
             if (found[1], found[2]) != (pair_id, annotator):
                 raise Conflict(f"vote id {vote_id!r} was already used for another vote; send a new vote id with each vote")
@@ -152,12 +141,7 @@ def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable
             decision_ms = round((now - shown) * 1000)
         outcome = Outcome(to_outcome(pair[0], left_id))
         db.execute("DELETE FROM reservations WHERE pair_id = ? AND annotator = ?", [pair_id, annotator])
-        cursor = db.execute(
-            "INSERT INTO labels (pair_id, annotator, outcome, left_id, decision_ms, vote_id, created)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [pair_id, annotator, outcome.value, left_id, decision_ms, vote_id, now],
-        )
-        return cursor.lastrowid
+        return insert_label(db, NewLabel(pair_id, annotator, outcome, vote_id, left_id, decision_ms), now)
 
 
 def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: float) -> Reserved | None:
@@ -203,48 +187,3 @@ def current_votes(store: Store) -> list[Vote]:
         " FROM labels l JOIN pairs p ON p.id = l.pair_id WHERE l.undone IS NULL ORDER BY l.id"
     )
     return [Vote(r[0], r[1], r[2], Outcome(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
-
-
-@dataclass(frozen=True)
-class PreferenceImport:
-    added: int
-    duplicates: int
-
-
-def import_preferences(store: Store, rows: Iterable[Preference], source: str, now: float) -> PreferenceImport:
-    """Store preference rows as labels by `source` (chosen = first), all in one transaction or none.
-
-    Prompts and responses already stored are reused; a row imported before from the same source is a duplicate,
-    skipped and counted (its vote id is a hash of source and texts).
-    """
-    added = duplicates = 0
-    with store.write() as db:
-        for row in rows:
-            vote_id = "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected])
-                                                 .encode("utf-8")).hexdigest()
-            if db.execute("SELECT 1 FROM labels WHERE vote_id = ?", [vote_id]).fetchone():
-                duplicates += 1
-                continue
-            db.execute("INSERT OR IGNORE INTO prompts (text, source, created) VALUES (?, ?, ?)", [row.prompt, source, now])
-            prompt_id = db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0]
-            chosen_id = _generation(db, prompt_id, row.chosen, source, now)
-            rejected_id = _generation(db, prompt_id, row.rejected, source, now)
-            pair = db.execute("SELECT id FROM pairs WHERE first_id = ? AND second_id = ? AND selector = ?",
-                              [chosen_id, rejected_id, IMPORTED]).fetchone()
-            pair_id = pair[0] if pair else db.execute(
-                "INSERT INTO pairs (prompt_id, first_id, second_id, selector, created) VALUES (?, ?, ?, ?, ?)",
-                [prompt_id, chosen_id, rejected_id, IMPORTED, now]).lastrowid
-            db.execute("INSERT INTO labels (pair_id, annotator, outcome, vote_id, margin, created) VALUES (?, ?, ?, ?, ?, ?)",
-                       [pair_id, source, Outcome.FIRST.value, vote_id, row.margin, now])
-            added += 1
-    return PreferenceImport(added, duplicates)
-
-
-def _generation(db, prompt_id: int, text: str, source: str, now: float) -> int:
-    """An imported response, reused by text; its generation source `import:<source>` keeps it out of sampling."""
-    found = db.execute("SELECT id FROM generations WHERE prompt_id = ? AND text = ? AND source = ? LIMIT 1",
-                       [prompt_id, text, f"import:{source}"]).fetchone()
-    if found:
-        return found[0]
-    return db.execute("INSERT INTO generations (prompt_id, text, source, created) VALUES (?, ?, ?, ?)",
-                      [prompt_id, text, f"import:{source}", now]).lastrowid

@@ -20,8 +20,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 
-from storage import Store
-from storage import queue as queue_store
+from storage import Store, votes
 from storage.errors import InvalidInput
 from storage.settings import get_setting, set_setting
 from storage.types import Outcome
@@ -152,8 +151,8 @@ def next_pair(store: Store, annotator: str, rng: random.Random | None = None) ->
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
     first_on_left = (rng or random).random() < 0.5
-    reserved = queue_store.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
-                                             first_on_left, time.time())
+    reserved = votes.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
+                                       first_on_left, time.time())
     return _shown(reserved)
 
 
@@ -170,8 +169,8 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
     vote_id = check_vote_id(vote_id)
     if decision_ms is not None and (not isinstance(decision_ms, int) or isinstance(decision_ms, bool) or decision_ms < 0):
         raise InvalidInput("the decision time must be a whole number of milliseconds, 0 or more")
-    return queue_store.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
-                                   queue_settings(store).overlap, time.time(), decision_ms)
+    return votes.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
+                             queue_settings(store).overlap, time.time(), decision_ms)
 
 
 def submit_and_next(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,
@@ -188,7 +187,7 @@ def undo_label(store: Store, annotator: str) -> ShownPair | None:
     meanwhile, show the next pair. Raises Conflict when there is nothing to undo."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
-    reserved = queue_store.undo_last(store, annotator, settings.overlap, settings.reservation_ttl_s, time.time())
+    reserved = votes.undo_last(store, annotator, settings.overlap, settings.reservation_ttl_s, time.time())
     return _shown(reserved) if reserved else next_pair(store, annotator)
 
 
@@ -197,9 +196,9 @@ def progress(store: Store, annotator: str, now: float | None = None) -> Progress
     annotator = check_annotator(annotator)
     midnight = datetime.datetime.fromtimestamp(time.time() if now is None else now).replace(
         hour=0, minute=0, second=0, microsecond=0).timestamp()
-    return Progress(queue_store.labeled_since(store, annotator, midnight),
-                    queue_store.open_pairs(store, annotator, queue_settings(store).overlap))
+    return Progress(votes.labeled_since(store, annotator, midnight),
+                    votes.open_pairs(store, annotator, queue_settings(store).overlap))
 
 
-def _shown(reserved: queue_store.Reserved | None) -> ShownPair | None:
+def _shown(reserved: votes.Reserved | None) -> ShownPair | None:
     return None if reserved is None else ShownPair(reserved.pair_id, reserved.prompt, reserved.left, reserved.right)

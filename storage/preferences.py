@@ -1,0 +1,83 @@
+"""Preference data sets stored as labels: each row's prompt, both responses, a pair and its label, in one go.
+
+Imported pairs carry the selector `imported` and arrive already labeled, so they never enter the human queue; their
+responses carry the generation source `import:<source>`, which keeps them out of sampling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable
+
+from sqlite_utils import Database
+
+from .db import Store
+from .labels import NewLabel, find_vote, insert_label
+from .types import Outcome
+
+IMPORTED = "imported"  # selector of pairs that arrive already labeled (preference import)
+
+# Lookups of rows stored before, each served by an index (migration m007). The GLOB term always holds for the
+# `import:<source>` bound here; it lets SQLite use the partial index of imported responses.
+_FIND_PAIR = "SELECT id FROM pairs WHERE first_id = ? AND second_id = ? AND selector = ?"
+_FIND_GENERATION = ("SELECT id FROM generations WHERE prompt_id = ? AND text = ? AND source = ?"
+                    " AND source GLOB 'import:*' LIMIT 1")
+
+
+@dataclass(frozen=True)
+class Preference:
+    """One row of a preference data set in TRL's format."""
+
+    prompt: str
+    chosen: str
+    rejected: str
+    margin: float | None = None
+
+
+@dataclass(frozen=True)
+class PreferenceImport:
+    added: int
+    duplicates: int
+
+
+def import_preferences(store: Store, rows: Iterable[Preference], source: str, now: float) -> PreferenceImport:
+    """Store preference rows as labels by `source` (chosen = first), all in one transaction or none.
+
+    Prompts and responses already stored are reused; a row imported before from the same source is a duplicate,
+    skipped and counted (its vote id is a hash of source and texts).
+    """
+    added = duplicates = 0
+    with store.write() as db:
+        for row in rows:
+            vote_id = "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected])
+                                                 .encode("utf-8")).hexdigest()
+            if find_vote(db, vote_id):
+                duplicates += 1
+                continue
+            pair_id = _pair(db, row, source, now)
+            insert_label(db, NewLabel(pair_id, source, Outcome.FIRST, vote_id, margin=row.margin), now)
+            added += 1
+    return PreferenceImport(added, duplicates)
+
+
+def _pair(db: Database, row: Preference, source: str, now: float) -> int:
+    """The imported pair (chosen first) of a row's texts, reused when stored before, else stored now."""
+    db.execute("INSERT OR IGNORE INTO prompts (text, source, created) VALUES (?, ?, ?)", [row.prompt, source, now])
+    prompt_id = db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0]
+    chosen_id = _generation(db, prompt_id, row.chosen, source, now)
+    rejected_id = _generation(db, prompt_id, row.rejected, source, now)
+    pair = db.execute(_FIND_PAIR, [chosen_id, rejected_id, IMPORTED]).fetchone()
+    if pair:
+        return pair[0]
+    return db.execute("INSERT INTO pairs (prompt_id, first_id, second_id, selector, created) VALUES (?, ?, ?, ?, ?)",
+                      [prompt_id, chosen_id, rejected_id, IMPORTED, now]).lastrowid
+
+
+def _generation(db: Database, prompt_id: int, text: str, source: str, now: float) -> int:
+    """An imported response, reused by text; its generation source `import:<source>` keeps it out of sampling."""
+    found = db.execute(_FIND_GENERATION, [prompt_id, text, f"import:{source}"]).fetchone()
+    if found:
+        return found[0]
+    return db.execute("INSERT INTO generations (prompt_id, text, source, created) VALUES (?, ?, ?, ?)",
+                      [prompt_id, text, f"import:{source}", now]).lastrowid
