@@ -1,0 +1,170 @@
+"""How a model turns prompts and responses into token ids: the one place every path goes through.
+
+With a chat template (the tokenizer's), a prompt is rendered as `apply_chat_template(messages,
+add_generation_prompt=True)` renders it (a plain-text prompt is one user turn) and tokenized without added special
+tokens; a response is its text closed by the template's end-of-turn token (`<|im_end|>`, `<|eot_id|>`, ...).
+Without a template, a plain-text prompt is tokenized as it is (a conversation as its 'Human:/Assistant:' text,
+ending with 'Assistant:') and a response is closed by EOS. A model may end a response with any of several ids
+(Llama-3's EOS list, Qwen's `<|im_end|>` beside `<|endoftext|>`): `end_ids` holds them all.
+
+Sampling for labels, held-out evaluation, reward training, reward scoring and PPO rollouts tokenize through a
+`ChatFormat`, so all of them see the same ids. It needs no torch (the `tokenizers` library and transformers'
+jinja renderer), so the UI process counts tokens with it too.
+
+    chat = ChatFormat.from_dir("path/to/model")            # or ChatFormat.from_tokenizer(hf_tokenizer, path)
+    chat.prompt_ids([{"role": "user", "content": "Hi"}])   # [..., <|im_start|>, 'assistant', '\\n']
+    chat.response_ids("Hello!")                            # [..., <|im_end|>]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+from transformers.utils.chat_template_utils import render_jinja_template
+
+from labeling.conversations import TURN_SEPARATOR, PromptInput, conversation_text
+from storage.errors import InvalidInput
+
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_MARK = "RLHFSTUDIOMARK"  # stands for a response while the end-of-turn token is found
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    """A tokenizer (the `tokenizers` object), its chat template (or None), special tokens and end ids."""
+
+    tokenizer: Tokenizer
+    chat_template: str | None
+    special_tokens: dict[str, str]
+    end_of_turn_id: int
+    end_ids: tuple[int, ...]
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> "ChatFormat":
+        """From a model directory's `tokenizer.json`, tokenizer config, chat template and generation config."""
+        path = Path(path)
+        if not (path / "tokenizer.json").is_file():
+            raise InvalidInput(f"{path} has no tokenizer.json; save the tokenizer with a recent transformers "
+                               "(tokenizer.save_pretrained) to write one")
+        config = _read_json(path / "tokenizer_config.json")
+        specials = {key: _token_text(config[key]) for key in SPECIAL_TOKEN_KEYS if config.get(key)}
+        return cls.build(Tokenizer.from_file(str(path / "tokenizer.json")), _chat_template(path, config), specials,
+                         _generation_eos(path))
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, path: str | Path | None = None) -> "ChatFormat":
+        """From a loaded Hugging Face tokenizer (as the trainers load it), with the end ids of `path`'s generation
+        config when given."""
+        specials = {key: value for key, value in tokenizer.special_tokens_map.items() if isinstance(value, str)}
+        generation_eos = _generation_eos(Path(path)) if path is not None else ()
+        return cls.build(tokenizer.backend_tokenizer, tokenizer.chat_template, specials, generation_eos)
+
+    @classmethod
+    def build(cls, tokenizer: Tokenizer, chat_template: str | None, specials: dict[str, str],
+              generation_eos: tuple[int, ...] = ()) -> "ChatFormat":
+        eos = specials.get("eos_token")
+        eos_id = tokenizer.token_to_id(eos) if eos else None
+        if eos_id is None:
+            raise InvalidInput("the tokenizer has no EOS token; set tokenizer.eos_token and save it again")
+        end_of_turn = _end_of_turn_id(tokenizer, chat_template, specials) if chat_template else None
+        end_of_turn = eos_id if end_of_turn is None else end_of_turn
+        end_ids = tuple(dict.fromkeys([end_of_turn, eos_id, *generation_eos]))  # ordered, no repeats
+        return cls(tokenizer, chat_template, specials, end_of_turn, end_ids)
+
+    # ----- text ----------------------------------------------------------------------------------------------
+
+    def prompt_text(self, prompt: PromptInput) -> str:
+        """The text the model reads before its answer."""
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        if self.chat_template:
+            rendered, _ = render_jinja_template([messages], chat_template=self.chat_template,
+                                                add_generation_prompt=True, **self.special_tokens)
+            return rendered[0]
+        if isinstance(prompt, str):
+            return prompt
+        return f"{conversation_text(messages)}{TURN_SEPARATOR}Assistant:"
+
+    # ----- token ids -----------------------------------------------------------------------------------------
+
+    def prompt_ids(self, prompt: PromptInput) -> list[int]:
+        """Token ids of a prompt, ready for the model to write its answer."""
+        return self.prompts_ids([prompt])[0]
+
+    def prompts_ids(self, prompts: list[PromptInput]) -> list[list[int]]:
+        """`prompt_ids` of many prompts (one batched tokenizer call)."""
+        texts = [self.prompt_text(p) for p in prompts]
+        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=not self.chat_template)
+        return [e.ids for e in encodings]
+
+    def responses_ids(self, responses: list[str]) -> list[list[int]]:
+        """Token ids of each response text, closed by the end-of-turn id."""
+        encodings = self.tokenizer.encode_batch(list(responses), add_special_tokens=False)
+        return [e.ids + [self.end_of_turn_id] for e in encodings]
+
+    def sequences_ids(self, prompts: list[PromptInput], responses: list[str]) -> list[list[int]]:
+        """Prompt ids + response ids per row: what a reward model scores (its head reads the last id)."""
+        return [p + r for p, r in zip(self.prompts_ids(prompts), self.responses_ids(responses))]
+
+    def cut_at_end(self, ids: list[int]) -> tuple[list[int], bool]:
+        """Generated ids up to and including the first end id, and whether there was one."""
+        for index, token in enumerate(ids):
+            if token in self.end_ids:
+                return ids[:index + 1], True
+        return ids, False
+
+    def decode(self, ids: list[int]) -> str:
+        """Response text of generated ids (special tokens, the end id among them, left out)."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def count(self, prompt: PromptInput) -> int:
+        """Number of tokens of a prompt."""
+        return len(self.prompt_ids(prompt))
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"cannot read {path}: {exc}") from None
+
+
+def _token_text(value) -> str:
+    """A special token as saved in tokenizer_config.json: a string, or an AddedToken dict with `content`."""
+    return value["content"] if isinstance(value, dict) else str(value)
+
+
+def _chat_template(path: Path, config: dict) -> str | None:
+    """The default chat template: `chat_template.jinja` (transformers 5) or the config's `chat_template`."""
+    if (path / "chat_template.jinja").is_file():
+        return (path / "chat_template.jinja").read_text(encoding="utf-8")
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        template = next((t["template"] for t in template if t.get("name") == "default"), None)
+    return template or None
+
+
+def _generation_eos(path: Path) -> tuple[int, ...]:
+    """EOS ids of a model's generation_config.json (an int or a list), if any."""
+    eos = _read_json(path / "generation_config.json").get("eos_token_id")
+    if eos is None:
+        return ()
+    return tuple(eos) if isinstance(eos, list) else (eos,)
+
+
+def _end_of_turn_id(tokenizer: Tokenizer, chat_template: str, specials: dict[str, str]) -> int | None:
+    """The special token the template writes right after an assistant turn's text (None when there is none)."""
+    turns = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _MARK}]
+    try:
+        text = render_jinja_template([turns], chat_template=chat_template, **specials)[0][0]
+    except Exception:  # a template may refuse this minimal conversation (jinja raise_exception): use EOS
+        return None
+    if _MARK not in text:
+        return None
+    after = tokenizer.encode(text.split(_MARK, 1)[1], add_special_tokens=False).ids
+    special_ids = {token.content for token in tokenizer.get_added_tokens_decoder().values() if token.special}
+    if after and tokenizer.id_to_token(after[0]) in special_ids:
+        return after[0]
+    return None
