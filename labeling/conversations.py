@@ -21,10 +21,10 @@ Message = dict[str, str]
 PromptInput = str | list[Message]  # what a prompt is, wherever it is turned into tokens
 
 
-def check_conversation(messages, where: str = "the conversation") -> list[Message]:
+def check_conversation(messages, where: str = "prompt") -> list[Message]:
     """The turns as `[{"role", "content"}]` after checking them; raises InvalidInput naming `where` otherwise."""
     if not isinstance(messages, list) or not messages:
-        raise InvalidInput(f"{where} must be a non-empty list of {{role, content}} turns")
+        raise InvalidInput(f"{where}: a conversation must be a non-empty list of {{role, content}} turns")
     turns = []
     for number, message in enumerate(messages, start=1):
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
@@ -34,7 +34,7 @@ def check_conversation(messages, where: str = "the conversation") -> list[Messag
             raise InvalidInput(f"{where}: turn {number} has role {str(role)[:20]!r}; use one of {', '.join(ROLES)}")
         turns.append({"role": role, "content": message["content"]})
     if turns[-1]["role"] != "user":
-        raise InvalidInput(f"{where} ends with a {turns[-1]['role']} turn; a prompt must end with a user turn "
+        raise InvalidInput(f"{where}: the last turn is {turns[-1]['role']!r}; a prompt must end with a user turn "
                            "(drop the trailing answer, or import the row as preference data)")
     return turns
 

@@ -217,3 +217,9 @@ def m007_preference_import_lookups(db: Database) -> None:
         CREATE INDEX generations_imported_text ON generations(prompt_id, text) WHERE source GLOB 'import:*';
         """
     )
+
+
+@migrations()
+def m008_prompt_messages(db: Database) -> None:
+    """A prompt may be a conversation: its turns as JSON (`text` keeps its plain-text form, the dedupe key)."""
+    db.execute("ALTER TABLE prompts ADD COLUMN messages TEXT")

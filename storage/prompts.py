@@ -1,7 +1,8 @@
-"""Prompts: added all-or-nothing, duplicates skipped and counted."""
+"""Prompts: added all-or-nothing, duplicates skipped and counted. A conversation keeps its turns as JSON."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -16,15 +17,27 @@ class PromptImport:
     duplicates: int
 
 
-def add_prompts(store: Store, texts: Iterable[str], source: str | None = None, heldout: bool = False) -> PromptImport:
-    """Insert prompts in one transaction; texts already stored (or repeated in `texts`) are skipped and counted."""
+@dataclass(frozen=True)
+class NewPrompt:
+    """A prompt to add: plain text, or a conversation's turns with their plain-text form as `text`."""
+
+    text: str
+    messages: list[dict] | None = None
+
+
+def add_prompts(store: Store, prompts: Iterable[str | NewPrompt], source: str | None = None,
+                heldout: bool = False) -> PromptImport:
+    """Insert prompts in one transaction; texts already stored (or repeated in `prompts`) are skipped and counted."""
     added = duplicates = 0
     now = time.time()
     with store.write() as db:
-        for text in texts:
+        for prompt in prompts:
+            if isinstance(prompt, str):
+                prompt = NewPrompt(prompt)
+            messages = json.dumps(prompt.messages, ensure_ascii=False) if prompt.messages is not None else None
             cursor = db.execute(
-                "INSERT OR IGNORE INTO prompts (text, source, heldout, created) VALUES (?, ?, ?, ?)",
-                [text, source, int(heldout), now],
+                "INSERT OR IGNORE INTO prompts (text, source, heldout, created, messages) VALUES (?, ?, ?, ?, ?)",
+                [prompt.text, source, int(heldout), now, messages],
             )
             if cursor.rowcount:
                 added += 1
@@ -34,7 +47,8 @@ def add_prompts(store: Store, texts: Iterable[str], source: str | None = None, h
 
 
 def _row(row: dict) -> Prompt:
-    return Prompt(row["id"], row["text"], row["source"], bool(row["heldout"]))
+    messages = json.loads(row["messages"]) if row.get("messages") else None
+    return Prompt(row["id"], row["text"], row["source"], bool(row["heldout"]), messages)
 
 
 def list_prompts(store: Store, heldout: bool | None = None, limit: int | None = None) -> list[Prompt]:

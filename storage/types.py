@@ -41,10 +41,18 @@ class JobStatus(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Prompt:
+    """A prompt: plain `text`, or a conversation whose turns are `messages` (then `text` is their plain form)."""
+
     id: int
     text: str
     source: str | None
     heldout: bool
+    messages: list[dict] | None = None
+
+    @property
+    def content(self) -> str | list[dict]:
+        """What the model is prompted with: the conversation's turns, or the text."""
+        return self.messages if self.messages is not None else self.text
 
 
 @dataclass(frozen=True)

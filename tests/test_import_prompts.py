@@ -76,3 +76,69 @@ def test_large_file_streams(store, tmp_path):
     seen = []
     result = import_prompt_file(store, path, progress=seen.append)
     assert result.added == 100_000 and seen[-1] == 100_000
+
+
+CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is **markdown**?"}]
+
+
+def write_parquet(path, column, values):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({column: values}), path)
+    return path
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: write(d / "c.jsonl", json.dumps({"prompt": CHAT}) + "\n" + json.dumps({"prompt": "plain"}) + "\n"),
+    lambda d: write(d / "c.jsonl", json.dumps({"messages": CHAT}) + "\n" + json.dumps({"messages": None, "prompt": "plain"}) + "\n"),
+    lambda d: write(d / "c.jsonl.gz", __import__("gzip").compress(
+        (json.dumps({"prompt": CHAT}) + "\n" + json.dumps({"prompt": "plain"}) + "\n").encode())),
+    lambda d: write_parquet(d / "c.parquet", "messages", [CHAT, [{"role": "user", "content": "plain"}]]),
+])
+def test_conversations_and_text_from_every_format(store, tmp_path, make):
+    import_prompt_file(store, make(tmp_path))
+    first, second = list_prompts(store)
+    assert first.messages == CHAT and first.content == CHAT
+    assert first.text == "System: Answer briefly.\n\nHuman: What is **markdown**?"
+    assert second.content in ("plain", [{"role": "user", "content": "plain"}])
+
+
+@pytest.mark.parametrize("turns,message", [
+    (CHAT + [{"role": "assistant", "content": "an answer"}], "line 2: the last turn is 'assistant'; a prompt must end with a user turn"),
+    ([{"role": "robot", "content": "x"}], "line 2: turn 1 has role 'robot'"),
+    ([{"role": "user"}], "line 2: turn 1 must be an object with a text `content`"),
+    ([], "line 2: .*non-empty list"),
+    ([{"role": "user", "content": "  "}], "line 2: every turn of the conversation is empty"),
+])
+def test_bad_conversations_name_their_line_and_store_nothing(store, tmp_path, turns, message):
+    path = write(tmp_path / "c.jsonl", json.dumps({"prompt": "fine"}) + "\n" + json.dumps({"prompt": turns}) + "\n")
+    with pytest.raises(InvalidInput, match=message) as err:
+        import_prompt_file(store, path)
+    assert "\n" not in str(err.value) and list_prompts(store) == []
+
+
+class WordLimit:
+    """A stand-in PromptLimit: at most `limit` words."""
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def check(self, prompt, where):
+        words = len((prompt if isinstance(prompt, str) else " ".join(m["content"] for m in prompt)).split())
+        if words > self.limit:
+            raise InvalidInput(f"{where}: the prompt has {words} tokens, over the limit of {self.limit}")
+
+
+def test_a_prompt_over_the_token_limit_is_refused_naming_its_line(store, tmp_path):
+    path = write(tmp_path / "p.txt", "short one\na much longer prompt than the limit\n")
+    with pytest.raises(InvalidInput, match="line 2: the prompt has 7 tokens, over the limit of 3"):
+        import_prompt_file(store, path, limit=WordLimit(3))
+    assert list_prompts(store) == []
+    assert import_prompt_file(store, path, limit=WordLimit(7)).added == 2
+
+
+def test_a_damaged_gzip_is_refused_in_one_line(store, tmp_path):
+    with pytest.raises(InvalidInput, match="cannot read .* check that the file is complete"):
+        import_prompt_file(store, write(tmp_path / "p.jsonl.gz", b"\x1f\x8b\x08\x00broken"))
+    assert list_prompts(store) == []

@@ -124,6 +124,39 @@ class ChatFormat:
         return len(self.prompt_ids(prompt))
 
 
+@dataclass(frozen=True)
+class PromptBudget:
+    """The most tokens a prompt may have: the policy's context less the response length (no silent truncation)."""
+
+    chat: ChatFormat
+    context: int
+    response_length: int
+
+    @property
+    def limit(self) -> int:
+        return self.context - self.response_length
+
+    def check(self, prompt: PromptInput, where: str) -> None:
+        """Raise InvalidInput naming `where` when the prompt does not fit."""
+        tokens = self.chat.count(prompt)
+        if tokens > self.limit:
+            raise InvalidInput(f"{where}: the prompt has {tokens} tokens, over the limit of {self.limit} (the "
+                               f"policy's context of {self.context} less {self.response_length} response tokens); "
+                               "shorten it or lower the response length")
+
+
+def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget | None:
+    """The prompt budget of a model directory (None when its config names no context length)."""
+    context = model_context(model_dir)
+    return PromptBudget(ChatFormat.from_dir(model_dir), context, response_length) if context else None
+
+
+def model_context(model_dir: str | Path) -> int | None:
+    """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown."""
+    config = _read_json(Path(model_dir) / "config.json")
+    return config.get("n_positions") or config.get("max_position_embeddings")
+
+
 def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
