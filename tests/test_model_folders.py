@@ -37,9 +37,8 @@ def _last_logits(model, tokenizer, texts=TEXTS) -> torch.Tensor:
 
 @pytest.mark.parametrize("name, expected", [
     ("pickle_only", "--allow-pickle"), ("remote_code", "own Python code"), ("encoder_only", "BertForMaskedLM"),
-    ("classifier_only", "not a causal language model"), ("no_tokenizer", "no tokenizer in"),
-    ("no_config", "no config.json"), ("damaged_weights", "unreadable"), ("a_file", "is a file"),
-    ("missing", "does not exist"),
+    ("no_tokenizer", "no tokenizer in"), ("no_config", "no config.json"),
+    ("damaged_weights", "cannot load a causal language model"), ("a_file", "is a file"), ("missing", "does not exist"),
 ])
 def test_load_policy_refuses_each_bad_folder_in_one_line(bad_model_dirs, name, expected):
     before = folder_digest(bad_model_dirs[name])
@@ -57,9 +56,11 @@ def test_encoder_only_folder_is_not_a_causal_lm(bad_model_dirs):
     assert "not a causal language model" in message and "AutoModelForCausalLM" in message
 
 
-def test_a_sequence_classifier_starts_a_reward_model_but_is_no_policy(bad_model_dirs, tiny_llama_dir):
+def test_a_sequence_classifier_starts_a_reward_model_but_is_no_policy(bad_model_dirs):
     folder = inspect_model_dir(bad_model_dirs["classifier_only"], ModelRole.REWARD)
     assert folder.config["architectures"] == ["LlamaForSequenceClassification"]
+    assert "LlamaForSequenceClassification, not a causal language model" in _error(
+        lambda p: inspect_model_dir(p, ModelRole.POLICY), bad_model_dirs["classifier_only"])
     assert "cannot start a reward model" in _error(lambda p: inspect_model_dir(p, ModelRole.REWARD),
                                                    bad_model_dirs["encoder_only"])
 

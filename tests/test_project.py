@@ -28,12 +28,19 @@ def _refused(store, error_type, **kwargs) -> str:
     return message
 
 
-@pytest.mark.parametrize("name", ["pickle_only", "remote_code", "encoder_only", "classifier_only", "no_tokenizer",
-                                  "no_config", "damaged_weights", "a_file", "missing"])
-def test_every_bad_policy_folder_is_refused_leaving_store_and_data_folder_unchanged(store, bad_model_dirs, name):
+@pytest.mark.parametrize("name, expected", [
+    ("pickle_only", "--allow-pickle"), ("remote_code", "never runs code from a model folder"),
+    ("encoder_only", "BertForMaskedLM, not a causal language model"),
+    ("classifier_only", "LlamaForSequenceClassification, not a causal language model"),
+    ("no_tokenizer", "no tokenizer in"), ("no_config", "no config.json"), ("damaged_weights", "are unreadable"),
+    ("a_file", "is a file"), ("missing", "does not exist"),
+])
+def test_every_bad_policy_folder_is_refused_leaving_store_and_data_folder_unchanged(store, bad_model_dirs, name,
+                                                                                     expected):
     source = bad_model_dirs[name]
     before = folder_digest(source)
-    assert str(source) in _refused(store, ModelError, policy_dir=source)
+    message = _refused(store, ModelError, policy_dir=source)
+    assert str(source) in message and expected in message
     assert folder_digest(source) == before and not store.data_dir.exists()
 
 

@@ -90,27 +90,20 @@ def _read_json(path: Path, name: str) -> dict:
     return value
 
 
-def _needs_code(config: dict, tokenizer_config: dict) -> str | None:
-    """What in the configs transformers does not include (so only the folder's own code could load it), or None."""
+def _code_needed_by(config: dict) -> str | None:
+    """What config.json names that transformers does not include (only the folder's own code could load it)."""
     model_type = config.get("model_type")
     if model_type not in CONFIG_MAPPING_NAMES:
         return f"model type {model_type!r}"
     missing = [name for name in config.get("architectures") or [] if not hasattr(transformers, name)]
-    if missing:
-        return f"architecture {missing[0]}"
-    tokenizer_class = tokenizer_config.get("tokenizer_class")
-    if "auto_map" in tokenizer_config and tokenizer_class and not hasattr(transformers, tokenizer_class):
-        return f"tokenizer class {tokenizer_class}"
-    return None
+    return f"architecture {missing[0]}" if missing else None
 
 
-def refuse_remote_code(path: Path, config: dict) -> None:
-    """ModelError when loading the folder would need its own Python code. An `auto_map` beside an architecture that
-    transformers includes is ignored: the built-in class loads it and the folder's code never runs."""
-    tokenizer_config = _read_json(path, "tokenizer_config.json") if (path / "tokenizer_config.json").is_file() else {}
-    needed = _needs_code(config, tokenizer_config)
+def refuse_remote_code(path: Path, needed: str | None, auto_map: bool) -> None:
+    """ModelError when loading the folder would need its own Python code (`needed` names what). An `auto_map`
+    beside classes that transformers includes is ignored: the built-in class loads it, the folder's code never runs."""
     if needed is not None:
-        asks = " (auto_map)" if "auto_map" in config or "auto_map" in tokenizer_config else ""
+        asks = " (auto_map)" if auto_map else ""
         raise ModelError(f"{path} needs its own Python code{asks} to load: transformers {transformers.__version__} "
                          f"does not include its {needed}; the studio never runs code from a model folder: use a "
                          "model whose architecture transformers includes")
@@ -137,7 +130,7 @@ def inspect_model_dir(path: str | Path, role: ModelRole | None = None) -> ModelF
     architecture fit for `role`. Reads files only; runs nothing from the folder."""
     path = check_model_dir(path)
     config = _read_json(path, "config.json")
-    refuse_remote_code(path, config)
+    refuse_remote_code(path, _code_needed_by(config), "auto_map" in config)
     if role is not None:
         _check_role(path, config, role)
     return ModelFolder(path, config)
@@ -163,20 +156,26 @@ def weight_files(path: Path, index_name: str = SAFETENSORS_INDEX, single_name: s
     return [path / single_name] if (path / single_name).is_file() else []
 
 
-def check_weights(folder: ModelFolder, allow_pickle: bool = False) -> None:
-    """ModelError unless the folder has readable safetensors weights (or, with `allow_pickle`, pickle weights to
-    convert). Reads each safetensors header, which catches a truncated or foreign file."""
+def find_weights(folder: ModelFolder, allow_pickle: bool = False) -> list[Path]:
+    """The folder's safetensors files (empty for pickle weights allowed to be converted); ModelError when there
+    are none, or only pickle weights and `allow_pickle` is off."""
     path = folder.path
     if pickle_only(path):
         if allow_pickle:
-            return
+            return []
         raise ModelError(f"{path} holds only pickle weights ({PICKLE_FILE}), which can run code when loaded; pass "
                          f"{ALLOW_PICKLE_OPTION} to convert them once into a safetensors copy in the data folder")
     files = weight_files(path)
     if not files:
         raise ModelError(f"no weights in {path} (no {SAFETENSORS_FILE}); save the model into it with "
                          "model.save_pretrained")
-    for file in files:
+    return files
+
+
+def check_weights(folder: ModelFolder, allow_pickle: bool = False) -> None:
+    """`find_weights`, then each safetensors header read, which catches a truncated or foreign file."""
+    path = folder.path
+    for file in find_weights(folder, allow_pickle):
         try:
             with safe_open(str(file), framework="pt") as weights:
                 weights.keys()
@@ -190,6 +189,10 @@ def read_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelError(f"no tokenizer in {path}; "
                          f"save the tokenizer into it with tokenizer.save_pretrained({str(path)!r})")
+    settings = _read_json(path, "tokenizer_config.json") if (path / "tokenizer_config.json").is_file() else {}
+    tokenizer_class = settings.get("tokenizer_class")
+    if "auto_map" in settings and tokenizer_class and not hasattr(transformers, tokenizer_class):
+        refuse_remote_code(path, f"tokenizer class {tokenizer_class}", auto_map=True)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, TypeError, KeyError) as exc:

@@ -28,7 +28,7 @@ from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassificati
                           PreTrainedTokenizerBase)
 from transformers.utils import logging as hf_logging
 
-from .model_checks import (ModelError, ModelRole, check_vocab_fits, check_weights, first_line,
+from .model_checks import (ModelError, ModelRole, check_model_dir, check_vocab_fits, find_weights, first_line,
                            inspect_model_dir, read_tokenizer)
 
 hf_logging.disable_progress_bar()  # a bar per checkpoint load drowns the worker's log lines
@@ -41,8 +41,9 @@ _LOAD_ERRORS = (OSError, ValueError, KeyError, RuntimeError, SafetensorError)  #
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     """The directory's tokenizer, padding on the left, after checking it has an EOS and a separate pad token."""
-    path = inspect_model_dir(path).path
-    tokenizer = read_tokenizer(path)
+    path = check_model_dir(path)
+    tokenizer = read_tokenizer(path)  # before the config checks: a broken config.json is a tokenizer that won't load
+    inspect_model_dir(path)
     if tokenizer.pad_token_id is None:
         raise ModelError(f"the tokenizer in {path} has no pad token; {_PAD_FIX}")
     if tokenizer.pad_token_id == tokenizer.eos_token_id:
@@ -54,9 +55,9 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 def _load(auto_class, path: str | Path, role: ModelRole, what: str, **kwargs) -> tuple[PreTrainedModel,
                                                                                        PreTrainedTokenizerBase]:
     """The model and its left-padding tokenizer, after the folder checks; one-line ModelError on any failure."""
+    tokenizer = load_tokenizer(path)
     folder = inspect_model_dir(path, role)
-    tokenizer = load_tokenizer(folder.path)
-    check_weights(folder)
+    find_weights(folder)  # damaged files fail in from_pretrained below
     try:
         model = auto_class.from_pretrained(folder.path, use_safetensors=True, trust_remote_code=False, **kwargs)
     except _LOAD_ERRORS as exc:

@@ -107,8 +107,8 @@ def init_project(store: Store, policy_dir: str | Path, reward_base: str | Path |
         source = policy.folder.path.resolve()
         with store.write():
             _refuse_started(store)
-            policy_id = add_policy(store, str(policy_path), round=0, note=f"SFT policy from {source}"
-                                   + (f" (prepared copy at {policy_path})" if policy_path != source else ""))
+            note = f"SFT policy from {source}" + (" (a prepared copy)" if policy_path != source else "")
+            policy_id = add_policy(store, str(policy_path), round=0, note=note)
             if reward_path is not None:
                 set_setting(store, REWARD_BASE_SETTING, str(reward_path))
     except BaseException:
