@@ -1,10 +1,12 @@
 """Loads tokenizers, policies and reward models from Hugging Face directories, with checks that fail in one line.
 
-Every checkpoint of the studio is a `save_pretrained` directory holding its tokenizer. The tokenizer must have an
+Every checkpoint of the studio is a `save_pretrained` directory holding its tokenizer. A folder is data, never
+code: no `trust_remote_code`, weights only from safetensors (see `trainers.model_checks`). The tokenizer must have an
 EOS token and a pad token distinct from EOS: padding is masked out of losses and the reward head scores the last
-non-pad token, so a pad equal to EOS would hide the EOS the policy is rewarded for ending with. Padding side: the
-tokenizer is always returned padding on the LEFT (set here, whatever the directory says), because batched
-generation and PPO rollouts append tokens to the right of the prompt.
+non-pad token, so a pad equal to EOS would hide the EOS the policy is rewarded for ending with (`trainers.project`
+fixes a user's model that lacks one, in a copy, when a project starts). Padding side: the tokenizer is always
+returned padding on the LEFT (set here, whatever the directory says), because batched generation and PPO rollouts
+append tokens to the right of the prompt.
 
     tokenizer = load_tokenizer(path)
     policy = load_policy(path)                # AutoModelForCausalLM, eval mode
@@ -22,51 +24,26 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
-                          PreTrainedModel, PreTrainedTokenizerBase)
+from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, PreTrainedModel,
+                          PreTrainedTokenizerBase)
 from transformers.utils import logging as hf_logging
 
-from storage.errors import StudioError
+from .model_checks import (ModelError, ModelRole, check_model_dir, check_vocab_fits, find_weights, first_line,
+                           inspect_model_dir, read_tokenizer)
 
 hf_logging.disable_progress_bar()  # a bar per checkpoint load drowns the worker's log lines
 
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _PAD_FIX = ("add one distinct from EOS (tokenizer.add_special_tokens({'pad_token': '<|pad|>'}), "
-            "model.resize_token_embeddings(len(tokenizer)), then save_pretrained both)")
-
-
-class ModelError(StudioError):
-    """A model directory is missing, incomplete, or holds a tokenizer the studio cannot train with."""
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def check_model_dir(path: str | Path) -> Path:
-    """The path as a Path, after checking it is a directory written by `save_pretrained` (has config.json)."""
-    path = Path(path)
-    if not path.exists():
-        raise ModelError(f"model directory {path} does not exist; give the path of a save_pretrained directory")
-    if not path.is_dir() or not (path / "config.json").is_file():
-        raise ModelError(f"{path} is not a model directory (no config.json); "
-                         "give a directory written by save_pretrained")
-    return path
+            "model.resize_token_embeddings(len(tokenizer)), then save_pretrained both), or start a project on it "
+            "with init, which does this in a copy")
+_LOAD_ERRORS = (OSError, ValueError, KeyError, RuntimeError, SafetensorError)  # SafetensorError: damaged weights
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     """The directory's tokenizer, padding on the left, after checking it has an EOS and a separate pad token."""
     path = check_model_dir(path)
-    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
-        raise ModelError(f"no tokenizer in {path}; "
-                         f"save the tokenizer into it with tokenizer.save_pretrained({str(path)!r})")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, TypeError) as exc:
-        raise ModelError(f"cannot load the tokenizer in {path}: {_first_line(exc)}") from exc
-    if tokenizer.eos_token_id is None:
-        raise ModelError(f"the tokenizer in {path} has no EOS token; set tokenizer.eos_token and save it again")
+    tokenizer = read_tokenizer(path)  # before the config checks: a broken config.json is a tokenizer that won't load
+    inspect_model_dir(path)
     if tokenizer.pad_token_id is None:
         raise ModelError(f"the tokenizer in {path} has no pad token; {_PAD_FIX}")
     if tokenizer.pad_token_id == tokenizer.eos_token_id:
@@ -75,23 +52,24 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def _check_embeddings(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
-    rows = model.get_input_embeddings().num_embeddings
-    if len(tokenizer) > rows:
-        raise ModelError(f"the tokenizer in {path} has {len(tokenizer)} tokens but the model only {rows} embeddings; "
-                         "call model.resize_token_embeddings(len(tokenizer)) and save the model again")
+def _load(auto_class, path: str | Path, role: ModelRole, what: str, **kwargs) -> tuple[PreTrainedModel,
+                                                                                       PreTrainedTokenizerBase]:
+    """The model and its left-padding tokenizer, after the folder checks; one-line ModelError on any failure."""
+    tokenizer = load_tokenizer(path)
+    folder = inspect_model_dir(path, role)
+    find_weights(folder)  # damaged files fail in from_pretrained below
+    try:
+        model = auto_class.from_pretrained(folder.path, use_safetensors=True, trust_remote_code=False, **kwargs)
+    except _LOAD_ERRORS as exc:
+        raise ModelError(f"cannot load {what} from {folder.path}: {first_line(exc)}") from exc
+    check_vocab_fits(folder, tokenizer, model.get_input_embeddings().num_embeddings)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
 
 
 def load_policy(path: str | Path, dtype: torch.dtype | str | None = None) -> PreTrainedModel:
     """A causal LM in eval mode whose config and generation config carry the tokenizer's pad and EOS ids."""
-    tokenizer = load_tokenizer(path)
-    path = Path(path)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    except (OSError, ValueError, KeyError, SafetensorError) as exc:  # SafetensorError: damaged weights file
-        raise ModelError(f"cannot load a causal language model from {path}: {_first_line(exc)}") from exc
-    _check_embeddings(model, tokenizer, path)
-    model.config.pad_token_id = tokenizer.pad_token_id
+    model, tokenizer = _load(AutoModelForCausalLM, path, ModelRole.POLICY, "a causal language model", dtype=dtype)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model.eval()
@@ -102,14 +80,8 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | str | None = None) 
 
     From a policy directory the score head is new (randomly initialised by torch's global RNG).
     """
-    tokenizer = load_tokenizer(path)
-    path = Path(path)
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)
-    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
-        raise ModelError(f"cannot load a reward model from {path}: {_first_line(exc)}") from exc
-    _check_embeddings(model, tokenizer, path)
-    model.config.pad_token_id = tokenizer.pad_token_id
+    model, _ = _load(AutoModelForSequenceClassification, path, ModelRole.REWARD, "a reward model", num_labels=1,
+                     dtype=dtype)
     return model.eval()
 
 
