@@ -8,6 +8,7 @@ import time
 
 import gradio as gr
 
+from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
@@ -15,7 +16,7 @@ from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
 from trainers.launcher import reap_orphans, resume_job, start_job
-from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_store, job_settings, settings_from_json
+from trainers.loop_config import PRESETS, LoopConfig, check_against_store, job_settings, settings_from_json
 
 from .context import Studio, user_errors
 
@@ -93,7 +94,7 @@ def build(studio: Studio) -> list:
     with gr.Row():
         preset = gr.Dropdown(list(PRESETS), value="demo", label="Preset")
         annotator = gr.Radio(["oracle", "human"], value=defaults.annotator, label="Labels from")
-        selector = gr.Radio(list(SELECTORS), value=defaults.selector, label="Pair selector")
+        selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector")
     with gr.Row():
         rounds = gr.Number(defaults.rounds, label="Rounds", precision=0, minimum=1)
         samples = gr.Number(defaults.samples_per_prompt, label="K: samples per prompt", precision=0, minimum=2)
