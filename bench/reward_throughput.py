@@ -40,8 +40,8 @@ from assets.corpus import build_corpus  # noqa: E402
 from assets.lexicon import sentiment_score  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.jobs import claim_job, create_job  # noqa: E402
-from trainers.models import load_reward_model, load_tokenizer  # noqa: E402
 from trainers.job_layer import StoreReporter  # noqa: E402
+from trainers.models import load_reward_model, load_tokenizer  # noqa: E402
 from trainers.reward import PreferenceTrainer, ReporterCallback, training_arguments  # noqa: E402
 from trainers.reward_config import RewardConfig  # noqa: E402
 from trainers.reward_data import PreferenceCollator, PreferenceExample, tokenize_examples  # noqa: E402

@@ -45,8 +45,8 @@ from .ppo_checkpoint import has_state, load_state, save_policy, save_state
 from .ppo_config import PPOConfig, PPOSetupError
 from .ppo_math import (compute_gae, entropy_from_logits, explained_variance, kl_estimate,
                        logprobs_from_logits, masked_mean, policy_loss, token_rewards, value_loss, whiten)
-from .ppo_rollout import PolicyWithValueHead, Rollout, RolloutBackend, cut_at_eos, left_pad, make_rollout_backend, \
-    position_ids
+from .ppo_rollout import (PolicyWithValueHead, Rollout, RolloutBackend, cut_at_eos, left_pad, make_rollout_backend,
+                          position_ids)
 from .ppo_setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 from .reporting import JobCancelled, Reporter, stop_requested
 
