@@ -10,14 +10,16 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
+from trainers.job_layer import JobKind
 from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
-from trainers.loop_config import PRESETS, SELECTORS, LoopConfig, check_against_store, job_settings, settings_from_json
+from trainers.loop_config import PRESETS, Annotator, LoopConfig, check_against_store, job_settings, settings_from_json
 
 from .context import Refresh, Studio, View, bind, user_errors
 
@@ -50,7 +52,7 @@ def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
     return LoopConfig.from_dict(settings)
 
 
-def start(studio: Studio, kind: str, config: LoopConfig, request: gr.Request | None) -> dict:
+def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:
     """Admins: check the settings against the store, then start a job of `kind`; returns its status."""
     studio.require_admin(request)
     if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
@@ -68,7 +70,7 @@ def start(studio: Studio, kind: str, config: LoopConfig, request: gr.Request | N
 def api_start_loop(studio: Studio, config_json: str, request: gr.Request) -> dict:
     """Start the human-preference loop with a JSON object of settings (see the Train tab); returns the job status."""
     with user_errors():
-        return start(studio, "loop", LoopConfig.from_json(config_json), request)
+        return start(studio, JobKind.LOOP, LoopConfig.from_json(config_json), request)
 
 
 def api_stop_job(studio: Studio, job_id: int, request: gr.Request) -> dict:
@@ -133,8 +135,8 @@ def layout() -> TrainLayout:
     defaults = PRESETS["demo"]
     with gr.Row():
         preset = gr.Dropdown(list(PRESETS), value="demo", label="Preset")
-        annotator = gr.Radio(["oracle", "human"], value=defaults.annotator, label="Labels from")
-        selector = gr.Radio(list(SELECTORS), value=defaults.selector, label="Pair selector")
+        annotator = gr.Radio([a.value for a in Annotator], value=defaults.annotator, label="Labels from")
+        selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector")
     with gr.Row():
         counts = [gr.Number(getattr(defaults, name), label=label, precision=0, minimum=minimum)
                   for name, label, minimum in (("rounds", "Rounds", 1),
@@ -189,7 +191,7 @@ def newest_job(studio: Studio) -> JobView:
     return job_view(studio, newest[0] if newest else None)
 
 
-def on_start(studio: Studio, kind: str, request: gr.Request, preset_name: str, advanced_json: str, *values) -> JobView:
+def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: str, advanced_json: str, *values) -> JobView:
     """Start loop / Train reward model now / Run PPO now: a job of `kind` with the form's settings."""
     # `request` before *values: Gradio passes the request only to a positional parameter, never to one after them
     with user_errors():
@@ -232,7 +234,7 @@ def build(studio: Studio) -> list[Refresh]:
     ui = layout()
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(fill_preset, ui.preset, ui.form, **private)
-    for button, kind in ((ui.start_loop, "loop"), (ui.train_reward, "reward"), (ui.run_ppo, "ppo")):
+    for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_ppo, JobKind.PPO)):
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)

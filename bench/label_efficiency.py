@@ -98,10 +98,10 @@ def run_oracle_ppo(store, config) -> None:
     from storage.policies import latest_policy
     from storage.prompts import list_prompts
     from trainers.generation import HFGenerator
-    from trainers.loop_config import ppo_settings
+    from trainers.loop_config import ppo_settings, round_seed
     from trainers.ppo import PPOTrainer
-    from trainers.ppo_cli import PPORun, load_models, train_ppo
-    from trainers.ppo_config import PPOConfig
+    from trainers.ppo_config import PPOConfig, PPORun
+    from trainers.ppo_job import load_models, train_ppo
 
     oracle = load_scorer(config.oracle)
     prompts = list_prompts(store, heldout=False)
@@ -111,10 +111,10 @@ def run_oracle_ppo(store, config) -> None:
                      ppo=ppo_settings(config, g))
         ppo_config = PPOConfig(**run.ppo)
         policy, reference, tokenizer, value_head = load_models(store, start, ppo_config.lora)
-        chosen = random.Random(config.seed * 1000 + g).sample(prompts, config.prompts_per_round)
+        chosen = random.Random(round_seed(config.seed, g)).sample(prompts, config.prompts_per_round)
         groups = HFGenerator(policy, tokenizer).generate([p.text for p in chosen], config.samples_per_prompt,
                                                          config.response_length, config.temperature, config.top_p,
-                                                         seed=config.seed * 1000 + g)
+                                                         seed=round_seed(config.seed, g))
         raw = [oracle(s.text) for group in groups for s in group]
         mean, std = statistics.fmean(raw), statistics.pstdev(raw) or 1.0
 
@@ -123,7 +123,7 @@ def run_oracle_ppo(store, config) -> None:
 
         trainer = PPOTrainer(ppo_config, policy, tokenizer, [p.text for p in prompts], reward, reference=reference,
                              value_head=value_head)
-        train_ppo(store, run, trainer=trainer, report_progress=False)
+        train_ppo(store, run, trainer=trainer)
 
 
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int) -> dict:

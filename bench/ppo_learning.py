@@ -26,8 +26,9 @@ import torch  # noqa: E402
 from assets.build_demo import ensure_demo_policy  # noqa: E402
 from assets.corpus import demo_prompts  # noqa: E402
 from trainers.models import load_policy, load_tokenizer  # noqa: E402
-from trainers.ppo import PPOConfig, PPOTrainer  # noqa: E402
-from trainers.ppo_cli import oracle_reward  # noqa: E402
+from trainers.ppo import PPOTrainer  # noqa: E402
+from trainers.ppo_config import PPOConfig  # noqa: E402
+from trainers.ppo_job import oracle_reward  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 MODES = {  # settings on top of the command line's

@@ -58,8 +58,9 @@ def run_ours(args: argparse.Namespace, lora: bool, checkpointing: bool) -> None:
     import torch
 
     from trainers.models import load_policy, load_tokenizer
-    from trainers.ppo import PPOConfig, PPOTrainer
-    from trainers.reward import RewardScorer
+    from trainers.ppo import PPOTrainer
+    from trainers.ppo_config import PPOConfig
+    from trainers.reward_scorer import RewardScorer
 
     torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())

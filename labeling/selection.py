@@ -6,7 +6,7 @@ and keeps the best `n`, highest score first (the queue serves pairs in that orde
 
 - `select_random`: a seeded random score, so the order is random but reproducible.
 - `select_by_disagreement`: the spread (std across ensemble members) of the members' predicted
-  P(first preferred); the members' probabilities are computed by `trainers.reward.pair_probabilities`.
+  P(first preferred); the members' probabilities are computed by `trainers.reward_scorer.pair_probabilities`.
 
     candidates = candidate_pairs(list_generations(store, policy_id=policy.id))
     add_pairs(store, select_random(candidates, n=64, seed=round_seed, round=r))
@@ -18,6 +18,7 @@ import itertools
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -26,9 +27,12 @@ from storage.errors import InvalidInput
 from storage.pairs import NewPair
 from storage.types import Generation
 
-RANDOM = "random"
-DISAGREEMENT = "disagreement"
-SELECTORS = (RANDOM, DISAGREEMENT)
+
+class Selector(StrEnum):
+    """How a round's pairs are chosen; each queued pair keeps its selector's value."""
+
+    RANDOM = "random"
+    DISAGREEMENT = "disagreement"
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def candidate_pairs(generations: Iterable[Generation], exclude: Iterable[tuple[i
 def select_random(candidates: Sequence[Candidate], n: int | None = None, seed: int = 0, round: int = 0) -> list[NewPair]:
     """Up to `n` candidates (all when None) under a seeded random score, highest score first."""
     rng = random.Random(seed)
-    return _top(candidates, [rng.random() for _ in candidates], RANDOM, n, round)
+    return _top(candidates, [rng.random() for _ in candidates], Selector.RANDOM, n, round)
 
 
 def disagreement_scores(member_probs: np.ndarray) -> np.ndarray:
@@ -85,14 +89,15 @@ def select_by_disagreement(candidates: Sequence[Candidate], member_probs: np.nda
     scores = disagreement_scores(member_probs)
     if scores.shape[0] != len(candidates):
         raise ValueError(f"member_probs has {scores.shape[0]} columns for {len(candidates)} candidates")
-    return _top(candidates, scores.tolist(), DISAGREEMENT, n, round)
+    return _top(candidates, scores.tolist(), Selector.DISAGREEMENT, n, round)
 
 
-def _top(candidates: Sequence[Candidate], scores: list[float], selector: str, n: int | None, round: int) -> list[NewPair]:
+def _top(candidates: Sequence[Candidate], scores: list[float], selector: Selector, n: int | None,
+         round: int) -> list[NewPair]:
     """The `n` best-scored candidates as NewPairs, highest score first (ties keep candidate order)."""
     if n is not None and n < 0:
         raise InvalidInput(f"the number of pairs must be 0 or more, got {n}")
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])[:n]
     return [NewPair(prompt_id=candidates[i].prompt_id, first_id=candidates[i].first.id, second_id=candidates[i].second.id,
-                    selector=selector, score=float(scores[i]), round=round, policy_id=candidates[i].first.policy_id)
+                    selector=selector.value, score=float(scores[i]), round=round, policy_id=candidates[i].first.policy_id)
             for i in order]

@@ -8,7 +8,10 @@ import pytest
 
 from storage import Conflict, JobStatus
 from storage import jobs as job_rows
+from storage.metrics import read_metrics
 from trainers import launcher, worker
+from trainers.job_layer import JobKind, StoreReporter, job_reporter
+from trainers.reporting import JobCancelled, Reporter
 
 
 def ok(store, job):
@@ -25,10 +28,14 @@ def cancelled_midway(store, job):
         raise RuntimeError("stopped at the cancel flag")
 
 
+def stopped(store, job):
+    raise JobCancelled("the trainer saved its state and stopped")
+
+
 @pytest.fixture
 def runners(monkeypatch):
-    for name in ("ok", "boom", "cancelled_midway"):
-        monkeypatch.setitem(worker.RUNNERS, name, f"tests.test_jobs:{name}")
+    for runner in (ok, boom, cancelled_midway, stopped):
+        monkeypatch.setitem(worker.RUNNERS, runner.__name__, runner)
 
 
 def claimed(store, kind):
@@ -55,6 +62,54 @@ def test_cancel_flag_ends_cancelled(store, runners):
     job = claimed(store, "cancelled_midway")
     assert worker.run_job(store, job) is JobStatus.CANCELLED
     assert job_rows.get_job(store, job.id).error is None
+
+
+def test_job_cancelled_ends_cancelled_without_an_error(store, runners):
+    job = claimed(store, "stopped")
+    assert worker.run_job(store, job) is JobStatus.CANCELLED
+    assert job_rows.get_job(store, job.id).error is None
+
+
+def test_every_job_kind_has_one_runner_and_keeps_its_string_in_the_store(store, monkeypatch):
+    assert set(worker.RUNNERS) == set(JobKind)
+    assert all(callable(runner) for runner in worker.RUNNERS.values())
+    monkeypatch.setattr(launcher, "launch_worker", lambda *args: None)
+    job_id = launcher.start_job(store, JobKind.REWARD, {})
+    assert job_rows.get_job(store, job_id).kind == "reward" and worker.RUNNERS[job_rows.get_job(store, job_id).kind]
+
+
+def test_store_reporter_logs_metrics_reports_the_phase_and_reads_the_cancel_flag(store):
+    job = claimed(store, "ppo")
+    heard = []
+
+    class Listener(Reporter):
+        def on_step(self, step, metrics):
+            heard.append(("step", step))
+
+        def progress(self, done, total):
+            heard.append(("progress", done, total))
+
+    reporter = StoreReporter(store, job.id, step_offset=10, phase="ppo", listener=Listener())
+    reporter.on_step(1, {"ppo/kl": 0.5})
+    reporter.on_step(2, {})  # nothing to log
+    reporter.progress(1, 4)
+    assert reporter.should_stop() is False
+    assert [(r["step"], r["name"], r["value"]) for r in read_metrics(store, job.id)] == [(11, "ppo/kl", 0.5)]
+    current = job_rows.get_job(store, job.id)
+    assert (current.phase, current.progress) == ("ppo 1/4", 0.25)
+    assert heard == [("step", 1), ("step", 2), ("progress", 1, 4)]
+    job_rows.request_cancel(store, job.id)
+    assert reporter.should_stop() is True
+
+
+def test_only_the_main_process_reports_to_the_store(store, monkeypatch):
+    job = claimed(store, "ppo")
+    assert isinstance(job_reporter(store, job.id), StoreReporter)
+    listener = Reporter()
+    assert job_reporter(store, None, listener=listener) is listener  # no job: the listener alone
+    monkeypatch.setenv("RANK", "1")
+    other = job_reporter(store, job.id)
+    assert type(other) is Reporter and other.should_stop() is False
 
 
 def test_one_active_job_per_store(store):

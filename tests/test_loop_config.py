@@ -70,8 +70,8 @@ def test_responses_must_fit_the_policy_context(tmp_path):
 
 
 def test_settings_map_onto_the_trainers_configs():
-    from trainers.ppo import PPOConfig
-    from trainers.reward import RewardConfig
+    from trainers.ppo_config import PPOConfig
+    from trainers.reward_config import RewardConfig
 
     config = LoopConfig(reward_lr=0.01, ppo_lr=0.02, kl_coef=0.3, ensemble=2, lora=True, seed=4)
     reward = RewardConfig(**reward_settings(config, round=2))

@@ -9,7 +9,12 @@ from transformers import (AutoModelForCausalLM, GPT2Config, GPT2ForSequenceClass
 from storage.jobs import claim_job, create_job, get_job, request_cancel
 from storage.metrics import read_metrics
 from storage.policies import list_policies
-from trainers.ppo import STATE_FILE, PPOConfig, PPOSetupError, PPOTrainer, cut_at_eos, left_pad, load_value_head
+from trainers.job_layer import StoreReporter, new_staging_dir, register_policy
+from trainers.ppo import PPOTrainer
+from trainers.ppo_checkpoint import STATE_FILE, load_value_head
+from trainers.ppo_config import PPOConfig, PPOSetupError
+from trainers.ppo_rollout import cut_at_eos, left_pad
+from trainers.reporting import JobCancelled, Reporter
 
 WORDS = "the movie plot acting was is great good bad awful fine and but .".split()
 PROMPTS = ["the movie was", "the plot was", "the acting was", "the movie is", "the plot is", "the acting is",
@@ -85,7 +90,7 @@ def make_reward_model(vocab_size: int = len(WORDS) + 3, num_labels: int = 1) -> 
 
 
 def test_refuses_a_reward_model_with_two_labels_or_another_vocabulary():
-    from trainers.reward import RewardScorer
+    from trainers.reward_scorer import RewardScorer
 
     with pytest.raises(PPOSetupError, match="num_labels=2"):
         PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model(num_labels=2))
@@ -120,7 +125,7 @@ def test_left_pad_and_cut_at_eos():
 
 
 def test_reward_model_scores_prompt_response_eos_never_the_padding():
-    from trainers.reward import RewardScorer
+    from trainers.reward_scorer import RewardScorer
 
     reward_model = make_reward_model()
     scorer = RewardScorer([reward_model], make_tokenizer(), [(0.5, 2.0)], max_length=32)
@@ -166,14 +171,32 @@ def test_prompt_batches_cover_every_prompt_each_epoch():
 
 # ----- training, store reporting, cancel, resume -----------------------------------------------------------------
 
+class CancelAt(Reporter):
+    """Requests the job's cancel once step `step` is reported (a person pressing Stop mid-run)."""
+
+    def __init__(self, store, job_id: int, step: int):
+        self.store, self.job_id, self.step = store, job_id, step
+
+    def on_step(self, step, metrics):
+        if step == self.step:
+            request_cancel(self.store, self.job_id)
+
+
+def register(store, trainer, round: int = 0) -> int:
+    """What the job layer does with a trained policy: save it into a staging folder, then register it."""
+    staged = new_staging_dir(store)
+    trainer.save_pretrained(staged)
+    return register_policy(store, staged, parent_id=None, round=round, note="PPO")
+
+
 def test_train_reports_every_metric_each_iteration_and_changes_the_weights(store):
     policy = make_policy()
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     job_id = create_job(store, "ppo", {})
     claim_job(store, job_id, pid=1)
-    trainer = PPOTrainer(small_config(), policy, make_tokenizer(), PROMPTS, count_great, store=store, job_id=job_id)
-    result = trainer.train(2)
-    assert result.iterations == 2 and not result.cancelled
+    trainer = PPOTrainer(small_config(), policy, make_tokenizer(), PROMPTS, count_great)
+    result = trainer.train(2, StoreReporter(store, job_id, phase="ppo"))  # not stopped: no JobCancelled
+    assert result.iterations == 2
     rows = read_metrics(store, job_id)
     assert {(r["name"], r["step"]) for r in rows} >= {(name, step) for name in METRICS for step in (1, 2)}
     changed = [n for n, p in policy.named_parameters() if not torch.equal(p, before[n])]
@@ -184,15 +207,11 @@ def test_train_reports_every_metric_each_iteration_and_changes_the_weights(store
 def test_cancel_stops_within_one_iteration_and_saves_the_state(store, tmp_path):
     job_id = create_job(store, "ppo", {})
     claim_job(store, job_id, pid=1)
-    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great, store=store,
-                         job_id=job_id, state_dir=tmp_path / "state")
-
-    def cancel_after_second(iteration, metrics):
-        if iteration == 2:
-            request_cancel(store, job_id)
-
-    result = trainer.train(10, on_iteration=cancel_after_second)
-    assert result.cancelled and result.iterations == 2
+    trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great,
+                         state_dir=tmp_path / "state")
+    with pytest.raises(JobCancelled):
+        trainer.train(10, StoreReporter(store, job_id, listener=CancelAt(store, job_id, 2)))
+    assert trainer.iteration == 2
     assert max(r["step"] for r in read_metrics(store, job_id)) == 2
     state = torch.load(tmp_path / "state" / STATE_FILE, weights_only=True)
     assert state["iteration"] == 2
@@ -210,8 +229,8 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     resumed.train(3)
 
     assert resumed.kl_controller.value == straight.kl_controller.value != config.init_kl_coef
-    expected = straight._unwrapped.state_dict()
-    for name, value in resumed._unwrapped.state_dict().items():
+    expected = straight.actor_critic.state_dict()
+    for name, value in resumed.actor_critic.state_dict().items():
         assert torch.equal(value, expected[name]), name
 
 
@@ -228,11 +247,11 @@ def test_early_stop_when_the_policy_moves_too_far():
 def test_registered_policy_loads_as_a_plain_causal_lm(store):
     trainer = PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great)
     trainer.train(1)
-    policy_id = trainer.register_policy(store, parent_id=None, round=1)
+    policy_id = register(store, trainer, round=1)
     [policy] = list_policies(store)
     assert policy.id == policy_id and policy.round == 1
     loaded = AutoModelForCausalLM.from_pretrained(policy.path)
-    for name, value in trainer._unwrapped.policy.state_dict().items():
+    for name, value in trainer.actor_critic.policy.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], value)
     assert load_value_head(policy.path)["weight"].shape == (1, 32)
     assert [p.name for p in (store.data_dir / "policies").iterdir()] == [p.name for p in [type(store.path)(policy.path)]]
@@ -242,14 +261,14 @@ def test_lora_trains_adapters_and_head_but_leaves_the_base_unchanged(store):
     policy = make_policy()
     base = {n: p.detach().clone() for n, p in policy.named_parameters()}
     trainer = PPOTrainer(small_config(lora=True, learning_rate=1e-2), policy, make_tokenizer(), PROMPTS, count_great)
-    lora_before = {n: p.detach().clone() for n, p in trainer._unwrapped.named_parameters() if p.requires_grad}
+    lora_before = {n: p.detach().clone() for n, p in trainer.actor_critic.named_parameters() if p.requires_grad}
     trainer.train(2)
-    peft_model = trainer._unwrapped.policy
+    peft_model = trainer.actor_critic.policy
     for name, param in peft_model.get_base_model().named_parameters():
         original = name.replace(".base_layer", "")
         if "lora_" not in name:
             assert torch.equal(param, base[original]), name
-    trained = dict(trainer._unwrapped.named_parameters())
+    trained = dict(trainer.actor_critic.named_parameters())
     assert all(not torch.equal(trained[n], v) for n, v in lora_before.items() if "lora_B" in n or "value_head" in n)
     # the reference is the base with adapters disabled: it still gives the original model's logits
     ids = torch.tensor([[3, 4, 7, 5]])
@@ -257,7 +276,7 @@ def test_lora_trains_adapters_and_head_but_leaves_the_base_unchanged(store):
         reference_logits = peft_model(input_ids=ids).logits
     torch.testing.assert_close(reference_logits, make_policy()(input_ids=ids).logits)
     # the saved policy is the merged model
-    policy_id = trainer.register_policy(store, parent_id=None)
+    policy_id = register(store, trainer)
     path = list_policies(store)[0].path
     merged = AutoModelForCausalLM.from_pretrained(path)
     torch.testing.assert_close(merged(input_ids=ids).logits, peft_model(input_ids=ids).logits)
@@ -270,7 +289,7 @@ def test_oracle_ppo_raises_the_heldout_score_on_the_demo():
     from assets.build_demo import ensure_demo_policy
     from assets.corpus import demo_prompts
     from trainers.models import load_policy, load_tokenizer
-    from trainers.ppo_cli import oracle_reward
+    from trainers.ppo_job import oracle_reward
 
     path = ensure_demo_policy()
     train, heldout = demo_prompts()
@@ -326,6 +345,16 @@ def test_cli_trains_and_registers_a_new_policy_version(seeded_store, capsys):
     assert f"registered policy version {second.id}" in capsys.readouterr().out
 
 
+def test_cli_policy_option_trains_that_version(seeded_store):
+    """`--policy ID` is the version PPO starts from (its help says so): the new version's parent, not the newest."""
+    arguments = ["ppo", "--db", str(seeded_store.path), "--no-demo", "--iterations", "1", "--reward", "oracle",
+                 *CLI_SETTINGS]
+    assert cli(*arguments) == 0
+    assert cli(*arguments, "--policy", "1") == 0
+    sft, first, second = list_policies(seeded_store)
+    assert (first.parent_id, second.parent_id) == (sft.id, sft.id) and (first.round, second.round) == (1, 1)
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--iterations", "0"], "--iterations must be at least 1"),
     (["--reward", "rm"], "no reward model is registered"),
@@ -345,14 +374,16 @@ def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store):
 
     from storage.jobs import finish_job
     from storage.types import JobStatus
-    from trainers.ppo_cli import PPORun, train_ppo
+    from trainers.ppo_config import PPORun
+    from trainers.ppo_job import state_dir, train_ppo
 
     run = PPORun(iterations=3, reward="oracle", policy_id=1, ppo={"batch_size": 4, "response_length": 6})
     job_id = create_job(seeded_store, "ppo", asdict(run))
     claim_job(seeded_store, job_id, pid=1)
-    outcome = train_ppo(seeded_store, run, job_id,
-                        on_iteration=lambda i, m: request_cancel(seeded_store, job_id) if i == 1 else None)
-    assert outcome.cancelled and outcome.iterations == 1 and outcome.policy_id is None
+    with pytest.raises(JobCancelled):
+        train_ppo(seeded_store, run, job_id, listener=CancelAt(seeded_store, job_id, 1))
+    assert torch.load(state_dir(seeded_store, job_id) / STATE_FILE, weights_only=True)["iteration"] == 1
+    assert len(list_policies(seeded_store)) == 1  # nothing registered
     finish_job(seeded_store, job_id, JobStatus.CANCELLED)
 
     assert cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--resume", str(job_id)) == 0
@@ -415,14 +446,14 @@ def test_gradient_checkpointing_gives_the_same_update():
     checkpointed = PPOTrainer(small_config(gradient_checkpointing=True), make_policy(), make_tokenizer(), PROMPTS,
                               count_great)
     checkpointed.train(1)
-    assert not checkpointed._unwrapped.training
-    expected = plain._unwrapped.state_dict()
-    for name, value in checkpointed._unwrapped.state_dict().items():
+    assert not checkpointed.actor_critic.training
+    expected = plain.actor_critic.state_dict()
+    for name, value in checkpointed.actor_critic.state_dict().items():
         torch.testing.assert_close(value, expected[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_a_second_lora_run_continues_the_adapter_with_the_sft_policy_as_reference(seeded_store):
-    from trainers.ppo_cli import load_models, start_policy
+    from trainers.ppo_job import load_models, start_policy
 
     assert cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--iterations", "1", "--reward", "oracle",
                "--lora", "--learning-rate", "1e-2", *CLI_SETTINGS[:-2]) == 0

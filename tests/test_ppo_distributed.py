@@ -41,7 +41,7 @@ def main(out: Path) -> None:
     trainer = PPOTrainer(small_config(), policy, make_tokenizer(), PROMPTS, count_great)
     trainer.train(2)
     prompts = trainer._batch_indices(0)
-    weights = {n: p.detach().cpu() for n, p in trainer._unwrapped.named_parameters()}
+    weights = {n: p.detach().cpu() for n, p in trainer.actor_critic.named_parameters()}
     rank = trainer.accelerator.process_index
     torch.save({"weights": weights, "initial": initial, "prompts": prompts,
                 "world_size": trainer.accelerator.num_processes}, out / f"rank{rank}.pt")

@@ -38,12 +38,25 @@ from storage.types import JobStatus, Outcome
 from tests.helpers import label_pairs
 from trainers import reward_cli
 from trainers.models import load_reward_model, load_tokenizer
-from trainers.reward import (INFO_FILE, PreferenceCollator, PreferenceExample, PreferenceTrainer, RewardConfig,
-                             RewardScorer, RewardTrainingCancelled, check_reward_inputs, encode, load_examples,
-                             pad_right, pair_probabilities, sequence_scores, split_by_pair, tokenize_examples,
-                             train_reward_model, training_arguments)
+from trainers.reporting import JobCancelled, Reporter
+from trainers.reward import PreferenceTrainer, training_arguments
+from trainers.reward_config import RewardConfig
+from trainers.reward_data import (PreferenceCollator, PreferenceExample, encode, pad_right, split_by_pair,
+                                  tokenize_examples)
+from trainers.reward_job import check_reward_inputs, load_examples, train_reward_model
+from trainers.reward_scorer import INFO_FILE, RewardScorer, pair_probabilities, sequence_scores
 
 FAST = dict(epochs=3.0, learning_rate=1e-3, batch_size=16, logging_steps=5)
+
+
+class Progress(Reporter):
+    """Hands each progress report (steps done, total steps) to `seen`."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def progress(self, done, total):
+        self.seen(done, total)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -112,7 +125,7 @@ def trained(tmp_path_factory, demo_template):
     claim_job(store, job_id, 1)
     seen = []
     result = train_reward_model(store, RewardConfig(seed=0), job_id=job_id,
-                                progress=lambda done, total: seen.append((done, total)))
+                                listener=Progress(lambda done, total: seen.append((done, total))))
     yield store, job_id, result, seen
     store.close()
 
@@ -291,7 +304,7 @@ def test_a_cancel_request_stops_training_within_one_logging_step(store, policy_d
     job_id = create_job(store, "reward", {})
     claim_job(store, job_id, 1)
     request_cancel(store, job_id)
-    with pytest.raises(RewardTrainingCancelled):
+    with pytest.raises(JobCancelled):
         train_reward_model(store, RewardConfig(**FAST), job_id=job_id)
     assert list_reward_models(store) == []
     assert max(r["step"] for r in read_metrics(store, job_id)) <= FAST["logging_steps"]
@@ -416,7 +429,7 @@ def test_a_training_shorter_than_one_logging_interval_still_logs_its_last_step(s
     claim_job(store, job_id, 1)
     seen = []
     train_reward_model(store, RewardConfig(**{**FAST, "epochs": 1.0, "logging_steps": 1000}), job_id=job_id,
-                       progress=lambda done, total: seen.append(total))
+                       listener=Progress(lambda done, total: seen.append(total)))
     rows = read_metrics(store, job_id, prefix="reward/")
     assert {r["step"] for r in rows if r["name"] in ("reward/loss", "reward/accuracy")} == {seen[-1]}
     assert {r["name"] for r in rows} >= {"reward/loss", "reward/val_loss"}

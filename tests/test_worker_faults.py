@@ -137,7 +137,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         assert round_label_count(store, 1) >= FAULT_LOOP["labels_per_round"] and list_reward_models(store) == []
         labels_before = store.db().execute("SELECT count(*) FROM labels").fetchone()[0]
 
-        run_dying_worker(store, job_id, "trainers.reward:_finish_member")  # weights saved, reward_info.json not yet
+        run_dying_worker(store, job_id, "trainers.reward_job:_finish_member")  # weights saved, reward_info.json not yet
         assert_interrupted(store, job_id)
         assert list_reward_models(store) == []
         assert [p.parent.name for p in partial_checkpoints(store)] == ["reward_models"]  # the staged member
@@ -149,7 +149,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         # the resumed worker swept the staged member away; the kill may have caught PPO writing its state
         assert {p.parent.parent.name for p in partial_checkpoints(store)} <= {"ppo"}
 
-        run_dying_worker(store, job_id, "trainers.ppo:save_file")  # policy weights saved, value head not yet
+        run_dying_worker(store, job_id, "trainers.ppo_checkpoint:save_file")  # policy weights saved, value head not yet
         assert_interrupted(store, job_id)
         assert len(list_policies(store)) == 1
         assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]

@@ -18,7 +18,7 @@ from storage.metrics import log_metrics
 from storage.reward_models import latest_reward_models
 from storage.types import Outcome
 
-from .reward import RewardScorer
+from .reward_scorer import RewardScorer
 
 
 def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer | None = None) -> dict[str, float]:

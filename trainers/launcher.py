@@ -19,8 +19,9 @@ from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.types import Job, JobStatus
 
+from .job_layer import JobKind
+
 STALE_AFTER_S = 120.0
-JOB_KINDS = ("reward", "ppo", "loop")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,11 +44,11 @@ def launch_worker(store: Store, job_id: int, accelerate_config: str | None = Non
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def start_job(store: Store, kind: str, config: dict, accelerate_config: str | None = None) -> int:
+def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config: str | None = None) -> int:
     """Queue a job and launch its worker; refused while another job is active."""
-    if kind not in JOB_KINDS:
-        raise InvalidInput(f"unknown job kind {kind!r}; choose one of {', '.join(JOB_KINDS)}")
-    job_id = job_rows.create_job(store, kind, config)
+    if kind not in {k.value for k in JobKind}:
+        raise InvalidInput(f"unknown job kind {kind!r}; choose one of {', '.join(JobKind)}")
+    job_id = job_rows.create_job(store, JobKind(kind).value, config)
     launch_worker(store, job_id, accelerate_config)
     return job_id
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import random
 import time
+
 import numpy as np
 import torch
 
-from labeling.selection import candidate_pairs, select_by_disagreement
+from labeling.selection import Selector, candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
 from storage.generations import (EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples,
@@ -29,15 +30,13 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from .loop_config import LoopConfig, check_against_store, ppo_settings, reward_settings
+from .loop_config import Annotator, LoopConfig, check_against_store, ppo_settings, reward_settings, round_seed
+from .ppo_config import PPORun, RewardSource
+from .reporting import JobCancelled, Reporter
 from .sampling import SamplingConfig, queue_random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
 EVAL_SEED = 12345
-
-
-class LoopCancelled(Exception):
-    """The job's cancel flag was seen between steps."""
 
 
 class Loop:
@@ -50,22 +49,27 @@ class Loop:
         check_against_store(self.config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
         self.first_round = max_policy_round_before(store, job.created) + 1
 
-    def step(self, round_index: int, phase: str, fraction_of_round: float) -> None:
-        """Report where the loop is; stop here when a cancel was requested."""
+    def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
+        """Record where the loop is (job phase and progress, a log line, the bar); True when a stop was requested."""
         progress = (round_index + fraction_of_round) / self.config.rounds
-        if job_rows.heartbeat(self.store, self.job.id, phase=f"round {round_index + 1}/{self.config.rounds}: {phase}",
-                              progress=progress):
-            raise LoopCancelled("the loop was stopped; resume to continue from this step")
+        where = f"round {round_index + 1}/{self.config.rounds}: {phase}"
+        stop = job_rows.heartbeat(self.store, self.job.id, phase=where, progress=progress)
         job_rows.add_log(self.store, self.job.id, f"round {round_index + 1}: {phase}")
         if self.progress:
             self.progress(progress, phase)
+        return stop
+
+    def step(self, round_index: int, phase: str, fraction_of_round: float) -> None:
+        """Report where the loop is; stop here when a cancel was requested."""
+        if self.report(round_index, phase, fraction_of_round):
+            raise JobCancelled("the loop was stopped; resume to continue from this step")
 
     def run(self) -> None:
         start = latest_policy(self.store)
         logged = read_metrics(self.store, self.job.id, names=["round/oracle_score"])
         if not any(row["step"] == self.first_round - 1 for row in logged):  # the baseline, once per job
             self.step(0, "evaluating the starting policy", 0.0)
-            baseline = evaluate_policy(self.store, start, self.config, self.config.annotator == "oracle")
+            baseline = evaluate_policy(self.store, start, self.config, self.config.annotator == Annotator.ORACLE)
             if baseline is not None:
                 log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
         done = {r["round"] for r in list_rounds(self.store, self.job.id)}
@@ -75,7 +79,7 @@ class Loop:
 
     def run_round(self, index: int) -> None:
         config, g = self.config, self.first_round + index
-        seed = config.seed * 1000 + g
+        seed = round_seed(config.seed, g)
         policy = latest_policy(self.store)
         if round_pair_count(self.store, g) == 0:
             self.step(index, "sampling responses", 0.0)
@@ -111,8 +115,8 @@ class Loop:
             samples = round_samples()
         wanted = config.labels_per_round + config.queue_reserve
         ensemble = latest_reward_models(self.store)
-        if config.selector == "disagreement" and len(ensemble) >= 2:
-            from .reward import RewardScorer, pair_probabilities
+        if config.selector == Selector.DISAGREEMENT and len(ensemble) >= 2:
+            from .reward_scorer import RewardScorer, pair_probabilities
 
             queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
             candidates = candidate_pairs(samples, exclude=queued)
@@ -124,7 +128,7 @@ class Loop:
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config = self.config
-        if config.annotator == "oracle":
+        if config.annotator == Annotator.ORACLE:
             from labeling.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
@@ -136,25 +140,20 @@ class Loop:
 
     def train_reward(self, g: int) -> None:
         from .annotator_agreement import record_annotator_agreement
-        from .reward import RewardConfig, train_reward_model
+        from .reward_config import RewardConfig
+        from .reward_job import train_reward_model
 
         result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
         record_annotator_agreement(self.store, self.job.id)
         self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
 
     def run_ppo(self, index: int, g: int) -> None:
-        from .ppo_cli import PPORun, train_ppo
+        from .ppo_job import train_ppo
 
         m = self.config.ppo_iterations
-        run = PPORun(iterations=m, reward="rm", round=g, ppo=ppo_settings(self.config, g))
-
-        def on_iteration(iteration: int, metrics: dict) -> None:
-            self.step(index, f"PPO iteration {iteration}/{m}", 0.5 + 0.45 * iteration / m)
-
-        outcome = train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}",
-                            step_offset=(g - self.first_round) * m, on_iteration=on_iteration, report_progress=False)
-        if outcome.cancelled:
-            raise LoopCancelled("the loop was stopped during PPO; resume to continue from the last saved iteration")
+        run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g, ppo=ppo_settings(self.config, g))
+        train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=(g - self.first_round) * m,
+                  phase=None, listener=PhaseReport(self, index, "PPO iteration", 0.5, 0.95))
 
     def summarise(self, index: int, g: int, new_policy: Policy) -> None:
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -165,7 +164,7 @@ class Loop:
             "score": ppo.get("ppo/score"),
             "kl": ppo.get("ppo/kl"),
         }
-        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == "oracle")
+        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == Annotator.ORACLE)
         if oracle_score is not None:
             summary["oracle_score"] = oracle_score
         add_round(self.store, self.job.id, g, self.config.to_dict(), summary, new_policy.id,
@@ -190,7 +189,7 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
 
     from .generation import HFGenerator
     from .models import load_policy, load_tokenizer
-    from .reward import RewardScorer
+    from .reward_scorer import RewardScorer
 
     prompts = list_prompts(store, heldout=True)
     if not prompts:
@@ -215,7 +214,20 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
     return eval_samples(store, policy.id)
 
 
-def run(store: Store, job: Job) -> None:
-    """Worker entry point for `loop` jobs."""
+class PhaseReport(Reporter):
+    """Shows a trainer's progress as the loop's phase `"{name} i/N"`, between fractions `start` and `end` of the
+    round (the trainer's own reporter checks for a stop)."""
+
+    def __init__(self, loop: Loop, round_index: int, name: str, start: float, end: float):
+        self.loop, self.round_index, self.name, self.start, self.end = loop, round_index, name, start, end
+
+    def progress(self, done: int, total: int) -> None:
+        if done:
+            fraction = self.start + (self.end - self.start) * done / total
+            self.loop.report(self.round_index, f"{self.name} {done}/{total}", fraction)
+
+
+def run_job(store: Store, job: Job) -> None:
+    """The worker's runner for `loop` jobs."""
     torch.set_num_threads(min(torch.get_num_threads(), 4))
     Loop(store, job).run()

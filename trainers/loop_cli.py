@@ -1,6 +1,9 @@
 """`python app.py loop`: the same rounds as the Train tab's Start loop, in the terminal, with a progress bar.
 
-Imports nothing heavy at module level (app.py builds its parser from here)."""
+Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round`, `--annotator`, `--selector`, `--ensemble`,
+`--ppo-iterations`, `--seed`, ...), its help and default the field's; `--config JSON` sets any of them on top.
+`--selector disagreement` without `--ensemble` trains an ensemble of 3. Imports nothing heavy at module level
+(app.py builds its parser from here)."""
 
 from __future__ import annotations
 
@@ -8,44 +11,45 @@ import argparse
 import os
 import sys
 
+from labeling.selection import Selector
 from storage import Store
 from storage import jobs as job_rows
 from storage.types import JobStatus
 
+from .cli_options import add_options, given_options
+from .job_layer import JobKind
+from .loop_config import LoopConfig, settings_from_json
+
+DISAGREEMENT_ENSEMBLE = 3  # the ensemble `--selector disagreement` trains when `--ensemble` is not given
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rounds", type=int, default=3, help="rounds to run")
-    parser.add_argument("--labels-per-round", type=int, default=100, help="N: new labels per round")
-    parser.add_argument("--annotator", choices=("human", "oracle"), default="oracle",
-                        help="oracle labels synthetically; human waits for labels from the studio's Label tab")
-    parser.add_argument("--selector", choices=("random", "disagreement"), default="random", help="pair selector")
-    parser.add_argument("--ensemble", type=int, default=None, help="reward-model ensemble size (disagreement: 2+)")
-    parser.add_argument("--ppo-iterations", type=int, default=None, help="M: PPO iterations per round")
-    parser.add_argument("--seed", type=int, default=0, help="seed of sampling, selection and training")
+    add_options(parser, LoopConfig)
     parser.add_argument("--config", default="{}", metavar="JSON",
-                        help='any other LoopConfig settings as a JSON object, e.g. \'{"kl_coef": 0.2, "lora": true}\'')
+                        help='LoopConfig settings as a JSON object, applied on top of the options, e.g. '
+                             '\'{"kl_coef": 0.2, "lora": true}\'')
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or killed loop job")
+
+
+def config_from_args(args: argparse.Namespace) -> LoopConfig:
+    """The options given, then the JSON settings on top; the rest keeps LoopConfig's defaults."""
+    settings = given_options(args, LoopConfig)
+    if settings.get("selector") == Selector.DISAGREEMENT and "ensemble" not in settings:
+        settings["ensemble"] = DISAGREEMENT_ENSEMBLE
+    settings.update(settings_from_json(args.config))
+    return LoopConfig.from_dict(settings)
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
     from tqdm import tqdm
 
-    from .loop_config import LoopConfig, settings_from_json
+    from .loop import Loop
     from .worker import run_job
 
     if args.resume is not None:
         job_id = job_rows.requeue_job(store, args.resume).id
     else:
-        settings = {"rounds": args.rounds, "labels_per_round": args.labels_per_round, "annotator": args.annotator,
-                    "selector": args.selector, "seed": args.seed}
-        if args.ensemble is not None:
-            settings["ensemble"] = args.ensemble
-        elif args.selector == "disagreement":
-            settings["ensemble"] = 3
-        if args.ppo_iterations is not None:
-            settings["ppo_iterations"] = args.ppo_iterations
-        settings.update(settings_from_json(args.config))
-        job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(settings).to_dict())
+        job_id = job_rows.create_job(store, JobKind.LOOP.value, config_from_args(args).to_dict())
     job = job_rows.claim_job(store, job_id, os.getpid())
     bar = tqdm(total=1000, desc="loop", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")
 
@@ -53,9 +57,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
         bar.update(int(fraction * 1000) - bar.n)
         bar.set_postfix_str(phase)
 
-    from . import loop
-
-    status = run_job(store, job, runner=lambda s, j: loop.Loop(s, j, log=bar.write, progress=progress).run())
+    status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=bar.write, progress=progress).run())
     bar.close()
     print(f"loop job {job_id}: {status.value}")
     if status is JobStatus.FAILED:

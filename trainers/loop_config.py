@@ -5,13 +5,28 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from pathlib import Path
 
+from labeling.selection import Selector
+from labeling.synthetic import DEFAULT_ORACLE
 from storage.errors import InvalidInput
 
-ANNOTATORS = ("oracle", "human")
-SELECTORS = ("random", "disagreement")
+from .job_layer import JobKind
+from .ppo_config import RewardSource
+
+
+class Annotator(StrEnum):
+    """Who labels a round's pairs: the synthetic oracle, or people in the Label tab (the loop waits for them)."""
+
+    ORACLE = "oracle"
+    HUMAN = "human"
+
+
+def round_seed(seed: int, round: int) -> int:
+    """The seed of everything random in round `round` of a loop seeded `seed` (sampling, selection, training)."""
+    return seed * 1000 + round
 
 
 @dataclass(frozen=True)
@@ -21,10 +36,13 @@ class LoopConfig:
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected each round"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
-    annotator: str = field(default="oracle", metadata={"help": "oracle (synthetic) or human (waits for UI labels)"})
-    oracle: str = field(default="assets.lexicon:sentiment_score", metadata={"help": "module:function scoring a text"})
+    annotator: str = field(default=Annotator.ORACLE.value, metadata={
+        "help": "oracle labels synthetically; human waits for labels from the studio's Label tab",
+        "choices": Annotator})
+    oracle: str = field(default=DEFAULT_ORACLE, metadata={"help": "module:function scoring a text"})
     oracle_noise: float = field(default=0.0, metadata={"help": "probability the oracle answers at random"})
-    selector: str = field(default="random", metadata={"help": "pair selector: random or disagreement"})
+    selector: str = field(default=Selector.RANDOM.value, metadata={
+        "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=4, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
@@ -67,11 +85,11 @@ class LoopConfig:
             raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
-        if self.annotator not in ANNOTATORS:
-            raise InvalidInput(f"annotator must be one of {', '.join(ANNOTATORS)}, got {self.annotator!r}")
-        if self.selector not in SELECTORS:
-            raise InvalidInput(f"selector must be one of {', '.join(SELECTORS)}, got {self.selector!r}")
-        if self.selector == "disagreement" and self.ensemble < 2:
+        if self.annotator not in {a.value for a in Annotator}:
+            raise InvalidInput(f"annotator must be one of {', '.join(Annotator)}, got {self.annotator!r}")
+        if self.selector not in {s.value for s in Selector}:
+            raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {self.selector!r}")
+        if self.selector == Selector.DISAGREEMENT and self.ensemble < 2:
             raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
         most_pairs = self.prompts_per_round * self.samples_per_prompt * (self.samples_per_prompt - 1) // 2
         if self.labels_per_round > most_pairs:
@@ -154,25 +172,25 @@ def policy_context(policy_path: str) -> int | None:
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
-    """The `trainers.reward.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
+    """The `trainers.reward_config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": config.seed * 1000 + round}
+            "seed": round_seed(config.seed, round)}
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
-    """The `trainers.ppo.PPOConfig` fields a loop config sets (plain values: no torch needed here)."""
+    """The `trainers.ppo_config.PPOConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "lora": config.lora,
-            "seed": config.seed * 1000 + round, "save_every": max(1, config.ppo_iterations // 4)}
+            "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
 
 
-def job_settings(kind: str, config: LoopConfig) -> dict:
+def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
     """A job row's config for the Train tab's buttons: the loop itself, or one reward-model or PPO run."""
-    if kind == "loop":
+    if kind == JobKind.LOOP:
         return config.to_dict()
-    if kind == "reward":
+    if kind == JobKind.REWARD:
         return reward_settings(config)
-    return {"iterations": config.ppo_iterations, "reward": "rm", "ppo": ppo_settings(config)}
+    return {"iterations": config.ppo_iterations, "reward": RewardSource.RM.value, "ppo": ppo_settings(config)}

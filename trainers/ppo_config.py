@@ -1,12 +1,23 @@
-"""PPO settings (`PPOConfig`) and the setup error. No torch at import time, so the CLI builds its options fast."""
+"""PPO settings (`PPOConfig`), what a PPO job runs (`PPORun`) and the setup error. No torch at import time, so the
+CLI builds its options fast."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
 
+from labeling.synthetic import DEFAULT_ORACLE
 from storage import StudioError
+from storage.errors import InvalidInput
 
 KL_KINDS = ("k1", "k2", "k3")
+
+
+class RewardSource(StrEnum):
+    """What PPO maximises: the newest reward model, or an oracle scoring function (benchmarks)."""
+
+    RM = "rm"
+    ORACLE = "oracle"
 
 
 class PPOSetupError(StudioError):
@@ -78,3 +89,30 @@ class PPOConfig:
             raise PPOSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
         if self.generation_backend == "vllm" and not torch.cuda.is_available():
             raise PPOSetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
+
+
+@dataclass
+class PPORun:
+    """What a PPO job does; `ppo` holds `PPOConfig` fields (defaults for those left out). Saved as the job's config,
+    so a resumed job repeats it."""
+
+    iterations: int = field(default=10, metadata={"help": "PPO iterations to run."})
+    reward: str = field(default=RewardSource.RM.value, metadata={
+        "help": "rm: the newest reward model; oracle: the scoring function --oracle (benchmarks).",
+        "choices": RewardSource})
+    oracle: str = field(default=DEFAULT_ORACLE, metadata={
+        "help": "module:function scoring a response text, for the oracle reward."})
+    policy_id: int | None = field(default=None, metadata={"help": "Policy version to train (None: the newest)."})
+    round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's + 1)."})
+    ppo: dict = field(default_factory=dict, metadata={"help": "PPOConfig settings."})
+
+    def check(self) -> None:
+        if self.iterations < 1:
+            raise InvalidInput(f"--iterations must be at least 1, got {self.iterations}")
+        if self.reward not in {r.value for r in RewardSource}:
+            raise InvalidInput(f"unknown reward {self.reward!r}; use {' or '.join(RewardSource)}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> PPORun:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})

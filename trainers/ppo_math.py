@@ -14,10 +14,6 @@ import torch.nn.functional as F
 from .ppo_config import KL_KINDS
 
 
-def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (values * mask).sum()
-
-
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of `values` where `mask` is 1 (0 when the mask is empty)."""
     return (values * mask).sum() / mask.sum().clamp(min=1)

@@ -1,8 +1,10 @@
 """`python app.py train-reward`: train the reward model on every label in the store, in the terminal.
 
 The run is a `reward` job like the Train tab's (metrics, cancel, end state in the store), executed in this process
-with a progress bar; bad input fails in one line before the job is created. `run_reward_job` is the worker's entry
-for `reward` jobs started from the UI. Imports nothing heavy at module level (app.py builds its parser from here).
+with a progress bar; bad input fails in one line before the job is created. Options are generated from
+`RewardConfig` (help and defaults are the fields'); the README's short names are aliases: `--lr` for
+`--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model starts from), `--drop-both-bad`
+for `--no-both-bad-as-tie`. Imports nothing heavy at module level (app.py builds its parser from here).
 """
 
 from __future__ import annotations
@@ -15,62 +17,56 @@ from typing import Callable
 
 from storage import Store
 from storage import jobs as job_rows
-from storage.errors import InvalidInput
-from storage.types import Job, JobStatus
+from storage.types import JobStatus
 
-# option -> (RewardConfig field, type, help); an option left out keeps the config's default
-OPTIONS = {
-    "--epochs": ("epochs", float, "passes over the training labels (default 12, for the demo; 1-2 for real models)"),
-    "--lr": ("learning_rate", float, "peak learning rate (default 2e-3, for the demo; ~1e-5 for real models)"),
-    "--batch-size": ("batch_size", int, "labelled pairs per optimiser step (default 16)"),
-    "--ensemble": ("ensemble", int, "K members on bootstrap resamples; 2+ enables the disagreement selector (default 1)"),
-    "--val-fraction": ("val_fraction", float, "fraction of labelled pairs held out for validation (default 0.2)"),
-    "--margin": ("margin", float, "the preferred response must lead by this margin (default 0)"),
-    "--label-noise": ("label_noise", float, "label-noise rate eps in P = (1-eps)*sigmoid(d) + eps/2 (default 0)"),
-    "--max-length": ("max_length", int, "tokens of prompt + response kept (default 512, capped by the model)"),
-    "--policy": ("policy_id", int, "policy version to start from (default: the newest)"),
-    "--seed": ("seed", int, "seed of the split, bootstrap, head and batches (default 0)"),
-}
+from .cli_options import add_options, given_options
+from .job_layer import JobKind
+from .reporting import Reporter
+from .reward_config import RewardConfig
+
+SKIPPED = ("round",)  # set by the loop, not on the command line
+ALIASES = {"learning_rate": ["--lr"], "init_policy_id": ["--policy"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for option, (_, kind, help) in OPTIONS.items():
-        parser.add_argument(option, type=kind, default=None, help=help)
-    parser.add_argument("--drop-both-bad", action="store_true", help="leave 'both bad' labels out (default: ties)")
+    add_options(parser, RewardConfig, skip=SKIPPED, aliases=ALIASES)
+    parser.add_argument("--drop-both-bad", dest="both_bad_as_tie", action="store_false", default=None,
+                        help="leave 'both bad' labels out: the same as --no-both-bad-as-tie")
 
 
-def config_from_args(args: argparse.Namespace):
-    from .reward import RewardConfig
+def config_from_args(args: argparse.Namespace) -> RewardConfig:
+    return RewardConfig(**given_options(args, RewardConfig, skip=SKIPPED))
 
-    given = {name: getattr(args, option[2:].replace("-", "_")) for option, (name, _, _) in OPTIONS.items()}
-    config = RewardConfig(**{name: value for name, value in given.items() if value is not None})
-    config.both_bad_as_tie = not args.drop_both_bad
-    return config
+
+class ProgressBar(Reporter):
+    """A terminal bar over the optimiser steps of every ensemble member."""
+
+    def __init__(self):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=1, desc="reward model", unit="step", file=sys.stderr)
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
 
 
 def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> int:
     """Check the settings, open the store (`open_store(args)`), check the labels and policy, then train as a job."""
-    from tqdm import tqdm
-
-    from .reward import check_reward_inputs, train_reward_model
+    from .reward_job import check_reward_inputs, train_reward_model
     from .worker import run_job
 
     config = config_from_args(args)
     config.check()
     store = open_store(args)
     check_reward_inputs(store, config)
-    job_id = job_rows.create_job(store, "reward", dataclasses.asdict(config))
+    job_id = job_rows.create_job(store, JobKind.REWARD.value, dataclasses.asdict(config))
     job = job_rows.claim_job(store, job_id, os.getpid())
-    bar = tqdm(total=1, desc="reward model", unit="step", file=sys.stderr)
+    bar = ProgressBar()
     results = []
-
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done - bar.n)
-
     status = run_job(store, job, runner=lambda s, j: results.append(
-        train_reward_model(s, config, job_id=j.id, progress=progress)))
-    bar.close()
+        train_reward_model(s, config, job_id=j.id, listener=bar)))
+    bar.bar.close()
     if status is not JobStatus.COMPLETED:
         print(f"reward job {job_id}: {status.value}")
         if status is JobStatus.FAILED:
@@ -84,14 +80,3 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
                           if name in metrics) or "no validation pairs"
         print(f"  reward model {model_id} (member {k + 1}/{len(result.paths)}): {shown}  [{path}]")
     return 0
-
-
-def run_reward_job(store: Store, job: Job) -> None:
-    """The worker's runner for `reward` jobs: the job's config is a RewardConfig as a dict."""
-    from .reward import RewardConfig, train_reward_model
-
-    known = {f.name for f in dataclasses.fields(RewardConfig)}
-    unknown = sorted(set(job.config) - known)
-    if unknown:
-        raise InvalidInput(f"unknown reward-model setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    train_reward_model(store, RewardConfig(**job.config), job_id=job.id)

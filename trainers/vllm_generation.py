@@ -2,7 +2,7 @@
 
 `VLLMGenerator` implements both generation interfaces of the studio:
 - `generate(prompts, num_samples, ...)` -> `Sample`s, like `trainers.generation.HFGenerator` (the loop's sampling);
-- `generate_ids(query, query_mask, ...)` and `sync_weights(policy)`, the PPO rollout backend (`trainers.ppo`).
+- `generate_ids(query, query_mask, ...)` and `sync_weights(policy)`, the PPO rollout backend (`trainers.ppo_rollout`).
 
 The engine runs inside the training process (`distributed_executor_backend="external_launcher"`, one engine per
 process, as TRL's colocate mode does), so after each PPO update the policy's weights (LoRA adapters merged) are

@@ -1,20 +1,21 @@
 """The job worker: `python -m trainers.worker --db PATH --job ID` claims a job and runs it to an end state.
 
-It heartbeats from a background thread, and records `completed`, `cancelled` (the cancel flag was set) or
-`failed` with the tail of the traceback. Under `accelerate launch` only the main process writes job state.
+It heartbeats from a background thread, and records `completed`, `cancelled` (the runner raised JobCancelled, or
+the cancel flag was set) or `failed` with the tail of the traceback. `RUNNERS` is the one table of what each job
+kind runs. Under `accelerate launch` only the main process writes job state.
 Before running, it removes the partial checkpoints a killed worker left behind (never registered, only disk).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from storage import Store
 from storage import jobs as job_rows
@@ -22,19 +23,26 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.types import Job, JobStatus
 
-RUNNERS = {  # job kind -> "module:function" taking (store, job)
-    "reward": "trainers.reward_cli:run_reward_job",
-    "ppo": "trainers.ppo_cli:run_job",
-    "loop": "trainers.loop:run",
+from . import loop, ppo_job, reward_job
+from .job_layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, is_main_process
+from .reporting import JobCancelled
+
+Runner = Callable[[Store, Job], None]
+RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job (every process under accelerate)
+    JobKind.REWARD: reward_job.run_job,
+    JobKind.PPO: ppo_job.run_job,
+    JobKind.LOOP: loop.run_job,
 }
 HEARTBEAT_S = 2.0
 TRACEBACK_LINES = 15
 # What a worker killed mid-write leaves in the data folder: a policy saved under a temporary name before its rename
-# (trainers.ppo), reward-model members staged before registration (trainers.reward), PPO state being written.
+# (trainers.ppo_job), reward-model members staged before registration (trainers.reward_job), PPO state being written.
 # One job runs per store at a time, so when a job starts none of these belongs to a live writer.
-PARTIAL_CHECKPOINTS = ("policies/.tmp-*", "reward_models/.staging-*", "ppo/*/.state-*.tmp")
+PARTIAL_CHECKPOINTS = (f"{POLICIES_FOLDER}/{STAGING_PREFIX}*",
+                       f"{reward_job.REWARD_MODELS_FOLDER}/{reward_job.STAGING_PREFIX}*", "ppo/*/.state-*.tmp")
 # Checkpoints a worker renamed to their final name but was killed before registering in the store.
-FINAL_CHECKPOINTS = ("policies/ppo-r*", "reward_models/rm-r*")
+FINAL_CHECKPOINTS = (f"{POLICIES_FOLDER}/{POLICY_PREFIX}*",
+                     f"{reward_job.REWARD_MODELS_FOLDER}/{reward_job.MODEL_PREFIX}*")
 
 
 class Heartbeat(threading.Thread):
@@ -69,16 +77,7 @@ def sweep_partial_checkpoints(store: Store) -> list[Path]:
     return leftovers
 
 
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def resolve(kind: str):
-    module, function = RUNNERS[kind].split(":")
-    return getattr(importlib.import_module(module), function)
-
-
-def run_job(store: Store, job: Job, runner=None) -> JobStatus:
+def run_job(store: Store, job: Job, runner: Runner | None = None) -> JobStatus:
     """Run a claimed job (with its kind's runner, or `runner(store, job)`) and record how it ended."""
     removed = sweep_partial_checkpoints(store)
     if removed:
@@ -86,7 +85,10 @@ def run_job(store: Store, job: Job, runner=None) -> JobStatus:
     heartbeat = Heartbeat(store, job.id)
     heartbeat.start()
     try:
-        (runner or resolve(job.kind))(store, job)
+        (runner or RUNNERS[job.kind])(store, job)
+    except JobCancelled:
+        job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
+        return JobStatus.CANCELLED
     except BaseException as exc:
         status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.FAILED
         tail = "".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:]
@@ -112,9 +114,17 @@ def main(argv: list[str] | None = None) -> int:
         job = job_rows.claim_job(store, args.job, os.getpid())
     else:
         job = job_rows.get_job(store, args.job)
-    status = run_job(store, job) if is_main_process() else resolve(job.kind)(store, job)
+    status = run_job(store, job) if is_main_process() else run_as_helper(store, job)
     print(f"job {args.job}: {status.value if status else 'done'}", file=sys.stderr)
     return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, None) else 1
+
+
+def run_as_helper(store: Store, job: Job) -> None:
+    """A non-main process of a distributed job: run its part; a stop (decided by the main process) ends it cleanly."""
+    try:
+        RUNNERS[job.kind](store, job)
+    except JobCancelled:
+        pass
 
 
 if __name__ == "__main__":

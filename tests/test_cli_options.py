@@ -1,0 +1,113 @@
+"""Command-line options generated from the config dataclasses: help and defaults are the fields', the README's short
+names keep working as aliases, and each option sets the field its help describes."""
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+
+import pytest
+
+from storage import InvalidInput
+from trainers import loop_cli, ppo_cli, reward_cli
+from trainers.cli_options import add_options, given_options
+from trainers.loop_config import LoopConfig
+from trainers.ppo_config import PPOConfig, PPORun
+from trainers.reward_config import RewardConfig
+
+
+def parser_of(add_arguments) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser
+
+
+def option_help(parser: argparse.ArgumentParser, flag: str) -> str:
+    [action] = [a for a in parser._actions if flag in a.option_strings]
+    return action.help
+
+
+@dataclass
+class Example:
+    steps: int = field(default=7, metadata={"help": "How many steps."})
+    rate: float | None = field(default=None, metadata={"help": "A rate."})
+    fast: bool = field(default=False, metadata={"help": "Go fast."})
+    mode: str = field(default="a", metadata={"help": "The mode.", "choices": ["a", "b"]})
+
+
+def test_options_take_type_help_default_and_choices_from_the_fields():
+    parser = argparse.ArgumentParser()
+    add_options(parser, Example, aliases={"steps": ["-n"]})
+    assert option_help(parser, "--steps") == "How many steps. (default: 7)"
+    assert option_help(parser, "-n") == option_help(parser, "--steps")
+    assert given_options(parser.parse_args([]), Example) == {}  # left out: the dataclass's defaults apply
+    args = parser.parse_args(["-n", "3", "--rate", "0.5", "--fast", "--mode", "b"])
+    assert Example(**given_options(args, Example)) == Example(steps=3, rate=0.5, fast=True, mode="b")
+    assert given_options(parser.parse_args(["--no-fast"]), Example) == {"fast": False}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "c"])
+
+
+def test_a_field_the_command_line_cannot_set_must_be_skipped():
+    with pytest.raises(TypeError, match="ppo"):
+        add_options(argparse.ArgumentParser(), PPORun)
+    add_options(argparse.ArgumentParser(), PPORun, skip=("ppo",))
+
+
+@pytest.mark.parametrize("add_arguments, config, skipped", [
+    (reward_cli.add_arguments, RewardConfig, {"round"}),
+    (ppo_cli.add_arguments, PPOConfig, set()),
+    (ppo_cli.add_arguments, PPORun, {"round", "ppo"}),
+    (loop_cli.add_arguments, LoopConfig, set()),
+])
+def test_every_setting_is_an_option_documented_by_its_field(add_arguments, config, skipped):
+    parser = parser_of(add_arguments)
+    for f in dataclasses.fields(config):
+        if f.name not in skipped:
+            assert option_help(parser, "--" + f.name.replace("_", "-")).startswith(f.metadata["help"]), f.name
+
+
+def test_train_reward_keeps_the_documented_option_names():
+    args = parser_of(reward_cli.add_arguments).parse_args(
+        ["--lr", "1e-5", "--epochs", "1", "--batch-size", "8", "--ensemble", "3", "--margin", "0.5",
+         "--label-noise", "0.1", "--max-length", "128", "--seed", "4", "--val-fraction", "0.25", "--drop-both-bad"])
+    config = reward_cli.config_from_args(args)
+    assert (config.learning_rate, config.epochs, config.batch_size, config.ensemble, config.margin) == \
+        (1e-5, 1.0, 8, 3, 0.5)
+    assert (config.label_noise, config.max_length, config.seed, config.val_fraction) == (0.1, 128, 4, 0.25)
+    assert config.both_bad_as_tie is False
+    assert reward_cli.config_from_args(parser_of(reward_cli.add_arguments).parse_args([])) == RewardConfig()
+
+
+def test_train_reward_policy_is_the_version_the_model_starts_from():
+    """`--policy` says "policy version to start from": it sets the start, not the policy that normalises rewards."""
+    parser = parser_of(reward_cli.add_arguments)
+    config = reward_cli.config_from_args(parser.parse_args(["--policy", "2"]))
+    assert config.init_policy_id == 2 and config.policy_id is None
+    assert "starts from" in option_help(parser, "--policy")
+    assert "normalise" in option_help(parser, "--policy-id")
+
+
+def test_ppo_policy_is_the_version_to_train_and_settings_go_to_the_ppo_config():
+    parser = parser_of(ppo_cli.add_arguments)
+    run = ppo_cli.run_from_args(parser.parse_args(["--policy", "3", "--iterations", "5", "--batch-size", "4",
+                                                   "--lora", "--reward", "oracle"]))
+    assert run == PPORun(iterations=5, reward="oracle", policy_id=3, ppo={"batch_size": 4, "lora": True})
+    assert "to train" in option_help(parser, "--policy")
+    assert ppo_cli.run_from_args(parser.parse_args([])) == PPORun()
+
+
+def test_loop_options_then_json_on_top():
+    parser = parser_of(loop_cli.add_arguments)
+    assert loop_cli.config_from_args(parser.parse_args([])) == LoopConfig()
+    args = parser.parse_args(["--rounds", "2", "--labels-per-round", "40", "--annotator", "human", "--ppo-iterations",
+                              "3", "--seed", "5", "--config", '{"kl_coef": 0.2, "rounds": 4}'])
+    config = loop_cli.config_from_args(args)
+    assert (config.rounds, config.labels_per_round, config.annotator, config.ppo_iterations, config.seed,
+            config.kl_coef) == (4, 40, "human", 3, 5, 0.2)
+    assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement"])).ensemble == 3
+    assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "2"])).ensemble == 2
+    assert parser.parse_args(["--resume", "7"]).resume == 7
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--selector", "best"])
+    with pytest.raises(InvalidInput, match="needs an ensemble of 2"):
+        loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "1"]))

@@ -1,0 +1,64 @@
+"""Command-line options generated from a config dataclass, so help texts and defaults cannot drift from the fields.
+
+Each field becomes `--field-name` (plus any aliases), typed from its annotation, its help from `metadata["help"]`
+followed by the field's default, its choices from `metadata["choices"]` (an enum or a list). Options default to
+None, so `given_options` returns only what the command line set and the dataclass fills in the rest.
+
+    add_options(parser, RewardConfig, aliases={"learning_rate": ["--lr"]}, skip=("round",))
+    config = RewardConfig(**given_options(args, RewardConfig))
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Iterable
+
+TYPES = {"int": int, "float": float, "str": str}
+
+
+def option_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def field_help(f: dataclasses.Field) -> str:
+    """The field's help and its default, as the command line shows them (% escaped for argparse)."""
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    return f"{f.metadata['help']} (default: {default})".replace("%", "%%")
+
+
+def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, config: type, *,
+                skip: Iterable[str] = (), aliases: dict[str, list[str]] | None = None) -> None:
+    """One option per field of the dataclass `config` (but those in `skip`), with `aliases[field]` as extra flags."""
+    aliases = aliases or {}
+    for f in _fields(config, skip):
+        flags = [option_name(f.name), *aliases.get(f.name, [])]
+        kind = _annotation(f).replace(" | None", "")
+        if kind == "bool":
+            parser.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=field_help(f))
+        elif kind == "list[str]":
+            parser.add_argument(*flags, dest=f.name, nargs="+", default=None, help=field_help(f))
+        elif kind in TYPES:
+            choices = f.metadata.get("choices")
+            parser.add_argument(*flags, dest=f.name, type=TYPES[kind], default=None, help=field_help(f),
+                                choices=[str(c) for c in choices] if choices is not None else None)
+        else:
+            raise TypeError(f"{config.__name__}.{f.name}: no command-line option for type {f.type}; skip it")
+
+
+def given_options(args: argparse.Namespace, config: type, *, skip: Iterable[str] = ()) -> dict:
+    """The fields of `config` that the command line set (options left out are absent)."""
+    return {f.name: getattr(args, f.name) for f in _fields(config, skip) if getattr(args, f.name, None) is not None}
+
+
+def _annotation(f: dataclasses.Field) -> str:
+    """The field's type as written ("int", "float | None"), whether or not annotations were postponed."""
+    if isinstance(f.type, str):
+        return f.type
+    return f.type.__name__ if isinstance(f.type, type) else str(f.type)
+
+
+def _fields(config: type, skip: Iterable[str]) -> list[dataclasses.Field]:
+    skipped = set(skip)
+    return [f for f in dataclasses.fields(config) if f.name not in skipped]

@@ -1,0 +1,131 @@
+"""PPO's rollout side: where samples come from (`RolloutBackend`: Hugging Face `generate` on the live policy, or
+vLLM on a GPU via `trainers.vllm_generation`), the actor-critic model that scores them (`PolicyWithValueHead`), the
+per-iteration buffer (`Rollout`) and the padding helpers that turn prompts and samples into tensors.
+
+    backend = make_rollout_backend(policy, tokenizer, config, longest_prompt=12)
+    ids, mask = left_pad(prompt_token_lists, tokenizer.pad_token_id)     # (B, P) each
+    responses, mask, ended = cut_at_eos(backend.generate_ids(ids, mask, 24, 1.0, 1.0), eos, pad)
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from torch import nn
+from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+from .ppo_config import PPOConfig
+
+
+class RolloutBackend(Protocol):
+    """Generates PPO rollouts from token ids; `sync_weights` is called after every update."""
+
+    def generate_ids(self, query: torch.Tensor, query_mask: torch.Tensor, max_new_tokens: int, temperature: float,
+                     top_p: float) -> torch.Tensor:
+        """Left-padded prompts (B, P) -> sampled response ids (B, R <= max_new_tokens); what follows an EOS is ignored."""
+
+    def sync_weights(self, policy: nn.Module) -> None: ...
+
+
+class HFRolloutBackend:
+    """Batched sampling with `generate` (KV cache) from the live policy, so no weight sync is needed."""
+
+    def __init__(self, policy: nn.Module, tokenizer: PreTrainedTokenizerBase):
+        self.policy = policy
+        self.eos, self.pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+
+    def generate_ids(self, query, query_mask, max_new_tokens, temperature, top_p):
+        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_p=top_p,
+                                  top_k=0, eos_token_id=self.eos, pad_token_id=self.pad, suppress_tokens=[self.pad],
+                                  use_cache=True)
+        output = self.policy.generate(input_ids=query, attention_mask=query_mask, generation_config=config)
+        return output[:, query.shape[1]:]  # (B, R)
+
+    def sync_weights(self, policy: nn.Module) -> None:
+        pass
+
+
+def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, config: PPOConfig,
+                         longest_prompt: int) -> RolloutBackend:
+    """The backend `config.generation_backend` names, sampling from `policy` (LoRA adapters included)."""
+    if config.generation_backend == "hf":
+        return HFRolloutBackend(policy, tokenizer)
+    from .vllm_generation import VLLMGenerator
+
+    base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+    model_dir = Path(base.name_or_path or "")
+    if not (model_dir / "config.json").is_file():  # built in memory: give the engine a directory to start from
+        model_dir = Path(tempfile.mkdtemp(prefix="ppo-vllm-"))
+        plain = copy.deepcopy(policy).merge_and_unload() if config.lora else policy
+        plain.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+    backend = VLLMGenerator(model_dir, tokenizer, config.vllm_gpu_memory_utilization,
+                            max_model_len=longest_prompt + config.response_length, seed=config.seed)
+    backend.sync_weights(policy)  # adapters or weights that differ from the directory's
+    return backend
+
+
+class PolicyWithValueHead(nn.Module):
+    """The actor and the critic: a causal LM and a zero-initialised scalar head on its last hidden state."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+        self.value_head = nn.Linear(policy.config.hidden_size, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                response_start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits predicting each response token (B, R, V) and the values of the states before them (B, R)."""
+        output = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             output_hidden_states=True, use_cache=False,
+                             logits_to_keep=input_ids.shape[1] - response_start + 1)
+        hidden = output.hidden_states[-1][:, response_start - 1:-1]  # (B, R, H)
+        return output.logits[:, :-1], self.value_head(hidden).squeeze(-1).float()
+
+
+@dataclass
+class Rollout:
+    """One iteration's buffer; per-token tensors are (B, R), `mask` 1 on response tokens up to and including EOS."""
+
+    query: torch.Tensor
+    query_mask: torch.Tensor
+    responses: torch.Tensor
+    mask: torch.Tensor
+    logprobs: torch.Tensor
+    ref_logprobs: torch.Tensor
+    values: torch.Tensor
+    scores: torch.Tensor
+    ended: torch.Tensor
+    entropy: torch.Tensor
+
+
+def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> left-padded (ids, mask), both (B, P)."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+def cut_at_eos(responses: torch.Tensor, eos: int, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Keep each response up to and including its first EOS: (ids with pads after, float mask, ended-with-EOS)."""
+    is_eos = responses == eos  # (B, R)
+    ended = is_eos.any(dim=1)
+    first = torch.where(ended, is_eos.int().argmax(dim=1), responses.shape[1] - 1)  # index of the last real token
+    mask = torch.arange(responses.shape[1], device=responses.device)[None, :] <= first[:, None]
+    return responses.masked_fill(~mask, pad), mask.float(), ended
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counting real tokens only, so left padding does not shift the prompt."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)

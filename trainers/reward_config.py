@@ -1,0 +1,70 @@
+"""Reward-model settings (`RewardConfig`): one dataclass, checked before anything is written. No torch here, so the
+CLI builds its options fast and the UI can build a reward job's config.
+
+    config = RewardConfig(epochs=1, learning_rate=1e-5, ensemble=3)
+    config.check()                                   # InvalidInput, in one line, for an out-of-range setting
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from storage.errors import InvalidInput
+
+
+@dataclass
+class RewardConfig:
+    """Settings of a reward-model training; the defaults suit the demo."""
+
+    epochs: float = field(default=12.0, metadata={
+        "help": "Passes over the training labels (demo: 12; real models: 1-2)."})
+    learning_rate: float = field(default=2e-3, metadata={
+        "help": "Peak AdamW learning rate, linear decay (demo: 2e-3; real models: ~1e-5)."})
+    batch_size: int = field(default=16, metadata={"help": "Labelled pairs per optimiser step and device."})
+    weight_decay: float = field(default=0.1, metadata={
+        "help": "AdamW weight decay (regularises the small label sets)."})
+    warmup_ratio: float = field(default=0.1, metadata={
+        "help": "Fraction of the steps spent warming the learning rate up."})
+    ensemble: int = field(default=1, metadata={
+        "help": "Members K; K > 1 trains each on a bootstrap resample of the labels (the disagreement selector "
+                "needs 2+)."})
+    val_fraction: float = field(default=0.2, metadata={"help": "Fraction of labelled pairs held out for validation."})
+    both_bad_as_tie: bool = field(default=True, metadata={
+        "help": "Train 'both bad' labels as ties (off: leave them out)."})
+    margin: float = field(default=0.0, metadata={
+        "help": "The preferred response must lead by this margin (0: none); imported labels with a margin of their "
+                "own keep theirs."})
+    label_noise: float = field(default=0.0, metadata={"help": "Label-noise rate eps: P = (1-eps)*sigmoid(d) + eps/2."})
+    max_length: int = field(default=512, metadata={
+        "help": "Tokens of prompt + response kept (from the end); capped by the model's context."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPUs that support it)."})
+    activation_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations to save memory (slower)."})
+    group_by_length: bool = field(default=True, metadata={
+        "help": "Batch pairs of similar length (less padding, faster)."})
+    logging_steps: int = field(default=10, metadata={
+        "help": "Optimiser steps between metrics, validation and cancel checks."})
+    norm_samples: int = field(default=1024, metadata={
+        "help": "Policy samples scored for the reward mean/std normalisation."})
+    policy_id: int | None = field(default=None, metadata={
+        "help": "Policy version whose samples normalise the rewards (None: the newest)."})
+    init_policy_id: int | None = field(default=None, metadata={
+        "help": "Policy version the model starts from (None: the SFT root of the normalising policy)."})
+    round: int = field(default=0, metadata={"help": "Loop round that trains this reward model (0 outside the loop)."})
+    seed: int = field(default=0, metadata={
+        "help": "Seed of the split, the bootstrap, the head's init and the batches."})
+
+    def check(self) -> None:
+        """Raises InvalidInput, in one line, for an out-of-range setting."""
+        checks = [(self.epochs > 0, f"epochs must be positive, got {self.epochs}"),
+                  (self.learning_rate > 0, f"learning rate must be positive, got {self.learning_rate}"),
+                  (self.batch_size >= 1, f"batch size must be at least 1, got {self.batch_size}"),
+                  (self.ensemble >= 1, f"ensemble size must be at least 1, got {self.ensemble}"),
+                  (0 <= self.val_fraction < 1, f"validation fraction must be in [0, 1), got {self.val_fraction}"),
+                  (0 <= self.label_noise < 1, f"label noise must be in [0, 1), got {self.label_noise}"),
+                  (self.margin >= 0, f"margin must be 0 or positive, got {self.margin}"),
+                  (self.max_length >= 2, f"max length must be at least 2 tokens, got {self.max_length}"),
+                  (self.logging_steps >= 1, f"logging steps must be at least 1, got {self.logging_steps}")]
+        for ok, message in checks:
+            if not ok:
+                raise InvalidInput(message)

@@ -1,0 +1,88 @@
+"""Reward-model data: labelled pairs as examples, the split by pair, bootstrap resamples, token ids and batches.
+
+    train, val = split_by_pair(examples, val_fraction=0.2, seed=0)
+    dataset = tokenize_examples(tokenizer, train, max_length=512)      # {first_ids, second_ids, target, margin, length}
+    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)           # input_ids (2B, T): the B firsts, then seconds
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from datasets import Dataset
+from transformers import PreTrainedTokenizerBase
+
+
+@dataclass(frozen=True)
+class PreferenceExample:
+    """One training label: target p = P(first preferred) = 1, 0 or 0.5; the winner must lead by `margin`."""
+
+    label_id: int
+    pair_id: int
+    prompt: str
+    first: str
+    second: str
+    target: float
+    margin: float = 0.0
+
+
+def split_by_pair(examples: Sequence[PreferenceExample], val_fraction: float,
+                  seed: int) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
+    """(train, validation): a seeded shuffle of the pair ids puts ~val_fraction of the pairs in validation."""
+    pair_ids = sorted({e.pair_id for e in examples})
+    random.Random(seed).shuffle(pair_ids)
+    n_val = min(round(len(pair_ids) * val_fraction), len(pair_ids) - 1)
+    val_pairs = set(pair_ids[:n_val])
+    return [e for e in examples if e.pair_id not in val_pairs], [e for e in examples if e.pair_id in val_pairs]
+
+
+def bootstrap(examples: Sequence[PreferenceExample], seed: int) -> list[PreferenceExample]:
+    """A seeded resample with replacement, as large as `examples` (one ensemble member's training set)."""
+    rng = random.Random(seed)
+    return [examples[rng.randrange(len(examples))] for _ in examples]
+
+
+def encode(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], responses: Sequence[str],
+           max_length: int) -> list[list[int]]:
+    """Token ids of prompt + response + EOS per row, cut from the left to `max_length` (the head reads the end)."""
+    prompt_ids = tokenizer(list(prompts))["input_ids"]
+    response_ids = tokenizer(list(responses), add_special_tokens=False)["input_ids"]
+    return [(p + r + [tokenizer.eos_token_id])[-max_length:] for p, r in zip(prompt_ids, response_ids)]
+
+
+def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask), both (N, T), padded on the right."""
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (N, T)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)  # (N, T)
+    for i, row in enumerate(rows):
+        input_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        attention_mask[i, :len(row)] = 1
+    return input_ids, attention_mask
+
+
+@dataclass
+class PreferenceCollator:
+    """Batches {first_ids, second_ids, target, margin} into input_ids (2B, T): the B firsts, then the B seconds."""
+
+    pad_id: int
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        input_ids, attention_mask = pad_right([r["first_ids"] for r in rows] + [r["second_ids"] for r in rows], self.pad_id)
+        return {"input_ids": input_ids, "attention_mask": attention_mask,
+                "target": torch.tensor([r["target"] for r in rows], dtype=torch.float32),
+                "margin": torch.tensor([r["margin"] for r in rows], dtype=torch.float32)}
+
+
+def tokenize_examples(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PreferenceExample],
+                      max_length: int) -> Dataset | None:
+    """The Trainer's dataset: {first_ids, second_ids, target, margin, length} per example (length: the longer side)."""
+    if not examples:
+        return None
+    firsts = encode(tokenizer, [e.prompt for e in examples], [e.first for e in examples], max_length)
+    seconds = encode(tokenizer, [e.prompt for e in examples], [e.second for e in examples], max_length)
+    return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "margin": e.margin,
+                               "length": max(len(f), len(s))} for f, s, e in zip(firsts, seconds, examples)])

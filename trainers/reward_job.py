@@ -1,0 +1,201 @@
+"""Reward-model runs on a store: the worker's `reward` jobs, `python app.py train-reward` and the loop's reward phase.
+
+This is the job layer around `trainers.reward`: it reads the labels (every current label but skips, as examples with
+target p = 1, 0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off), checks the inputs, splits by pair (one
+pair's labels never straddle the split), trains `ensemble` members (K > 1: each on a bootstrap resample), then
+normalises and registers them. The model starts from the SFT policy (the root of the newest policy's lineage) and
+its scores are normalised on the newest policy's samples.
+
+Each member is a plain HF directory under `<store data dir>/reward_models/` with `reward_info.json` (labels used,
+metrics, normalisation, ensemble index); it is written under a temporary name, renamed when complete, and only then
+registered in the store, all members in one transaction.
+
+    result = train_reward_model(store, RewardConfig(ensemble=1), job_id=job.id)   # JobCancelled when stopped
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig
+
+from storage import Store
+from storage.errors import InvalidInput, NotFound
+from storage.generations import SAMPLE_SOURCE, list_generations
+from storage.labels import count_labels, labeled_pairs
+from storage.metrics import last_step
+from storage.policies import get_policy, latest_policy, root_policy
+from storage.prompts import get_prompt
+from storage.reward_models import add_reward_model
+from storage.types import Job, Policy
+
+from .job_layer import is_main_process, job_reporter
+from .models import load_tokenizer
+from .reporting import Reporter, same_on_all_ranks
+from .reward import train_member
+from .reward_config import RewardConfig
+from .reward_data import PreferenceExample, bootstrap, split_by_pair
+from .reward_scorer import INFO_FILE, RewardScorer
+
+REWARD_MODELS_FOLDER = "reward_models"
+STAGING_PREFIX = ".staging-"  # a member being written
+MODEL_PREFIX = "rm-r"  # registered members: rm-r<round>-<random>-m<k>
+
+
+@dataclass(frozen=True)
+class RewardTrainingResult:
+    """What `train_reward_model` registered: one id, path and metrics dict per ensemble member."""
+
+    reward_model_ids: list[int]
+    paths: list[str]
+    metrics: list[dict]
+    labels_used: int
+    train_pairs: int
+    val_pairs: int
+
+
+@dataclass(frozen=True)
+class RewardInputs:
+    """What a reward training starts from, checked: the examples, the policy to normalise on, the initial weights."""
+
+    examples: list[PreferenceExample]
+    policy: Policy
+    init: Policy
+
+
+def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
+    """Every check that needs no training, so bad input fails in one line (StudioError) before anything is written."""
+    config.check()
+    examples = load_examples(store, config.both_bad_as_tie, config.margin)
+    policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
+    if policy is None:
+        raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
+    init = get_policy(store, config.init_policy_id) if config.init_policy_id is not None else root_policy(store, policy)
+    load_tokenizer(init.path)  # raises ModelError: no directory, no tokenizer, no pad token
+    return RewardInputs(examples, policy, init)
+
+
+def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.0) -> list[PreferenceExample]:
+    """Every current non-skip label as an example, with its own margin (imported) or `margin`; raises InvalidInput
+    when none can train."""
+    labeled = labeled_pairs(store)
+    examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt, lp.first, lp.second, target,
+                                  margin if lp.margin is None else lp.margin)
+                for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
+    if examples:
+        return examples
+    stored = count_labels(store, include_skips=False)
+    if stored and not labeled:
+        raise InvalidInput(f"all {stored} labels belong to pairs whose generations were deleted; "
+                           "queue and label new pairs before training a reward model")
+    if labeled:
+        raise InvalidInput(f"the {len(labeled)} labels are all 'both bad', which this run leaves out; "
+                           "train them as ties or label more pairs")
+    raise InvalidInput("no labels to train a reward model on (skips do not count); label some pairs first")
+
+
+def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
+                       listener: Reporter | None = None) -> RewardTrainingResult:
+    """Train `config.ensemble` members from the SFT policy, checkpoint them and register them in the store.
+
+    Metrics go to the store under `job_id` (steps continue after the job's earlier `reward/` steps); `listener`
+    hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
+    """
+    inputs = check_reward_inputs(store, config)
+    examples, policy_id, policy_dir = inputs.examples, inputs.policy.id, Path(inputs.init.path)
+    tokenizer = load_tokenizer(policy_dir)
+    context = getattr(AutoConfig.from_pretrained(policy_dir), "max_position_embeddings", None)
+    max_length = min(config.max_length, context or config.max_length)
+    train, val = split_by_pair(examples, config.val_fraction, config.seed)
+    members = [train] if config.ensemble == 1 else [bootstrap(train, config.seed + k) for k in range(config.ensemble)]
+    step_offset = 0 if job_id is None else (last_step(store, job_id, "reward/") or 0)
+    reporter = job_reporter(store, job_id, step_offset, listener=listener)
+    staging = []
+    try:
+        for k, member_examples in enumerate(members):
+            name = same_on_all_ranks(f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}")  # the main process's, everywhere
+            staged = store.data_dir / REWARD_MODELS_FOLDER / name
+            staging.append(staged)
+            metrics = train_member(config, k, policy_dir, tokenizer, max_length, member_examples, val, staged, reporter)
+            if is_main_process():
+                _finish_member(store, staged, config, k, policy_id, max_length, examples, member_examples, val, metrics)
+        if not is_main_process():  # the main process registers; the others only helped to train
+            return RewardTrainingResult([], [], [], len(examples), 0, 0)
+        return register_reward_models(store, config, job_id, policy_id, staging, len(examples),
+                                      len({e.pair_id for e in train}), len({e.pair_id for e in val}))
+    finally:
+        for staged in staging:
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+def _finish_member(store: Store, out_dir: Path, config: RewardConfig, k: int, policy_id: int, max_length: int,
+                   examples: list[PreferenceExample], member_examples: list[PreferenceExample],
+                   val: list[PreferenceExample], metrics: dict) -> None:
+    """Score the policy's samples with the saved member (mean/std) and write reward_info.json beside it."""
+    prompts, responses, source = _normalisation_texts(store, policy_id, examples, config.norm_samples, config.seed)
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    scorer = RewardScorer.from_dirs([out_dir], norms=[(0.0, 1.0)], device=device, max_length=max_length)
+    raw = scorer.raw_scores(prompts, responses)[0]  # (N,)
+    info = {
+        "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
+        "member_label_ids": [e.label_id for e in member_examples], "val_pair_ids": sorted({e.pair_id for e in val}),
+        "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
+        "norm_samples": len(responses), "norm_source": source, "policy_id": policy_id,
+        "ensemble_index": k, "ensemble_size": config.ensemble, "max_length": max_length, "config": asdict(config),
+    }
+    (out_dir / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
+
+
+def _normalisation_texts(store: Store, policy_id: int, examples: list[PreferenceExample], limit: int,
+                         seed: int) -> tuple[list[str], list[str], str]:
+    """(prompts, responses, source): the policy's samples, or the labelled responses when it has none."""
+    generations = list_generations(store, policy_id=policy_id, source=SAMPLE_SOURCE)
+    if generations:
+        prompt_texts = {}
+        rows = random.Random(seed).sample(generations, min(limit, len(generations)))
+        for g in rows:
+            if g.prompt_id not in prompt_texts:
+                prompt_texts[g.prompt_id] = get_prompt(store, g.prompt_id).text
+        return [prompt_texts[g.prompt_id] for g in rows], [g.text for g in rows], f"policy {policy_id} samples"
+    pairs = sorted({(e.prompt, text) for e in examples for text in (e.first, e.second)})
+    rows = random.Random(seed).sample(pairs, min(limit, len(pairs)))
+    return [p for p, _ in rows], [r for _, r in rows], "labelled responses"
+
+
+def register_reward_models(store: Store, config: RewardConfig, job_id: int | None, policy_id: int,
+                           staging: list[Path], labels_used: int, train_pairs: int,
+                           val_pairs: int) -> RewardTrainingResult:
+    """Rename the complete members staged by the trainer to their final directories and register them all in one
+    transaction (the directories are removed again if registering fails)."""
+    name = f"{MODEL_PREFIX}{config.round}-{uuid.uuid4().hex[:8]}"
+    finals = [staged.parent / f"{name}-m{k}" for k, staged in enumerate(staging)]
+    infos = [json.loads((staged / INFO_FILE).read_text()) for staged in staging]
+    for staged, final in zip(staging, finals):
+        staged.rename(final)
+    try:
+        with store.write():
+            ids = [add_reward_model(store, str(final), labels_used, info["metrics"], info["norm_mean"], info["norm_std"],
+                                    policy_id=policy_id, round=config.round, ensemble_index=k,
+                                    ensemble_size=len(finals), job_id=job_id)
+                   for k, (final, info) in enumerate(zip(finals, infos))]
+    except BaseException:
+        for final in finals:
+            shutil.rmtree(final, ignore_errors=True)
+        raise
+    return RewardTrainingResult(ids, [str(f) for f in finals], [i["metrics"] for i in infos], labels_used,
+                                train_pairs, val_pairs)
+
+
+def run_job(store: Store, job: Job) -> None:
+    """The worker's runner for `reward` jobs: the job's config is a RewardConfig as a dict."""
+    known = {f.name for f in fields(RewardConfig)}
+    unknown = sorted(set(job.config) - known)
+    if unknown:
+        raise InvalidInput(f"unknown reward-model setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    train_reward_model(store, RewardConfig(**job.config), job_id=job.id)
