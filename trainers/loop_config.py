@@ -14,7 +14,7 @@ from labeling.synthetic import DEFAULT_ORACLE
 from storage.errors import InvalidInput
 
 from .job_layer import JobKind
-from .ppo_config import RewardSource
+from .ppo_config import Algorithm, LossNorm, RewardSource
 
 
 class Annotator(StrEnum):
@@ -31,7 +31,7 @@ def round_seed(seed: int, round: int) -> int:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO"})
+    rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected each round"})
@@ -47,11 +47,18 @@ class LoopConfig:
     reward_epochs: int = field(default=4, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
-    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO iterations per round"})
-    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per PPO rollout"})
-    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per PPO epoch (divides the batch)"})
-    ppo_epochs: int = field(default=2, metadata={"help": "PPO epochs over each rollout"})
-    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO learning rate"})
+    algorithm: str = field(default=Algorithm.PPO.value, metadata={
+        "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
+        "choices": Algorithm})
+    group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
+    loss_norm: str = field(default=LossNorm.SEQUENCE.value, metadata={
+        "help": "GRPO loss average: per response then over responses (sequence), or over all tokens (token)",
+        "choices": LossNorm})
+    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
+    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
+    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
+    ppo_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
+    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
     kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference"})
     target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
@@ -78,7 +85,16 @@ class LoopConfig:
         if self.queue_reserve < 0 or self.kl_coef < 0:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
         if self.ppo_batch_size % self.ppo_mini_batches:
-            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size ({self.ppo_batch_size})")
+            whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
+            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size "
+                               f"({self.ppo_batch_size}){whole}")
+        if self.algorithm not in {a.value for a in Algorithm}:
+            raise InvalidInput(f"algorithm must be one of {', '.join(Algorithm)}, got {self.algorithm!r}")
+        if self.group_size < 2:
+            raise InvalidInput(f"group_size must be at least 2 (GRPO compares the responses to a prompt), got "
+                               f"{self.group_size}")
+        if self.loss_norm not in {n.value for n in LossNorm}:
+            raise InvalidInput(f"loss_norm must be one of {', '.join(LossNorm)}, got {self.loss_norm!r}")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0 <= self.oracle_noise <= 1:
@@ -179,8 +195,9 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
-    """The `trainers.ppo_config.PPOConfig` fields a loop config sets (plain values: no torch needed here)."""
-    return {"batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
+    """The `trainers.ppo_config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
+    return {"algorithm": config.algorithm, "group_size": config.group_size, "loss_norm": config.loss_norm,
+            "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "lora": config.lora,
