@@ -187,7 +187,7 @@ def test_a_grpo_job_has_its_own_panels_and_its_warnings(store):
     assert curves.algorithm == "grpo" and set(curves.optimiser) == set(GRPO_PANELS)
     assert curves.points == 2 * (4 * 2 + 2) + 2 * 5 * 12  # reward: loss and accuracy, validation once per round
     shown = show_charts(Studio(store), run["job_id"], ALL, 0.0)
-    assert shown.optimiser_title.startswith("### GRPO: iterations") and "· loop (GRPO) ·" in shown.status
+    assert shown.optimiser_title.startswith("### GRPO: iterations") and "· grpo loop ·" in shown.status
     spec = json.loads(shown.optimiser_plot.plot)
     titles = [a["text"] for a in spec["layout"]["annotations"] if a["text"].startswith("<b>")]
     assert titles == [f"<b>{title}</b>" for title in GRPO_PANELS.values()]

@@ -52,8 +52,10 @@ def job_algorithm(job: Job) -> Algorithm | None:
 
 
 def job_kind_label(job: Job) -> str:
-    """The job's kind as the UI shows it, naming GRPO when the job runs it: `loop`, `ppo (GRPO)`, ..."""
-    return f"{job.kind} (GRPO)" if job_algorithm(job) == Algorithm.GRPO else job.kind
+    """The job's kind as the UI shows it, naming GRPO when the job runs it: `ppo`, `grpo`, `loop`, `grpo loop`."""
+    if job_algorithm(job) != Algorithm.GRPO:
+        return job.kind
+    return "grpo loop" if job.kind == JobKind.LOOP else Algorithm.GRPO.value
 
 
 def is_main_process() -> bool:
