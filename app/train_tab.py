@@ -163,7 +163,7 @@ def layout() -> TrainLayout:
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
-    status, progress = gr.Markdown(), gr.HTML()
+    status, progress = gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs,
                        group_size, advanced, *buttons, status, progress, logs, gr.Timer(POLL_S, active=False))
