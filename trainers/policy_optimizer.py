@@ -97,7 +97,8 @@ class PolicyOptimizer:
             enable_activation_checkpointing(policy, model)
         model.eval()  # dropout off: rollout and update must see the same distribution
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps)
+        # the fused kernel (as transformers' Trainer defaults to): the same AdamW, several times faster per step
+        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps, fused=True)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.backend = backend or make_rollout_backend(self.policy_model.policy, tokenizer, config,
                                                        max(len(ids) for ids in self.prompt_ids))
@@ -318,10 +319,11 @@ class PolicyOptimizer:
         ids = self._encode(prompts)
         scores, kls, ended = [], [], []
         devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
+        size = self.config.batch_size * self.config.episodes_per_prompt  # an iteration's rollout: the same in PPO
+        with torch.random.fork_rng(devices=devices):                      # and GRPO at the same episode budget
             torch.manual_seed(seed)
-            for start in range(0, len(prompts), self.config.batch_size):
-                chunk = slice(start, start + self.config.batch_size)
+            for start in range(0, len(prompts), size):
+                chunk = slice(start, start + size)
                 rollout = self.rollout(prompts[chunk], ids[chunk])
                 kept = [r[m.bool()].tolist() for r, m in zip(rollout.responses, rollout.mask)]
                 texts = self.tokenizer.batch_decode(kept, skip_special_tokens=True)
