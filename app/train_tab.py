@@ -60,7 +60,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
                            f"run, so only {DEFAULT_ORACLE} may be used here")
     store = studio.store
     policy = latest_policy(store)
-    check_against_store(config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
+    check_against_store(config, list_prompts(store), policy.path if policy else None)
     reap_orphans(store)
     return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 

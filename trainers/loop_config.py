@@ -12,7 +12,9 @@ from pathlib import Path
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage.errors import InvalidInput
+from storage.types import Prompt
 
+from .chat_format import ChatFormat, PromptBudget, model_context
 from .job_layer import JobKind
 from .ppo_config import RewardSource
 
@@ -57,7 +59,9 @@ class LoopConfig:
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
+    top_k: int = field(default=0, metadata={"help": "sample among the k likeliest tokens (0: off)"})
     lora: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision for reward training and PPO (GPUs)"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
 
     def __post_init__(self):
@@ -81,6 +85,8 @@ class LoopConfig:
             raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size ({self.ppo_batch_size})")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise InvalidInput(f"top_k must be 0 (off) or positive, got {self.top_k}")
         if not 0 <= self.oracle_noise <= 1:
             raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
         if self.target_kl is not None and not self.target_kl > 0:
@@ -148,34 +154,32 @@ PRESETS = {
 }
 
 
-def check_against_store(config: LoopConfig, training_prompts: int, policy_path: str | None) -> None:
-    """Settings that depend on the store: batches within the prompt set, responses within the policy's context."""
+def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
+    """Settings that depend on the store: batches within the training prompts, responses within the policy's
+    context, and every prompt (training and held-out) fitting that context with `response_length` tokens to spare:
+    nothing is truncated, so a prompt that does not fit is refused here, named by its id."""
+    training_prompts = sum(not p.heldout for p in prompts)
     if training_prompts < 1:
         raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
     for name in ("prompts_per_round", "ppo_batch_size"):
         if getattr(config, name) > training_prompts:
             raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
                                f"training prompts; lower it or import more prompts")
-    context = policy_context(policy_path) if policy_path else None
-    if context is not None and config.response_length >= context:
+    context = model_context(policy_path) if policy_path else None
+    if context is None:
+        return  # a policy without a readable context: the worker checks when it tokenizes
+    if config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
-
-
-def policy_context(policy_path: str) -> int | None:
-    """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown."""
-    try:
-        model_config = json.loads((Path(policy_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return model_config.get("n_positions") or model_config.get("max_position_embeddings")
+    if (Path(policy_path) / "tokenizer.json").is_file():
+        PromptBudget(ChatFormat.from_dir(policy_path), context, config.response_length).check_prompts(prompts)
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.reward_config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": round_seed(config.seed, round)}
+            "seed": round_seed(config.seed, round), "bf16": config.bf16}
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
@@ -183,7 +187,8 @@ def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
     return {"batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
-            "temperature": config.temperature, "top_p": config.top_p, "lora": config.lora,
+            "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
+            "bf16": config.bf16,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
 
 

@@ -15,7 +15,6 @@ Otherwise fresh adapters go on the start policy, which is then the reference. A 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -30,8 +29,9 @@ from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import list_prompts
 from storage.types import Job, Policy
 
+from .chat_format import PromptBudget, model_context
 from .job_layer import is_main_process, job_reporter, new_staging_dir, register_policy
-from .models import load_policy, load_tokenizer
+from .models import default_device, load_chat_format, load_policy, load_tokenizer
 from .ppo import PPOTrainer
 from .ppo_checkpoint import load_value_head
 from .ppo_config import PPOConfig, PPORun, RewardSource
@@ -97,13 +97,17 @@ def build_trainer(store: Store, run: PPORun) -> tuple[PPOTrainer, Policy]:
     config.check()
     start = start_policy(store, run.policy_id)
     if run.reward == RewardSource.RM:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else "cpu"
-        reward = RewardScorer.from_store(store, device=device)
+        reward = RewardScorer.from_store(store, device=default_device())
     else:
         reward = make_oracle_reward(run.oracle)
     policy, reference, tokenizer, value_head = load_models(store, start, config.lora)
-    prompts = [p.text for p in list_prompts(store, heldout=False)]
-    trainer = PPOTrainer(config, policy, tokenizer, prompts, reward, reference=reference, value_head=value_head)
+    chat = load_chat_format(start.path, tokenizer)
+    prompts = list_prompts(store, heldout=False)
+    context = model_context(start.path)
+    if context is not None:  # nothing is truncated: a prompt that does not fit is refused by its id
+        PromptBudget(chat, context, config.response_length).check_prompts(prompts)
+    trainer = PPOTrainer(config, policy, tokenizer, [p.content for p in prompts], reward, reference=reference,
+                         value_head=value_head, chat=chat)
     return trainer, start
 
 
