@@ -128,8 +128,8 @@ def queue_settings(store: Store) -> QueueSettings:
 def update_queue_settings(store: Store, guidelines: str | None = None, overlap: int | None = None,
                           reservation_ttl_s: float | None = None) -> QueueSettings:
     """Check and store the settings given (the others stay); all are checked before any is stored."""
-    if guidelines is not None and len(guidelines) > MAX_GUIDELINES_CHARS:
-        raise InvalidInput(f"the guidelines have {len(guidelines)} characters; keep them under {MAX_GUIDELINES_CHARS}")
+    if guidelines is not None:
+        check_guidelines(guidelines)
     if overlap is not None and not (_number(overlap) and float(overlap).is_integer() and 1 <= overlap <= 100):
         raise InvalidInput("overlap (annotators per pair) must be a whole number from 1 to 100")
     if reservation_ttl_s is not None and not (_number(reservation_ttl_s) and 10 <= reservation_ttl_s <= MAX_TTL_S):
@@ -140,6 +140,12 @@ def update_queue_settings(store: Store, guidelines: str | None = None, overlap: 
             if value is not None:
                 set_setting(store, key, value)
     return queue_settings(store)
+
+
+def check_guidelines(guidelines: str) -> None:
+    """Guidelines are markdown of at most MAX_GUIDELINES_CHARS characters (InvalidInput otherwise)."""
+    if len(guidelines) > MAX_GUIDELINES_CHARS:
+        raise InvalidInput(f"the guidelines have {len(guidelines)} characters; keep them under {MAX_GUIDELINES_CHARS}")
 
 
 def _number(value: object) -> bool:
