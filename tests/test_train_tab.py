@@ -120,3 +120,15 @@ def test_the_job_buttons_are_named_outputs(studio):
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels per round", "M: PPO iterations",
                                          "Pair selector", "Reward ensemble size", "β: KL coefficient", "Reward LR",
                                          "PPO LR", "Reward epochs", "Labels from"]
+
+
+def test_the_tab_shows_the_token_limits_of_the_settings_and_the_longest_prompt(demo_store):
+    from app.context import Studio
+    from app.train_tab import show_limits
+
+    studio = Studio(demo_store)
+    shown = show_limits(studio, "demo", "{}")
+    assert "policy context 64 tokens: responses up to 24, prompts up to 40" in shown and "fits" in shown
+    assert "responses up to 60, prompts up to 4 " in show_limits(studio, "demo", '{"response_length": 60}')
+    assert "does NOT fit" in show_limits(studio, "demo", '{"response_length": 60}')
+    assert "fix the advanced settings" in show_limits(studio, "demo", "{not json")

@@ -146,16 +146,32 @@ class PromptBudget:
 
     def check_prompts(self, prompts) -> None:
         """Check stored prompts (`storage.types.Prompt`), naming the first that does not fit by its id."""
-        counts = [len(ids) for ids in self.chat.prompts_ids([p.content for p in prompts])]
-        for prompt, tokens in zip(prompts, counts):
+        for prompt, tokens in zip(prompts, self.counts(prompts)):
             if tokens > self.limit:
                 self.check(prompt.content, f"prompt {prompt.id}")
 
+    def counts(self, prompts) -> list[int]:
+        """Token counts of stored prompts (`storage.types.Prompt`)."""
+        return [len(ids) for ids in self.chat.prompts_ids([p.content for p in prompts])]
+
+    def describe(self, prompts) -> str:
+        """One line for people: the limits, and the longest of `prompts` (stored prompts) against them."""
+        line = (f"policy context {self.context} tokens: responses up to {self.response_length}, prompts up to "
+                f"{self.limit}")
+        if not prompts:
+            return line
+        longest, prompt = max(zip(self.counts(prompts), prompts), key=lambda pair: pair[0])
+        fits = "fits" if longest <= self.limit else "does NOT fit: shorten it or lower response_length"
+        return f"{line} (longest prompt: {longest} tokens, prompt {prompt.id}, {fits})"
+
 
 def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget | None:
-    """The prompt budget of a model directory (None when its config names no context length)."""
+    """The prompt budget of a model directory, counted without torch (None when its config names no context length
+    or it has no tokenizer.json: the worker, which loads the tokenizer itself, checks then)."""
     context = model_context(model_dir)
-    return PromptBudget(ChatFormat.from_dir(model_dir), context, response_length) if context else None
+    if context is None or not (Path(model_dir) / "tokenizer.json").is_file():
+        return None
+    return PromptBudget(ChatFormat.from_dir(model_dir), context, response_length)
 
 
 def model_context(model_dir: str | Path) -> int | None:

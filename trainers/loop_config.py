@@ -7,14 +7,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from pathlib import Path
 
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage.errors import InvalidInput
 from storage.types import Prompt
 
-from .chat_format import ChatFormat, PromptBudget, model_context
+from .chat_format import model_context, prompt_budget
 from .job_layer import JobKind
 from .ppo_config import RewardSource
 
@@ -171,8 +170,9 @@ def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: 
     if config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
-    if (Path(policy_path) / "tokenizer.json").is_file():
-        PromptBudget(ChatFormat.from_dir(policy_path), context, config.response_length).check_prompts(prompts)
+    budget = prompt_budget(policy_path, config.response_length)
+    if budget is not None:
+        budget.check_prompts(prompts)
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
