@@ -157,6 +157,7 @@ LONG_ANSWER = "\n".join([
     "## Answer", "",
     "Here it is <script>window.pwned=1;alert(1)</script> and <img src=x onerror=\"window.pwned=1;alert(2)\">.", "",
     "<iframe src=\"javascript:window.pwned=1\"></iframe>", "",
+    "Gradio's template syntax is text too: ${window.pwned=1} {{window.pwned}}", "",
     ("[click me](javascript:window.pwned=1) · [data](data:text/html;base64,PHNjcmlwdD5hbGVydCgzKTwvc2NyaXB0Pg==) · "
      f"[ok](https://example.com/) · ![diagram]({IMAGE_URL})"), "",
     "```html", "<script>alert(4)</script>", "<img src=x onerror=alert(5)>", "```", "",
@@ -208,6 +209,7 @@ def test_conversations_and_markdown_render_as_turns_and_run_nothing(store, queue
     assert page.locator(f"#{short} blockquote").inner_text() == "a quote with <svg onload=alert(7)>"
     visible = page.locator(f"#{long}").inner_text()
     for text in ("Here it is <script>window.pwned=1;alert(1)</script>", '<iframe src="javascript:window.pwned=1">',
+                 "${window.pwned=1} {{window.pwned}}",
                  "[click me](javascript:window.pwned=1)", f"[image: diagram <{IMAGE_URL}>]"):
         assert text in visible
     unsafe = page.evaluate(UNSAFE_IN_PANES)
