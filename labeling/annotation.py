@@ -54,12 +54,14 @@ class Choice(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ShownPair:
-    """What an annotator sees: no generation ids, no policy identity."""
+    """What an annotator sees: no generation ids, no policy identity. `prompt` is display text (a conversation's
+    plain-text form); `messages` are the conversation's turns, None for a plain-text prompt."""
 
     pair_id: int
     prompt: str
     left: str
     right: str
+    messages: list[dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,4 +209,6 @@ def progress(store: Store, annotator: str, now: float | None = None) -> Progress
 
 
 def _shown(reserved: votes.Reserved | None) -> ShownPair | None:
-    return None if reserved is None else ShownPair(reserved.pair_id, reserved.prompt, reserved.left, reserved.right)
+    if reserved is None:
+        return None
+    return ShownPair(reserved.pair_id, reserved.prompt, reserved.left, reserved.right, reserved.messages)
