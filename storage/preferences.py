@@ -55,25 +55,31 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
         for row in rows:
             vote_id = "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected])
                                                  .encode("utf-8")).hexdigest()
-            if find_vote(db, vote_id):
+            prompt_id, new_prompt = _prompt(db, row, source, now)
+            if not new_prompt and find_vote(db, vote_id):  # a stored vote's prompt is stored (never deleted)
                 duplicates += 1
                 continue
-            pair_id = _pair(db, row, source, now)
+            pair_id = _pair(db, prompt_id, new_prompt, row, source, now)
             insert_label(db, NewLabel(pair_id, source, Outcome.FIRST, vote_id, margin=row.margin), now)
             added += 1
     return PreferenceImport(added, duplicates)
 
 
-def _pair(db: Database, row: Preference, source: str, now: float) -> int:
-    """The imported pair (chosen first) of a row's texts, reused when stored before, else stored now."""
+def _prompt(db: Database, row: Preference, source: str, now: float) -> tuple[int, bool]:
+    """The id of the row's prompt, stored now unless it was before, and whether it is new."""
     values = {"text": row.prompt, "source": source, "created": now}
     if row.messages is not None:  # only a conversation writes `messages` (m008): a text row fits any schema
         values["messages"] = json.dumps(row.messages, ensure_ascii=False)
     added = db.execute(f"INSERT OR IGNORE INTO prompts ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                        list(values.values()))
-    new_prompt = added.rowcount == 1  # nothing of a new prompt is stored yet: no lookups
-    prompt_id = added.lastrowid if new_prompt else \
-        db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0]
+    if added.rowcount == 1:
+        return added.lastrowid, True
+    return db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0], False
+
+
+def _pair(db: Database, prompt_id: int, new_prompt: bool, row: Preference, source: str, now: float) -> int:
+    """The imported pair (chosen first) of a row's texts, reused when stored before, else stored now. Nothing of a
+    new prompt is stored yet, so its responses and pair are stored without lookups."""
     chosen_id, rejected_id = (_generation(db, prompt_id, text, source, now, new_prompt)
                               for text in (row.chosen, row.rejected))
     pair = None if new_prompt else db.execute(_FIND_PAIR, [chosen_id, rejected_id, IMPORTED]).fetchone()
