@@ -24,7 +24,6 @@ from storage.errors import InvalidInput
 
 FILE_FORMATS = (".jsonl", ".jsonl.gz", ".parquet")
 FOLDER = "save_to_disk folder"
-KINDS = (*FILE_FORMATS, FOLDER)
 BATCH_ROWS = 1000
 _STATE = "state.json"  # what save_to_disk writes beside a Dataset's Arrow files
 _DICT_STATE = "dataset_dict.json"  # ... and beside a DatasetDict's split folders
@@ -38,7 +37,7 @@ class UnreadableRow:
 
 
 def data_kind(path: Path) -> str:
-    """One of KINDS (`.jsonl.gz` counts as one), or '' when unsupported."""
+    """One of FILE_FORMATS (`.jsonl.gz` counts as one) or FOLDER, or '' when unsupported."""
     if path.is_dir():
         return FOLDER
     name = path.name.lower()
@@ -57,7 +56,7 @@ def check_data_path(path: str | Path, what: str) -> Path:
     elif not kind:
         raise InvalidInput(f"{path} has an unsupported extension {path.suffix[:10]!r}; {given}")
     elif path.stat().st_size == 0:
-        raise InvalidInput(f"{path} is empty; it needs rows of {what}")
+        raise InvalidInput(f"{path} is empty: it holds no rows to import; choose another {what}")
     return path
 
 
