@@ -170,6 +170,29 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+@subcommand("import-preferences", "import a preference data set (TRL's formats, hh-rlhf) as labels")
+def import_preferences_arguments(parser: argparse.ArgumentParser):
+    add_store_arguments(parser)
+    parser.add_argument("file", help=".jsonl, .jsonl.gz or .parquet file, or a datasets save_to_disk folder")
+    parser.add_argument("--source", default=None, help="annotator name of the labels (default: the file's name)")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="leave structurally broken rows out (counted and listed) instead of failing the import")
+
+    def run(args: argparse.Namespace) -> int:
+        from labeling.preference_import import check_preference_file, default_source
+
+        from .preferences import import_into_project
+
+        path = check_preference_file(args.file)
+        store = open_store(args)
+        result = import_into_project(store, path, args.source or default_source(path), args.skip_invalid,
+                                     progress=lambda n: print(f"  {n} rows read", file=sys.stderr))
+        print(result.summary())
+        return 0
+
+    return run
+
+
 @subcommand("label", "label N queued pairs with a synthetic annotator (the oracle), through the Label tab's code path")
 def label_arguments(parser: argparse.ArgumentParser):
     from labeling import label_cli

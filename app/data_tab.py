@@ -16,10 +16,10 @@ import gradio as gr
 from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
-from labeling.preference_import import import_preference_file
 from storage.votes import current_votes
 
 from .context import Refresh, Studio, View, bind, user_errors
+from .preferences import import_into_project
 
 TITLE = "Data"
 STATS_HEADERS = ["annotator", "labels", "skips", "tie rate", "both bad rate", "picks left", "median decision (s)",
@@ -67,13 +67,14 @@ def on_import_prompts(studio: Studio, path: str | None, heldout: bool, request: 
     return f"Imported {result.added} prompts ({result.duplicates} duplicates skipped)."
 
 
-def on_import_preferences(studio: Studio, path: str | None, source: str, request: gr.Request) -> str:
+def on_import_preferences(studio: Studio, path: str | None, source: str, skip_invalid: bool,
+                          request: gr.Request) -> str:
     studio.require_admin(request)
     if not path:
-        raise gr.Error("choose a .jsonl or .parquet preference file first")
+        raise gr.Error("choose a .jsonl, .jsonl.gz or .parquet preference file first")
     with user_errors():
-        result = import_preference_file(studio.store, path, source)
-    return f"Imported {result.added} labeled pairs ({result.duplicates} already there)."
+        result = import_into_project(studio.store, path, source, skip_invalid)
+    return result.summary()
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class DataLayout:
     prompt_status: gr.Markdown
     preference_file: gr.File
     source: gr.Textbox
+    skip_invalid: gr.Checkbox
     import_preferences: gr.Button
     preference_status: gr.Markdown
     fmt: gr.Radio
@@ -133,10 +135,12 @@ def layout() -> DataLayout:
             prompts = [gr.File(label="Prompt file", file_types=[".jsonl", ".csv", ".txt"], type="filepath"),
                        gr.Checkbox(label="Held out (evaluation only)"), gr.Button("Import prompts"), gr.Markdown()]
         with gr.Column():
-            gr.Markdown("### Import preference data\nTRL's format: `prompt`, `chosen`, `rejected`, optional `margin` "
-                        "(`.jsonl` or `.parquet`). Rows become labels by the source name.")
-            preferences = [gr.File(label="Preference file", file_types=[".jsonl", ".parquet"], type="filepath"),
+            gr.Markdown("### Import preference data\nTRL's formats: `prompt`, `chosen`, `rejected` as text or turns, "
+                        "or whole dialogues sharing the prompt (hh-rlhf); optional `margin` (`.jsonl`, `.jsonl.gz`, "
+                        "`.parquet`). Rows become labels by the source name.")
+            preferences = [gr.File(label="Preference file", file_types=[".jsonl", ".gz", ".parquet"], type="filepath"),
                            gr.Textbox(label="Source name", placeholder="e.g. hh-rlhf", max_length=64),
+                           gr.Checkbox(label="Skip invalid rows (counted and listed)"),
                            gr.Button("Import preferences"), gr.Markdown()]
         with gr.Column():
             gr.Markdown("### Export labels\n**trl**: `prompt, chosen, rejected` (ties, both bad and skips left out). "
@@ -154,7 +158,7 @@ def build(studio: Studio) -> list[Refresh]:
     ui = layout()
     ui.import_prompts.click(bind(on_import_prompts, studio), [ui.prompt_file, ui.heldout], ui.prompt_status,
                             api_name="import_prompts")
-    ui.import_preferences.click(bind(on_import_preferences, studio), [ui.preference_file, ui.source],
+    ui.import_preferences.click(bind(on_import_preferences, studio), [ui.preference_file, ui.source, ui.skip_invalid],
                                 ui.preference_status, api_name="import_preferences")
     ui.export.click(bind(on_export, studio), [ui.fmt, ui.suffix], Export.components(ui), api_name="export_labels")
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")

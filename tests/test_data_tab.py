@@ -27,7 +27,7 @@ def test_imports_exports_and_statistics(store, tmp_path):
     imported = data_tab.on_import_prompts(studio, str(prompts), False, OWNER)
     assert imported == "Imported 2 prompts (1 duplicates skipped)."
     assert count_prompts(store) == 2
-    assert data_tab.on_import_preferences(studio, str(preferences), "hh", OWNER) == (
+    assert data_tab.on_import_preferences(studio, str(preferences), "hh", False, OWNER) == (
         "Imported 1 labeled pairs (0 already there).")
 
     export = data_tab.on_export(studio, "soft", ".jsonl", OWNER)
