@@ -313,13 +313,13 @@ def run_app(*args, cwd):
 def test_cli_imports_skips_invalid_rows_and_reimports_as_duplicates(tmp_path):
     db, path = tmp_path / "s.db", broken_file(tmp_path / "harmless-test.jsonl.gz")
     path.write_bytes(gzip.compress(path.read_bytes()))
-    failed = run_app("import-preferences", "--db", str(db), "--no-demo", str(path), cwd=tmp_path)
+    failed = run_app("import-preferences", "--db", str(db), str(path), cwd=tmp_path)
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1
     assert failed.stderr.startswith(f"error: {path} line 2: not valid JSON")
-    done = run_app("import-preferences", "--db", str(db), "--no-demo", str(path), "--skip-invalid", cwd=tmp_path)
+    done = run_app("import-preferences", "--db", str(db), str(path), "--skip-invalid", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Imported 2 labeled pairs (0 already there). Skipped 5 invalid rows: line 2, ")
-    again = run_app("import-preferences", "--db", str(db), "--no-demo", str(path), "--skip-invalid",
+    again = run_app("import-preferences", "--db", str(db), str(path), "--skip-invalid",
                     "--source", "harmless-test", cwd=tmp_path)
     assert again.stdout.startswith("Imported 0 labeled pairs (2 already there). Skipped 5")
     from storage import Store
