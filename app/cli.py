@@ -155,14 +155,11 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
     def run(args: argparse.Namespace) -> int:
         from labeling.importing import import_prompt_file
 
-        from trainers.chat_format import prompt_budget
-        from trainers.loop_config import LoopConfig
+        from trainers.loop_config import import_budget
 
         check_prompt_file(args.file)
         store = open_store(args)
-        policy = latest_policy(store)
-        budget = prompt_budget(policy.path, LoopConfig().response_length) if policy else None
-        result = import_prompt_file(store, args.file, heldout=args.heldout, limit=budget,
+        result = import_prompt_file(store, args.file, heldout=args.heldout, limit=import_budget(store),
                                     progress=lambda n: print(f"  {n} prompts read", file=sys.stderr))
         print(f"imported {result.added} prompts, skipped {result.duplicates} duplicates")
         return 0

@@ -1,4 +1,5 @@
-"""Data tab: import prompts and preference data sets, export the labels, and see how each annotator labels.
+"""Data tab: the project (its model and policy versions), import prompts and preference data sets, export the
+labels, and see how each annotator labels.
 
 Imports and exports are for admins under --auth. Exports are written to a fresh temporary folder and offered
 as a download; no path is ever typed.
@@ -17,7 +18,9 @@ from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
 from storage.votes import current_votes
+from trainers.loop_config import import_budget
 
+from . import project_panel
 from .context import Refresh, Studio, View, bind, user_errors
 from .preferences import import_into_project
 
@@ -63,7 +66,7 @@ def on_import_prompts(studio: Studio, path: str | None, heldout: bool, request: 
     if not path:
         raise gr.Error("choose a .jsonl, .csv or .txt file of prompts first")
     with user_errors():
-        result = import_prompt_file(studio.store, path, heldout=heldout)
+        result = import_prompt_file(studio.store, path, heldout=heldout, limit=import_budget(studio.store))
     return f"Imported {result.added} prompts ({result.duplicates} duplicates skipped)."
 
 
@@ -130,9 +133,12 @@ def layout() -> DataLayout:
     """Three columns (import prompts, import preferences, export labels), then the annotators' statistics."""
     with gr.Row(equal_height=False):
         with gr.Column():
-            gr.Markdown("### Import prompts\n`.jsonl` (a `prompt` field), `.csv` (a `prompt` column) or `.txt` "
-                        "(one per line). Duplicates are skipped.")
-            prompts = [gr.File(label="Prompt file", file_types=[".jsonl", ".csv", ".txt"], type="filepath"),
+            gr.Markdown("### Import prompts\n`.jsonl`, `.jsonl.gz`, `.parquet` (a `prompt` field: text, or "
+                        "`{role, content}` turns ending with a user turn; or `messages`), `.csv` (a `prompt` column) "
+                        "or `.txt` (one per line). Duplicates are skipped; a prompt longer than the policy can read "
+                        "is refused by line.")
+            prompts = [gr.File(label="Prompt file", file_types=[".jsonl", ".gz", ".parquet", ".csv", ".txt"],
+                               type="filepath"),
                        gr.Checkbox(label="Held out (evaluation only)"), gr.Button("Import prompts"), gr.Markdown()]
         with gr.Column():
             gr.Markdown("### Import preference data\nTRL's formats: `prompt`, `chosen`, `rejected` as text or turns, "
@@ -155,6 +161,7 @@ def layout() -> DataLayout:
 
 
 def build(studio: Studio) -> list[Refresh]:
+    project = project_panel.build(studio)
     ui = layout()
     ui.import_prompts.click(bind(on_import_prompts, studio), [ui.prompt_file, ui.heldout], ui.prompt_status,
                             api_name="import_prompts")
@@ -162,4 +169,4 @@ def build(studio: Studio) -> list[Refresh]:
                                 ui.preference_status, api_name="import_preferences")
     ui.export.click(bind(on_export, studio), [ui.fmt, ui.suffix], Export.components(ui), api_name="export_labels")
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")
-    return [Refresh(bind(on_stats, studio), [], Stats.components(ui))]
+    return [project, Refresh(bind(on_stats, studio), [], Stats.components(ui))]

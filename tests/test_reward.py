@@ -35,12 +35,11 @@ from storage.policies import add_policy, latest_policy
 from storage.preferences import Preference, import_preferences
 from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
-from storage.settings import set_setting
+from storage.settings import REWARD_BASE_SETTING, set_setting
 from storage.types import JobStatus, Outcome
 from tests.helpers import label_pairs
 from trainers import reward_cli
 from trainers.models import load_chat_format, load_reward_model, load_tokenizer
-from trainers.project import REWARD_BASE_SETTING
 from trainers.reporting import JobCancelled, Reporter
 from trainers.reward import PreferenceTrainer, training_arguments
 from trainers.reward_config import RewardConfig

@@ -10,10 +10,12 @@ from enum import StrEnum
 
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from storage import Store
 from storage.errors import InvalidInput
+from storage.policies import latest_policy
 from storage.types import Prompt
 
-from .chat_format import model_context, prompt_budget
+from .chat_format import PromptBudget, model_context, prompt_budget
 from .job_layer import JobKind
 from .ppo_config import RewardSource
 
@@ -173,6 +175,13 @@ def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: 
     budget = prompt_budget(policy_path, config.response_length)
     if budget is not None:
         budget.check_prompts(prompts)
+
+
+def import_budget(store: Store) -> PromptBudget | None:
+    """What an imported prompt is checked against: the newest policy's context less the loop's default response
+    length (None before a policy is registered, or when it cannot be counted without torch)."""
+    policy = latest_policy(store)
+    return prompt_budget(policy.path, LoopConfig().response_length) if policy else None
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:

@@ -22,7 +22,7 @@ from labeling.importing import iter_prompts
 from storage import Conflict, Store
 from storage.policies import add_policy, list_policies
 from storage.prompts import NewPrompt, add_prompts, count_prompts
-from storage.settings import set_setting
+from storage.settings import REWARD_BASE_SETTING, set_setting
 
 from .chat_format import ChatFormat, PromptBudget, generation_eos, model_context
 from .loop_config import LoopConfig
@@ -31,7 +31,6 @@ from .model_checks import (ModelFolder, ModelRole, check_vocab_fits, check_weigh
 from .model_copies import PadFix, make_prepared_copy, plan_pad_fix
 
 MODELS_DIR = "models"  # prepared copies, under the store's data folder
-REWARD_BASE_SETTING = "reward_base"  # the folder the reward model starts from; unset (None): the SFT policy
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,12 @@ from storage.metrics import last_step
 from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import get_prompt
 from storage.reward_models import add_reward_model
-from storage.settings import get_setting
+from storage.settings import REWARD_BASE_SETTING, get_setting
 from storage.types import Job, Policy
 
 from .chat_format import ChatFormat, model_context
 from .job_layer import is_main_process, job_reporter
 from .models import default_device, load_chat_format
-from .project import REWARD_BASE_SETTING
 from .reporting import Reporter, same_on_all_ranks
 from .reward import train_member
 from .reward_config import RewardConfig
