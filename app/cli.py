@@ -9,11 +9,16 @@ only when a subcommand that needs them runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
+from labeling.importing import check_prompt_file
 from storage import Store, StudioError
+from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import count_prompts
 
@@ -21,6 +26,8 @@ from .limits import MAX_UPLOAD_MB
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBCOMMANDS = {}
+PROMPT_FORMATS = ".jsonl/.jsonl.gz/.parquet (`prompt`: text or {role, content} turns, or `messages`), .csv (`prompt` " \
+                 "column) or .txt (one per line)"
 
 
 def subcommand(name: str, help: str):
@@ -32,8 +39,7 @@ def subcommand(name: str, help: str):
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default="studio.db", help="store file (created and seeded with the demo if missing)")
-    parser.add_argument("--no-demo", action="store_true", help="do not seed a new, empty store with the demo")
+    parser.add_argument("--db", default="studio.db", help="store file (created if missing)")
 
 
 def store_is_empty(store: Store) -> bool:
@@ -41,18 +47,50 @@ def store_is_empty(store: Store) -> bool:
 
 
 def open_store(args: argparse.Namespace) -> Store:
-    """Open (and migrate) the store; an empty one (no prompts, no policy) is seeded with the demo unless --no-demo."""
+    """Open (and migrate) the store. Only `serve` seeds the demo (into an empty store, unless --no-demo), so a
+    project's store never receives demo prompts or the demo policy by accident."""
     store = Store(args.db)
-    if not args.no_demo and store_is_empty(store):
+    if getattr(args, "seed_demo", False) and store_is_empty(store):
         seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path.resolve())], cwd=ROOT)
         if seed.returncode != 0:
             raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")
     return store
 
 
+@contextlib.contextmanager
+def new_or_unchanged_store(path: str) -> Iterator[Store]:
+    """The store at `path`; when the command fails and the store did not exist before, it is removed again (with
+    the data folder it made), so a refused command leaves nothing behind."""
+    existed = Path(path).exists()
+    store = Store(path)
+    data_dir_existed = store.data_dir.exists()
+    try:
+        yield store
+    except BaseException:
+        store.close()
+        if not existed:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{store.path}{suffix}").unlink(missing_ok=True)
+            if not data_dir_existed:
+                shutil.rmtree(store.data_dir, ignore_errors=True)
+        raise
+
+
+def read_text_file(path: str, what: str) -> str:
+    """A UTF-8 text file's contents, or one line saying why it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{what} file {path} does not exist; check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read the {what} file {path} ({exc}); give a UTF-8 text file") from None
+
+
 @subcommand("serve", "serve the studio in the browser (default)")
 def serve_arguments(parser: argparse.ArgumentParser):
     add_store_arguments(parser)
+    parser.add_argument("--no-demo", dest="seed_demo", action="store_false",
+                        help="do not seed an empty store with the demo (by default serve seeds it)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to serve on")
     parser.add_argument("--auth", default=None, help="file of `user:password` lines; annotators must log in")
@@ -73,20 +111,80 @@ def serve_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("import-prompts", "load prompts from a .jsonl, .csv or .txt file")
+@subcommand("init", "start a project on your own model: policy v0, reward base, prompts and guidelines")
+def init_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument("--db", required=True, help="a new store file for the project")
+    parser.add_argument("--policy", required=True, metavar="MODEL_DIR",
+                        help="a local Hugging Face causal LM folder (save_pretrained): policy v0 and the PPO reference")
+    parser.add_argument("--reward-base", metavar="MODEL_DIR",
+                        help="the folder reward models start from (default: the policy); its own tokenizer is fine")
+    parser.add_argument("--prompts", metavar="FILE", help="training prompts (" + PROMPT_FORMATS + ")")
+    parser.add_argument("--heldout", metavar="FILE", help="held-out prompts for evaluation (same formats)")
+    parser.add_argument("--guidelines", metavar="FILE.md", help="labelling guidelines (markdown) shown on the Label tab")
+    parser.add_argument("--allow-pickle", action="store_true",
+                        help="convert pickle-only weights (pytorch_model.bin) once into a safetensors copy")
+
+    def run(args: argparse.Namespace) -> int:
+        from trainers.project import start_project
+
+        for path in (args.prompts, args.heldout):
+            if path is not None:
+                check_prompt_file(path)
+        guidelines = read_text_file(args.guidelines, "guidelines") if args.guidelines else None
+        with new_or_unchanged_store(args.db) as store:
+            result = start_project(store, args.policy, reward_base=args.reward_base, prompts=args.prompts,
+                                   heldout=args.heldout, guidelines=guidelines, allow_pickle=args.allow_pickle)
+        for note in result.notes:
+            print(note)
+        print(f"project started in {store.path}: policy v0 is {result.init.policy_path}; "
+              f"{result.prompts} prompts, {result.heldout} held out")
+        if result.budget is not None:
+            print(f"prompts fit {result.budget.limit} tokens (the context of {result.budget.context} less "
+                  f"{result.budget.response_length} response tokens); serve it with python app.py serve --db {args.db}")
+        return 0
+
+    return run
+
+
+@subcommand("import-prompts", "load prompts from a .jsonl(.gz), .parquet, .csv or .txt file")
 def import_prompts_arguments(parser: argparse.ArgumentParser):
     add_store_arguments(parser)
-    parser.add_argument("file", help=".jsonl (`prompt` field), .csv (`prompt` column) or .txt (one per line)")
+    parser.add_argument("file", help=PROMPT_FORMATS)
     parser.add_argument("--heldout", action="store_true", help="mark the prompts as held out (evaluation only)")
 
     def run(args: argparse.Namespace) -> int:
-        from labeling.importing import check_prompt_file, import_prompt_file
+        from labeling.importing import import_prompt_file
+
+        from trainers.loop_config import import_budget
 
         check_prompt_file(args.file)
         store = open_store(args)
-        result = import_prompt_file(store, args.file, heldout=args.heldout,
+        result = import_prompt_file(store, args.file, heldout=args.heldout, limit=import_budget(store),
                                     progress=lambda n: print(f"  {n} prompts read", file=sys.stderr))
         print(f"imported {result.added} prompts, skipped {result.duplicates} duplicates")
+        return 0
+
+    return run
+
+
+@subcommand("import-preferences", "import a preference data set (TRL's formats, hh-rlhf) as labels")
+def import_preferences_arguments(parser: argparse.ArgumentParser):
+    add_store_arguments(parser)
+    parser.add_argument("file", help=".jsonl, .jsonl.gz or .parquet file, or a datasets save_to_disk folder")
+    parser.add_argument("--source", default=None, help="annotator name of the labels (default: the file's name)")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="leave structurally broken rows out (counted and listed) instead of failing the import")
+
+    def run(args: argparse.Namespace) -> int:
+        from labeling.preference_import import check_preference_file, default_source
+
+        from .preferences import import_into_project
+
+        path = check_preference_file(args.file)
+        store = open_store(args)
+        result = import_into_project(store, path, args.source or default_source(path), args.skip_invalid,
+                                     progress=lambda n: print(f"  {n} rows read", file=sys.stderr))
+        print(result.summary())
         return 0
 
     return run

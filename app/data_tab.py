@@ -1,4 +1,5 @@
-"""Data tab: import prompts and preference data sets, export the labels, and see how each annotator labels.
+"""Data tab: the project (its model and policy versions), import prompts and preference data sets, export the
+labels, and see how each annotator labels.
 
 Imports and exports are for admins under --auth. Exports are written to a fresh temporary folder and offered
 as a download; no path is ever typed.
@@ -16,10 +17,12 @@ import gradio as gr
 from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
-from labeling.preference_import import import_preference_file
 from storage.votes import current_votes
+from trainers.loop_config import import_budget
 
+from . import project_panel
 from .context import Refresh, Studio, View, bind, user_errors
+from .preferences import import_into_project
 
 TITLE = "Data"
 STATS_HEADERS = ["annotator", "labels", "skips", "tie rate", "both bad rate", "picks left", "median decision (s)",
@@ -63,17 +66,18 @@ def on_import_prompts(studio: Studio, path: str | None, heldout: bool, request: 
     if not path:
         raise gr.Error("choose a .jsonl, .csv or .txt file of prompts first")
     with user_errors():
-        result = import_prompt_file(studio.store, path, heldout=heldout)
+        result = import_prompt_file(studio.store, path, heldout=heldout, limit=import_budget(studio.store))
     return f"Imported {result.added} prompts ({result.duplicates} duplicates skipped)."
 
 
-def on_import_preferences(studio: Studio, path: str | None, source: str, request: gr.Request) -> str:
+def on_import_preferences(studio: Studio, path: str | None, source: str, skip_invalid: bool,
+                          request: gr.Request) -> str:
     studio.require_admin(request)
     if not path:
-        raise gr.Error("choose a .jsonl or .parquet preference file first")
+        raise gr.Error("choose a .jsonl, .jsonl.gz or .parquet preference file first")
     with user_errors():
-        result = import_preference_file(studio.store, path, source)
-    return f"Imported {result.added} labeled pairs ({result.duplicates} already there)."
+        result = import_into_project(studio.store, path, source, skip_invalid)
+    return result.summary()
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ class DataLayout:
     prompt_status: gr.Markdown
     preference_file: gr.File
     source: gr.Textbox
+    skip_invalid: gr.Checkbox
     import_preferences: gr.Button
     preference_status: gr.Markdown
     fmt: gr.Radio
@@ -128,15 +133,20 @@ def layout() -> DataLayout:
     """Three columns (import prompts, import preferences, export labels), then the annotators' statistics."""
     with gr.Row(equal_height=False):
         with gr.Column():
-            gr.Markdown("### Import prompts\n`.jsonl` (a `prompt` field), `.csv` (a `prompt` column) or `.txt` "
-                        "(one per line). Duplicates are skipped.")
-            prompts = [gr.File(label="Prompt file", file_types=[".jsonl", ".csv", ".txt"], type="filepath"),
+            gr.Markdown("### Import prompts\n`.jsonl`, `.jsonl.gz`, `.parquet` (a `prompt` field: text, or "
+                        "`{role, content}` turns ending with a user turn; or `messages`), `.csv` (a `prompt` column) "
+                        "or `.txt` (one per line). Duplicates are skipped; a prompt longer than the policy can read "
+                        "is refused by line.")
+            prompts = [gr.File(label="Prompt file", file_types=[".jsonl", ".gz", ".parquet", ".csv", ".txt"],
+                               type="filepath"),
                        gr.Checkbox(label="Held out (evaluation only)"), gr.Button("Import prompts"), gr.Markdown()]
         with gr.Column():
-            gr.Markdown("### Import preference data\nTRL's format: `prompt`, `chosen`, `rejected`, optional `margin` "
-                        "(`.jsonl` or `.parquet`). Rows become labels by the source name.")
-            preferences = [gr.File(label="Preference file", file_types=[".jsonl", ".parquet"], type="filepath"),
+            gr.Markdown("### Import preference data\nTRL's formats: `prompt`, `chosen`, `rejected` as text or turns, "
+                        "or whole dialogues sharing the prompt (hh-rlhf); optional `margin` (`.jsonl`, `.jsonl.gz`, "
+                        "`.parquet`). Rows become labels by the source name.")
+            preferences = [gr.File(label="Preference file", file_types=[".jsonl", ".gz", ".parquet"], type="filepath"),
                            gr.Textbox(label="Source name", placeholder="e.g. hh-rlhf", max_length=64),
+                           gr.Checkbox(label="Skip invalid rows (counted and listed)"),
                            gr.Button("Import preferences"), gr.Markdown()]
         with gr.Column():
             gr.Markdown("### Export labels\n**trl**: `prompt, chosen, rejected` (ties, both bad and skips left out). "
@@ -151,11 +161,12 @@ def layout() -> DataLayout:
 
 
 def build(studio: Studio) -> list[Refresh]:
+    project = project_panel.build(studio)
     ui = layout()
     ui.import_prompts.click(bind(on_import_prompts, studio), [ui.prompt_file, ui.heldout], ui.prompt_status,
                             api_name="import_prompts")
-    ui.import_preferences.click(bind(on_import_preferences, studio), [ui.preference_file, ui.source],
+    ui.import_preferences.click(bind(on_import_preferences, studio), [ui.preference_file, ui.source, ui.skip_invalid],
                                 ui.preference_status, api_name="import_preferences")
     ui.export.click(bind(on_export, studio), [ui.fmt, ui.suffix], Export.components(ui), api_name="export_labels")
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")
-    return [Refresh(bind(on_stats, studio), [], Stats.components(ui))]
+    return [project, Refresh(bind(on_stats, studio), [], Stats.components(ui))]

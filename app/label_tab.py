@@ -1,8 +1,13 @@
 """Label tab: the prompt, two responses side by side, guidelines, progress, vote buttons with keyboard shortcuts.
 
 Public API (gradio_client): `/next_pair(annotator)`, `/submit_label(annotator, pair_id, choice, vote_id)` (returns
-the label id and the next pair, so a vote costs one round trip) and `/undo_label(annotator)`. Responses are shown
-in read-only text boxes, so model output is never run as HTML or markdown.
+the label id and the next pair, so a vote costs one round trip) and `/undo_label(annotator)`. A pair is
+`{pair_id, prompt, messages, left, right, labeled_today, left_in_queue}`: `prompt` is display text (a conversation's
+plain-text form), `messages` the conversation's `{role, content}` turns, null for a plain-text prompt (the key is
+always there; every text field is null when the queue is empty).
+
+On screen the prompt (a conversation as role-labelled turns) and the two responses are markdown rendered by
+`app.render`, which lets nothing in them run or load; the "Plain text" toggle shows the texts as they are.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from labeling.annotation import (Choice, ShownPair, next_pair, progress, queue_s
 from storage.errors import Conflict, NotFound
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message
+from .render import TEXT_SCOPE, panes_html, plain_text_toggle, text_html
 
 TITLE = "Label"
 QUEUE = "label-queue"  # one concurrency group for every queue action, so Gradio hands them out fairly
 QUEUE_WORKERS = 4
 POLL_S = 10.0
 EMPTY = "The queue is empty: new pairs arrive when the next round samples from the policy."
+EMPTY_HTML = f'<p class="queue-empty">{EMPTY}</p>'
 VOTES = [  # (choice, button label with its key, element id)
     (Choice.LEFT, "◀ Left is better (1)", "vote-left"),
     (Choice.RIGHT, "Right is better ▶ (2)", "vote-right"),
@@ -40,7 +47,9 @@ if (!window.studioLabelKeys) {
   document.addEventListener("keydown", (event) => {
     const target = event.target;
     if (event.ctrlKey || event.altKey || event.metaKey || event.repeat || !(event.key in keys)) return;
-    if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
+    const typing = target && (target.isContentEditable || ["TEXTAREA", "SELECT"].includes(target.tagName)
+                              || (target.tagName === "INPUT" && target.type !== "checkbox"));
+    if (typing) return;  // keys typed into a box; after ticking a checkbox (Plain text) keys still vote
     const button = document.getElementById(keys[event.key]);
     if (!button || button.offsetParent === null || button.disabled) return;  // Label tab hidden, or busy
     event.preventDefault();
@@ -54,8 +63,20 @@ def pair_dict(shown: ShownPair | None, done) -> dict:
     """What the API returns for a pair: texts as shown, progress, no generation or policy ids."""
     base = {"labeled_today": done.labeled_today, "left_in_queue": done.left_in_queue}
     if shown is None:
-        return {"pair_id": None, "prompt": None, "left": None, "right": None, **base}
-    return {"pair_id": shown.pair_id, "prompt": shown.prompt, "left": shown.left, "right": shown.right, **base}
+        return {"pair_id": None, "prompt": None, "messages": None, "left": None, "right": None, **base}
+    return {"pair_id": shown.pair_id, "prompt": shown.prompt, "messages": shown.messages, "left": shown.left,
+            "right": shown.right, **base}
+
+
+def prompt_html(shown: ShownPair) -> str:
+    """The prompt pane: the conversation's turns, or the text, as markdown (and its plain form)."""
+    return panes_html([("prompt-text", "Prompt", text_html(shown.messages or shown.prompt))])
+
+
+def responses_html(shown: ShownPair) -> str:
+    """The two responses side by side in equal-height panes that scroll when long."""
+    return panes_html([("response-left", "Left response", text_html(shown.left)),
+                       ("response-right", "Right response", text_html(shown.right))])
 
 
 def _escape(text: str) -> str:
@@ -79,7 +100,8 @@ def annotator_name(studio: Studio, request: gr.Request | None, typed: str | None
 
 def api_next_pair(studio: Studio, annotator: str, request: gr.Request) -> dict:
     """Reserve the next pair for `annotator` (or return the one already reserved for them); `pair_id` is null
-    when the queue is empty. Also returns `labeled_today` and `left_in_queue`."""
+    when the queue is empty. `prompt` is display text; `messages` the prompt's turns when it is a conversation,
+    else null. Also returns `labeled_today` and `left_in_queue`."""
     with user_errors():
         name = annotator_name(studio, request, annotator)
         return pair_dict(next_pair(studio.store, name), progress(studio.store, name))
@@ -112,12 +134,12 @@ class LabelLayout:
     start: gr.Button
     counts: gr.Markdown
     guidelines: gr.Markdown
-    prompt: gr.Textbox
-    left: gr.Textbox
-    right: gr.Textbox
+    prompt: gr.HTML
+    responses: gr.HTML  # the left and right panes
     votes: dict[Choice, gr.Button]
     undo: gr.Button
     status: gr.Markdown
+    plain: gr.Checkbox  # shows the texts as they are instead of rendered
     guidelines_box: gr.Textbox
     overlap: gr.Number
     ttl: gr.Number
@@ -128,8 +150,9 @@ class LabelLayout:
 
 
 def layout(signed_in: bool) -> LabelLayout:
-    """Name box (hidden under --auth), guidelines, the pair side by side, vote buttons, undo, queue settings."""
-    with gr.Column(elem_id="label-tab"):
+    """Name box (hidden under --auth), guidelines, the prompt, the responses side by side, vote buttons, undo, the
+    plain-text toggle, queue settings."""
+    with gr.Column(elem_id="label-tab", elem_classes=[TEXT_SCOPE]):
         with gr.Row(elem_id="label-top"):
             name_box = gr.Textbox(label="Your name", placeholder="type your name, then press Enter", max_length=64,
                                   scale=3, min_width=220, visible=not signed_in, elem_id="annotator-name")
@@ -139,12 +162,8 @@ def layout(signed_in: bool) -> LabelLayout:
                                  elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
             guidelines = gr.Markdown()
-        prompt = gr.Textbox(label="Prompt", interactive=False, lines=1, max_lines=8, elem_id="pair-prompt")
-        with gr.Row(equal_height=True, elem_id="responses"):
-            left = gr.Textbox(label="Left response", interactive=False, lines=6, max_lines=24, min_width=300,
-                              elem_id="response-left")
-            right = gr.Textbox(label="Right response", interactive=False, lines=6, max_lines=24, min_width=300,
-                               elem_id="response-right")
+        prompt = gr.HTML(js_on_load=None, elem_id="pair-prompt")
+        responses = gr.HTML(js_on_load=None, elem_id="responses")
         with gr.Row(elem_id="vote-buttons"):
             votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120,
                                        variant="primary" if choice in (Choice.LEFT, Choice.RIGHT) else "secondary")
@@ -152,6 +171,7 @@ def layout(signed_in: bool) -> LabelLayout:
         with gr.Row(elem_id="vote-tools"):
             undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
             status = gr.Markdown(elem_id="label-status")
+            plain = plain_text_toggle("label-plain")
         gr.HTML("Keys: <kbd>1</kbd>/<kbd>←</kbd> left · <kbd>2</kbd>/<kbd>→</kbd> right · <kbd>3</kbd> tie · "
                 "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo", js_on_load=SHORTCUTS_JS,
                 elem_id="label-keys")
@@ -161,8 +181,9 @@ def layout(signed_in: bool) -> LabelLayout:
                 overlap = gr.Number(label="Annotators per pair (overlap)", precision=0, minimum=1)
                 ttl = gr.Number(label="Reservation time (seconds)", minimum=10)
                 save = gr.Button("Save settings")
-    return LabelLayout(name_box, start, counts, guidelines, prompt, left, right, votes, undo, status, guidelines_box,
-                       overlap, ttl, save, gr.State(None), gr.State(None), gr.Timer(POLL_S, active=False))
+    return LabelLayout(name_box, start, counts, guidelines, prompt, responses, votes, undo, status, plain,
+                       guidelines_box, overlap, ttl, save, gr.State(None), gr.State(None),
+                       gr.Timer(POLL_S, active=False))
 
 
 @dataclass(frozen=True)
@@ -171,9 +192,8 @@ class Screen(View):
 
     pair_id: int | None
     vote_id: str | None
-    prompt: str
-    left: str
-    right: str
+    prompt: str  # HTML, as are the responses
+    responses: str
     counts: str
     status: str
     poll: gr.Timer
@@ -184,8 +204,8 @@ def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = ""
     done = progress(studio.store, name)
     counts = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
     if shown is None:
-        return Screen(None, None, EMPTY, "", "", counts, message, gr.Timer(active=True))
-    return Screen(shown.pair_id, uuid.uuid4().hex, shown.prompt, shown.left, shown.right, counts, message,
+        return Screen(None, None, EMPTY_HTML, "", counts, message, gr.Timer(active=True))
+    return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts, message,
                   gr.Timer(active=False))
 
 

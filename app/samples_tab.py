@@ -1,27 +1,32 @@
 """Samples tab: the held-out samples of every policy version side by side with their reward-model and oracle
 scores, and the annotator view (volume, agreement, Cohen's kappa, and how the reward model agrees with each).
 
-Model and annotator text is always escaped: it is shown literally, never interpreted as HTML.
+Prompts (a conversation as role-labelled turns) and samples are markdown rendered by `app.render`, which lets
+nothing in them run or load; the "Plain text" toggle shows them as they are. Annotator names are escaped.
 """
 
 from __future__ import annotations
 
 import html
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import mean
 
 import gradio as gr
 
 from labeling.agreement import agreement_summary, annotator_stats
+from labeling.conversations import Message
 from storage.generations import eval_samples
 from storage.metrics import read_metrics
 from storage.policies import list_policies
+from storage.prompts import list_prompts
 from storage.reward_models import latest_reward_models
 from storage.types import Policy
 from storage.votes import current_votes
 
 from .context import Refresh, Studio, View, bind
+from .render import TEXT_SCOPE, plain_text_toggle, text_html
 
 TITLE = "Samples"
 ALL_PROMPTS = ""
@@ -35,7 +40,8 @@ table.samples th, table.samples td { border: 1px solid #e5e7eb; padding: 8px; ve
 table.samples th { background: #f9fafb; font-weight: 600; }
 table.samples th .means, table.samples td .scores { display: block; font-weight: normal; font-size: 12px; color: #6b7280; }
 table.samples td.prompt { background: #f9fafb; font-weight: 500; width: 16%; }
-table.samples .sample { white-space: pre-wrap; overflow-wrap: anywhere; margin-bottom: 8px; }
+table.samples .sample { margin-bottom: 8px; }
+table.samples .sample-text { max-height: 24rem; overflow: auto; }
 table.samples .sample:last-child { margin-bottom: 0; }
 table.samples .none { color: #9ca3af; font-style: italic; }
 .samples-note { color: #6b7280; font-size: 13px; margin-top: 6px; }
@@ -68,8 +74,10 @@ def _policy_header(policy: Policy, samples: list[dict]) -> str:
             f'<span class="means">{_e(detail)}</span></th>')
 
 
-def samples_html(samples: list[dict], policies: list[Policy], prompt: str = ALL_PROMPTS) -> str:
-    """A table: one row per held-out prompt, one column per policy version, each cell that version's samples."""
+def samples_html(samples: list[dict], policies: list[Policy], prompt: str = ALL_PROMPTS,
+                 conversations: Mapping[str, list[Message]] | None = None) -> str:
+    """A table: one row per held-out prompt, one column per policy version, each cell that version's samples.
+    `conversations` maps a prompt's text to its turns, for prompts that are conversations."""
     if not policies:
         return '<p class="none">No policy version yet.</p>'
     prompts = list(dict.fromkeys(s["prompt"] for s in samples))
@@ -85,11 +93,12 @@ def samples_html(samples: list[dict], policies: list[Policy], prompt: str = ALL_
     head = "".join(_policy_header(p, by_policy[p.id]) for p in policies)
     rows = []
     for text in shown:
-        row = [f'<td class="prompt">{_e(text)}</td>']
+        row = [f'<td class="prompt">{text_html((conversations or {}).get(text, text))}</td>']
         for p in policies:
             found = cells[(text, p.id)]
-            row.append("<td>" + ("".join(f'<div class="sample">{_e(s["text"])}<span class="scores">{_e(_scores(s))}</span></div>'
-                                        for s in found) or '<span class="none">no sample</span>') + "</td>")
+            row.append("<td>" + ("".join(f'<div class="sample"><div class="sample-text">{text_html(s["text"])}</div>'
+                                         f'<span class="scores">{_e(_scores(s))}</span></div>' for s in found)
+                                 or '<span class="none">no sample</span>') + "</td>")
         rows.append("<tr>" + "".join(row) + "</tr>")
     if not shown:
         rows.append(f'<tr><td colspan="{len(policies) + 1}" class="none">No held-out samples yet: each round of the '
@@ -160,17 +169,20 @@ class SamplesLayout:
 
 
 def layout() -> SamplesLayout:
-    gr.Markdown("The same held-out prompts answered by every policy version, so you can see how the behaviour "
-                "changed round by round. Scores: the reward model's (normalised; each version scored by the reward "
-                "model of its round) and the oracle's, where one exists.")
-    with gr.Row():
-        prompt = gr.Dropdown(label="Held-out prompt", choices=[("All held-out prompts", ALL_PROMPTS)],
-                             value=ALL_PROMPTS, scale=4)
-        with gr.Column(scale=1, min_width=160):
-            refresh = gr.Button("↻ Refresh", size="sm")
-    table = gr.HTML(css_template=CSS, elem_id="samples-table")
-    gr.Markdown("### Annotators")
-    return SamplesLayout(prompt, refresh, table, gr.HTML(css_template=CSS, elem_id="samples-annotators"))
+    with gr.Column(elem_id="samples-tab", elem_classes=[TEXT_SCOPE]):
+        gr.Markdown("The same held-out prompts answered by every policy version, so you can see how the behaviour "
+                    "changed round by round. Scores: the reward model's (normalised; each version scored by the "
+                    "reward model of its round) and the oracle's, where one exists.")
+        with gr.Row():
+            prompt = gr.Dropdown(label="Held-out prompt", choices=[("All held-out prompts", ALL_PROMPTS)],
+                                 value=ALL_PROMPTS, scale=4)
+            with gr.Column(scale=1, min_width=160):
+                refresh = gr.Button("↻ Refresh", size="sm")
+                plain_text_toggle("samples-plain")
+        table = gr.HTML(css_template=CSS, elem_id="samples-table")
+        gr.Markdown("### Annotators")
+        annotators = gr.HTML(css_template=CSS, elem_id="samples-annotators")
+    return SamplesLayout(prompt, refresh, table, annotators)
 
 
 @dataclass(frozen=True)
@@ -187,8 +199,9 @@ def show_samples(studio: Studio, chosen: str) -> Samples:
     samples = eval_samples(studio.store)
     choices = prompt_choices(samples)
     chosen = chosen if chosen in {value for _, value in choices} else ALL_PROMPTS
+    conversations = {p.text: p.messages for p in list_prompts(studio.store, heldout=True) if p.messages is not None}
     return Samples(gr.Dropdown(choices=choices, value=chosen),
-                   samples_html(samples, list_policies(studio.store), chosen), annotators_html(studio))
+                   samples_html(samples, list_policies(studio.store), chosen, conversations), annotators_html(studio))
 
 
 def build(studio: Studio) -> list[Refresh]:

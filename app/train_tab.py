@@ -17,6 +17,7 @@ from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
+from trainers.chat_format import prompt_budget
 from trainers.job_layer import JobKind, job_kind_label
 from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
 from trainers.loop_config import PRESETS, Annotator, LoopConfig, check_against_store, job_settings, settings_from_json
@@ -63,7 +64,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
                            f"run, so only {DEFAULT_ORACLE} may be used here")
     store = studio.store
     policy = latest_policy(store)
-    check_against_store(config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
+    check_against_store(config, list_prompts(store), policy.path if policy else None)
     reap_orphans(store)
     return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
 
@@ -124,6 +125,7 @@ class TrainLayout:
     run_ppo: gr.Button
     stop: gr.Button
     resume: gr.Button
+    limits: gr.Markdown
     status: gr.Markdown
     progress: gr.HTML
     logs: gr.Textbox
@@ -163,10 +165,10 @@ def layout() -> TrainLayout:
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
-    status, progress = gr.Markdown(elem_id="train-status"), gr.HTML()
+    limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs,
-                       group_size, advanced, *buttons, status, progress, logs, gr.Timer(POLL_S, active=False))
+                       group_size, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,22 @@ def on_resume(studio: Studio, request: gr.Request) -> JobView:
     return job_view(studio, job_rows.get_job(studio.store, api_resume_job(studio, newest[0].id, request)["job_id"]))
 
 
+def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = "{}") -> str:
+    """The token limits the settings give on the newest policy (nothing is truncated: a prompt over them is
+    refused when the loop starts), with the longest stored prompt."""
+    policy = latest_policy(studio.store)
+    if policy is None:
+        return "**Limits:** no policy yet; start a project with `python app.py init`."
+    try:
+        settings = {**PRESETS[preset_name].to_dict(), **settings_from_json(advanced_json)}
+    except InvalidInput:
+        return "**Limits:** fix the advanced settings' JSON to see them."
+    budget = prompt_budget(policy.path, int(settings["response_length"]))
+    if budget is None:
+        return "**Limits:** the policy's context is unknown here; the worker checks the prompts when it starts."
+    return f"**Limits:** {budget.describe(list_prompts(studio.store))}."
+
+
 def fill_preset(name: str) -> list:
     """The form's values of a preset, in FORM order."""
     return [getattr(PRESETS[name], field) for field in FORM]
@@ -253,9 +271,12 @@ def build(studio: Studio) -> list[Refresh]:
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(fill_preset, ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, ui.run_ppo, **private)
+    for changed in (ui.preset, ui.advanced):
+        changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
     for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_ppo, JobKind.PPO)):
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
     ui.timer.tick(bind(newest_job, studio), None, shown, **private)
-    return [Refresh(bind(newest_job, studio), [], shown)]
+    return [Refresh(bind(newest_job, studio), [], shown), Refresh(bind(show_limits, studio), [ui.preset, ui.advanced],
+                                                                  [ui.limits])]

@@ -41,7 +41,7 @@ from assets.lexicon import sentiment_score  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.jobs import claim_job, create_job  # noqa: E402
 from trainers.job_layer import StoreReporter  # noqa: E402
-from trainers.models import load_reward_model, load_tokenizer  # noqa: E402
+from trainers.models import load_chat_format, load_reward_model, load_tokenizer  # noqa: E402
 from trainers.reward import PreferenceTrainer, ReporterCallback, training_arguments  # noqa: E402
 from trainers.reward_config import RewardConfig  # noqa: E402
 from trainers.reward_data import PreferenceCollator, PreferenceExample, tokenize_examples  # noqa: E402
@@ -84,7 +84,8 @@ def run_ours(policy: Path, pairs, args, work: Path) -> tuple[float, float]:
     torch.manual_seed(0)
     trainer = PreferenceTrainer(
         model=load_reward_model(policy), args=training_arguments(config, str(work / "ours"), 0, has_val=False),
-        train_dataset=tokenize_examples(tokenizer, examples, 128), data_collator=PreferenceCollator(tokenizer.pad_token_id),
+        train_dataset=tokenize_examples(load_chat_format(policy, tokenizer), examples),
+        data_collator=PreferenceCollator(tokenizer.pad_token_id),
         processing_class=tokenizer, callbacks=[ReporterCallback(StoreReporter(store, job_id))],
     )
     trainer.remove_callback(PrinterCallback)

@@ -54,12 +54,14 @@ class Choice(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ShownPair:
-    """What an annotator sees: no generation ids, no policy identity."""
+    """What an annotator sees: no generation ids, no policy identity. `prompt` is display text (a conversation's
+    plain-text form); `messages` are the conversation's turns, None for a plain-text prompt."""
 
     pair_id: int
     prompt: str
     left: str
     right: str
+    messages: list[dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,8 @@ def queue_settings(store: Store) -> QueueSettings:
 def update_queue_settings(store: Store, guidelines: str | None = None, overlap: int | None = None,
                           reservation_ttl_s: float | None = None) -> QueueSettings:
     """Check and store the settings given (the others stay); all are checked before any is stored."""
-    if guidelines is not None and len(guidelines) > MAX_GUIDELINES_CHARS:
-        raise InvalidInput(f"the guidelines have {len(guidelines)} characters; keep them under {MAX_GUIDELINES_CHARS}")
+    if guidelines is not None:
+        check_guidelines(guidelines)
     if overlap is not None and not (_number(overlap) and float(overlap).is_integer() and 1 <= overlap <= 100):
         raise InvalidInput("overlap (annotators per pair) must be a whole number from 1 to 100")
     if reservation_ttl_s is not None and not (_number(reservation_ttl_s) and 10 <= reservation_ttl_s <= MAX_TTL_S):
@@ -140,6 +142,12 @@ def update_queue_settings(store: Store, guidelines: str | None = None, overlap: 
             if value is not None:
                 set_setting(store, key, value)
     return queue_settings(store)
+
+
+def check_guidelines(guidelines: str) -> None:
+    """Guidelines are markdown of at most MAX_GUIDELINES_CHARS characters (InvalidInput otherwise)."""
+    if len(guidelines) > MAX_GUIDELINES_CHARS:
+        raise InvalidInput(f"the guidelines have {len(guidelines)} characters; keep them under {MAX_GUIDELINES_CHARS}")
 
 
 def _number(value: object) -> bool:
@@ -201,4 +209,6 @@ def progress(store: Store, annotator: str, now: float | None = None) -> Progress
 
 
 def _shown(reserved: votes.Reserved | None) -> ShownPair | None:
-    return None if reserved is None else ShownPair(reserved.pair_id, reserved.prompt, reserved.left, reserved.right)
+    if reserved is None:
+        return None
+    return ShownPair(reserved.pair_id, reserved.prompt, reserved.left, reserved.right, reserved.messages)

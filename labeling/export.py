@@ -6,6 +6,10 @@
 - `soft`: every current label, skips included: `{label_id, pair_id, annotator, prompt, first, second, outcome,
   target, margin}` where `target` = P(first preferred): 1, 0, 0.5 for ties and both-bad, null for skips.
 
+A store with any conversation prompt exports every row in TRL's conversational format, so one file never mixes
+strings and message lists: `prompt` is the list of `{role, content}` turns (a text prompt becomes one user turn),
+and each response is a list holding one assistant turn.
+
     result = export_labels(store, "trl", "prefs.jsonl")
     datasets.load_dataset("json", data_files="prefs.jsonl", split="train")
 """
@@ -28,12 +32,16 @@ from storage.types import Outcome
 FORMATS = ("trl", "soft")
 SUFFIXES = (".jsonl", ".parquet")
 
-_SCHEMAS = {
-    "trl": pa.schema([("prompt", pa.string()), ("chosen", pa.string()), ("rejected", pa.string())]),
-    "soft": pa.schema([("label_id", pa.int64()), ("pair_id", pa.int64()), ("annotator", pa.string()),
-                       ("prompt", pa.string()), ("first", pa.string()), ("second", pa.string()),
-                       ("outcome", pa.string()), ("target", pa.float64()), ("margin", pa.float64())]),
-}
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+
+
+def _schema(fmt: str, conversational: bool) -> pa.Schema:
+    text = MESSAGES if conversational else pa.string()
+    if fmt == "trl":
+        return pa.schema([("prompt", text), ("chosen", text), ("rejected", text)])
+    return pa.schema([("label_id", pa.int64()), ("pair_id", pa.int64()), ("annotator", pa.string()),
+                      ("prompt", text), ("first", text), ("second", text), ("outcome", pa.string()),
+                      ("target", pa.float64()), ("margin", pa.float64())])
 
 
 @dataclass(frozen=True)
@@ -73,35 +81,50 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
     path = check_export_path(path)
     labels = labeled_pairs(store, include_skips=True)
     counts = {outcome: sum(row.outcome is outcome for row in labels) for outcome in Outcome}
-    rows = _trl_rows(labels) if fmt == "trl" else [_soft_row(row) for row in labels]
+    conversational = any(row.prompt_messages is not None for row in labels)
+    rows = _trl_rows(labels, conversational) if fmt == "trl" else [_soft_row(row, conversational) for row in labels]
     if not rows and labels:
         raise InvalidInput("nothing to export in the trl format: no label prefers one response; use --format soft")
     if not rows:
         raise InvalidInput("nothing to export: the store has no labels yet; label some pairs first")
-    schema = _SCHEMAS[fmt]
+    schema = _schema(fmt, conversational)
     if fmt == "trl" and "margin" in rows[0]:
         schema = schema.append(pa.field("margin", pa.float64()))
     _write_atomically(path, rows, schema)
     return ExportResult(path, fmt, len(rows), counts[Outcome.TIE], counts[Outcome.BOTH_BAD], counts[Outcome.SKIP])
 
 
-def _trl_rows(labels: list[LabeledPair]) -> list[dict]:
+def _prompt(row: LabeledPair, conversational: bool) -> str | list[dict]:
+    """The prompt as text, or as turns in a conversational export (a text prompt is one user turn)."""
+    if not conversational:
+        return row.prompt
+    return row.prompt_messages or [{"role": "user", "content": row.prompt}]
+
+
+def _response(text: str, conversational: bool) -> str | list[dict]:
+    """A response as text, or as one assistant turn in a conversational export."""
+    return [{"role": "assistant", "content": text}] if conversational else text
+
+
+def _trl_rows(labels: list[LabeledPair], conversational: bool) -> list[dict]:
     decided = [row for row in labels if row.outcome in (Outcome.FIRST, Outcome.SECOND)]
     with_margin = any(row.margin is not None for row in decided)
     rows = []
     for row in decided:
         chosen, rejected = (row.first, row.second) if row.outcome is Outcome.FIRST else (row.second, row.first)
-        item = {"prompt": row.prompt, "chosen": chosen, "rejected": rejected}
+        item = {"prompt": _prompt(row, conversational), "chosen": _response(chosen, conversational),
+                "rejected": _response(rejected, conversational)}
         if with_margin:
             item["margin"] = 0.0 if row.margin is None else row.margin
         rows.append(item)
     return rows
 
 
-def _soft_row(row: LabeledPair) -> dict:
-    return {"label_id": row.label_id, "pair_id": row.pair_id, "annotator": row.annotator, "prompt": row.prompt,
-            "first": row.first, "second": row.second, "outcome": row.outcome.value, "target": row.outcome.target(),
-            "margin": row.margin}
+def _soft_row(row: LabeledPair, conversational: bool) -> dict:
+    return {"label_id": row.label_id, "pair_id": row.pair_id, "annotator": row.annotator,
+            "prompt": _prompt(row, conversational), "first": _response(row.first, conversational),
+            "second": _response(row.second, conversational), "outcome": row.outcome.value,
+            "target": row.outcome.target(), "margin": row.margin}
 
 
 def _write_atomically(path: Path, rows: list[dict], schema: pa.Schema) -> None:

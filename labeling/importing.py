@@ -63,7 +63,7 @@ def iter_prompts(path: str | Path, limit: PromptLimit | None = None) -> Iterator
     count = 0
     try:
         for line_no, value in _values(path):
-            prompt = _prompt(value, f"{path} line {line_no}")
+            prompt = new_prompt(value, f"{path} line {line_no}")
             if limit is not None:
                 limit.check(prompt.messages if prompt.messages is not None else prompt.text, f"{path} line {line_no}")
             count += 1
@@ -76,7 +76,7 @@ def iter_prompts(path: str | Path, limit: PromptLimit | None = None) -> Iterator
         raise InvalidInput(f"{path} holds no prompts; add prompts, one per line (or a `prompt` field/column)")
 
 
-def _prompt(value, where: str) -> NewPrompt:
+def new_prompt(value, where: str) -> NewPrompt:
     """A file's prompt value (text or turns) as a NewPrompt, after checking it."""
     if isinstance(value, list):
         turns = check_conversation(value, where)

@@ -1,118 +1,120 @@
-"""Import an existing preference data set in TRL's format as labels, so a reward model can start from it.
+"""Import an existing preference data set as labels, so a reward model can start from it.
 
-Rows `{prompt, chosen, rejected, margin?}` from a `.jsonl` or `.parquet` file become prompts, two generations
-(source `import:<name>`), a pair (chosen first, selector `imported`, never queued for people) and a label by the
-annotator `<name>`, all in one transaction: any bad row aborts the whole import, naming the row. Rows imported
-before from the same source are skipped and counted.
+Every format TRL's preference trainers read (`labeling.preference_formats`), from a `.jsonl`, `.jsonl.gz` or
+`.parquet` file or a `datasets` save_to_disk folder, streamed (`labeling.data_files`). Each row becomes a prompt, two
+generations (source `import:<name>`), a pair (chosen first, selector `imported`, never queued for people) and a
+label by the annotator `<name>`, all in one transaction. A structurally broken row (not JSON, a missing column,
+chosen identical to rejected, no shared prompt) fails the import naming its line, nothing stored; with
+`skip_invalid` it is left out, counted and listed. Rows imported before from the same source are skipped and counted.
 
-    result = import_preference_file(store, "hh.jsonl", source="hh-rlhf")
+    result = import_preference_file(store, "hh.jsonl.gz", source="hh-rlhf", skip_invalid=True)
+    print(result.summary())   # Imported 42 labeled pairs (0 already there). Skipped 1 invalid row: line 7. ...
 """
 
 from __future__ import annotations
 
-import io
-import json
-import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import Callable, Iterator
 
 from storage import Store
 from storage.errors import InvalidInput
-from storage.preferences import Preference, PreferenceImport, import_preferences
+from storage.preferences import Preference, import_preferences
 
 from .annotation import check_name
-from .importing import MAX_PROMPT_CHARS
+from .data_files import FILE_FORMATS, UnreadableRow, check_data_path, data_kind, read_rows
+from .preference_formats import preference_from_row
 
-SUFFIXES = (".jsonl", ".parquet")
-COLUMNS = ("prompt", "chosen", "rejected")
-MAX_RESPONSE_CHARS = 100_000
+COLUMNS = ("prompt", "chosen", "rejected", "margin")
+REQUIRED = ("chosen", "rejected")
+LISTED = 5  # invalid rows named in a summary; the rest are counted
+PROGRESS_EVERY = 10_000
+
+
+@dataclass
+class InvalidRows:
+    """Rows left out of an import: how many, where the first few are, and the first problem."""
+
+    count: int = 0
+    where: list[str] = field(default_factory=list)
+    first_problem: str | None = None
+
+    def add(self, where: str, problem: str) -> None:
+        self.count += 1
+        if len(self.where) < LISTED:
+            self.where.append(where)
+        self.first_problem = self.first_problem or problem
+
+
+@dataclass(frozen=True)
+class PreferenceFileImport:
+    """What an import did: labeled pairs added, rows already there, invalid rows left out."""
+
+    added: int
+    duplicates: int
+    invalid: InvalidRows = field(default_factory=InvalidRows)
+
+    def summary(self) -> str:
+        """One paragraph for the command line and the Data tab alike."""
+        text = f"Imported {self.added} labeled pairs ({self.duplicates} already there)."
+        if self.invalid.count:
+            more = self.invalid.count - len(self.invalid.where)
+            listed = ", ".join(self.invalid.where) + (f" and {more} more" if more else "")
+            text += (f" Skipped {self.invalid.count} invalid row{'s' if self.invalid.count > 1 else ''}: {listed}."
+                     f" First problem: {self.invalid.first_problem}")
+        return text
 
 
 def check_preference_file(path: str | Path) -> Path:
+    """Fail fast (before any store is opened) on a missing, empty or unsupported file or folder."""
+    return check_data_path(path, "preference file")
+
+
+def default_source(path: str | Path) -> str:
+    """The source name of a file or folder when none is given: its name without the format's suffix."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInput(f"preference file {path} does not exist or is not a file; check the path")
-    if path.suffix.lower() not in SUFFIXES:
-        raise InvalidInput(f"{path} has an unsupported extension {path.suffix[:10]!r}; use .jsonl or .parquet")
-    if path.stat().st_size == 0:
-        raise InvalidInput(f"{path} is empty; it needs rows with prompt, chosen and rejected")
-    return path
+    kind = data_kind(path)
+    return path.name[:-len(kind)] if kind in FILE_FORMATS and len(path.name) > len(kind) else path.name
 
 
-def iter_preferences(path: str | Path) -> Iterator[Preference]:
-    """Checked rows of a preference file, streamed; InvalidInput names the row of the first bad one."""
+def iter_preferences(path: str | Path, chat_turns: bool = False,
+                     invalid: InvalidRows | None = None) -> Iterator[Preference]:
+    """The rows of a preference file as Preferences, streamed. A bad row raises InvalidInput naming the file and its
+    line (row, in Parquet and Arrow), unless `invalid` is given: then it is recorded there and left out."""
     path = check_preference_file(path)
-    rows = _parquet_rows(path) if path.suffix.lower() == ".parquet" else _jsonl_rows(path)
     count = 0
-    for where, row in rows:
+    for where, row in read_rows(path, COLUMNS, REQUIRED):
         count += 1
-        yield _preference(path, where, row)
+        try:
+            if isinstance(row, UnreadableRow):
+                raise InvalidInput(f"{where}: {row.problem}")
+            preference = preference_from_row(row, where, chat_turns)
+        except InvalidInput as exc:
+            if invalid is None:
+                raise InvalidInput(f"{path} {exc}; or skip invalid rows (--skip-invalid)") from None
+            invalid.add(where, str(exc))
+            continue
+        yield preference
     if count == 0:
-        raise InvalidInput(f"{path} holds no rows; it needs rows with prompt, chosen and rejected")
+        raise InvalidInput(f"{path} holds no rows; it needs rows with chosen and rejected (and a prompt)")
 
 
-def import_preference_file(store: Store, path: str | Path, source: str) -> PreferenceImport:
-    """Import every row of a preference file as labels by `source`, all of them or none."""
+def import_preference_file(store: Store, path: str | Path, source: str, skip_invalid: bool = False,
+                           chat_turns: bool = False,
+                           progress: Callable[[int], None] | None = None) -> PreferenceFileImport:
+    """Import every row of a preference file as labels by `source`, all of them or none (invalid rows left out and
+    counted when `skip_invalid`). `chat_turns`: hh-rlhf dialogue prompts become role turns (the policy has a chat
+    template). `progress(rows)` is called every PROGRESS_EVERY rows."""
     source = check_name(source, "source name")
     path = check_preference_file(path)
-    return import_preferences(store, iter_preferences(path), source, time.time())
+    invalid = InvalidRows() if skip_invalid else None
 
+    def counted() -> Iterator[Preference]:
+        for number, preference in enumerate(iter_preferences(path, chat_turns, invalid), 1):
+            if progress and number % PROGRESS_EVERY == 0:
+                progress(number)
+            yield preference
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[str, object]]:
-    with path.open("rb") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
-        try:
-            for line_no, line in enumerate(text, 1):
-                if not line.strip():
-                    continue
-                try:
-                    yield f"line {line_no}", json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidInput(f"{path} line {line_no}: not valid JSON ({exc.msg}); one JSON object per line") from None
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{path} is not valid UTF-8; re-save it as UTF-8") from None
-
-
-def _parquet_rows(path: Path) -> Iterator[tuple[str, object]]:
-    try:
-        parquet = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise InvalidInput(f"{path} is not a readable Parquet file ({str(exc)[:80]}); re-export it") from None
-    missing = [c for c in COLUMNS if c not in parquet.schema_arrow.names]
-    if missing:
-        raise InvalidInput(f"{path} has no column {missing[0]!r}; it needs prompt, chosen and rejected (margin optional)")
-    columns = [c for c in (*COLUMNS, "margin") if c in parquet.schema_arrow.names]
-    row_no = 0
-    for batch in parquet.iter_batches(batch_size=1000, columns=columns):
-        for row in batch.to_pylist():
-            row_no += 1
-            yield f"row {row_no}", row
-
-
-def _preference(path: Path, where: str, row: object) -> Preference:
-    if not isinstance(row, dict):
-        raise InvalidInput(f"{path} {where}: expected an object with prompt, chosen and rejected")
-    for column in COLUMNS:
-        value = row.get(column)
-        if column not in row:
-            raise InvalidInput(f"{path} {where}: no {column!r} field; rows need prompt, chosen and rejected "
-                               "(TRL's explicit-prompt format)")
-        if not isinstance(value, str):
-            raise InvalidInput(f"{path} {where}: {column!r} is {type(value).__name__}, not text; conversational "
-                               "rows are not supported, use plain text")
-        if not value.strip():
-            raise InvalidInput(f"{path} {where}: {column!r} is empty; fill it in or remove the row")
-        limit = MAX_PROMPT_CHARS if column == "prompt" else MAX_RESPONSE_CHARS
-        if len(value) > limit:
-            raise InvalidInput(f"{path} {where}: {column!r} has {len(value)} characters, over the limit of {limit}")
-    if row["chosen"] == row["rejected"]:
-        raise InvalidInput(f"{path} {where}: chosen and rejected are the same text; remove the row")
-    margin = row.get("margin")
-    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))
-                               or not math.isfinite(margin)):
-        raise InvalidInput(f"{path} {where}: 'margin' must be a finite number (or absent)")
-    return Preference(row["prompt"], row["chosen"], row["rejected"], None if margin is None else float(margin))
+    stored = import_preferences(store, counted(), source, time.time())
+    return PreferenceFileImport(stored.added, stored.duplicates, invalid or InvalidRows())

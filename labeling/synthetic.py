@@ -29,6 +29,12 @@ DEFAULT_ORACLE = "assets.lexicon:sentiment_score"
 Scorer = Callable[[str], float]
 
 
+def brevity_score(text: str) -> float:
+    """An oracle for models with no task of their own (the tiny chat models of the tests and the GPU check, whose
+    answers are random sub-words): shorter answers are better, minus the number of words."""
+    return -float(len(text.split()))
+
+
 def load_scorer(spec: str = DEFAULT_ORACLE) -> Scorer:
     """The function named by `module:function` (it scores one response text; higher is better)."""
     module_name, sep, function_name = spec.partition(":")

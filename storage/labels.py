@@ -5,6 +5,7 @@ Labels are written by two paths, a vote (`storage.votes.submit_vote`) and a pref
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from sqlite_utils import Database
@@ -76,6 +77,12 @@ class LabeledPair:
     first: str
     second: str
     margin: float | None = None  # by how much the winner leads (imported preference data may carry one)
+    prompt_messages: list[dict] | None = None  # the prompt's turns when it is a conversation (`prompt` is their text)
+
+    @property
+    def prompt_content(self) -> str | list[dict]:
+        """What the model was prompted with: the conversation's turns, or the prompt text."""
+        return self.prompt_messages if self.prompt_messages is not None else self.prompt
 
 
 def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair]:
@@ -84,7 +91,7 @@ def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair
     rows = store.db().query(
         f"""
         SELECT l.id AS label_id, l.pair_id, l.annotator, l.outcome, p.text AS prompt,
-               g1.text AS first, g2.text AS second, l.margin
+               g1.text AS first, g2.text AS second, l.margin, p.messages
         FROM labels l
         JOIN pairs pr ON pr.id = l.pair_id
         JOIN prompts p ON p.id = pr.prompt_id
@@ -95,4 +102,5 @@ def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair
         """
     )
     return [LabeledPair(r["label_id"], r["pair_id"], r["annotator"], Outcome(r["outcome"]), r["prompt"],
-                        r["first"], r["second"], r["margin"]) for r in rows]
+                        r["first"], r["second"], r["margin"], json.loads(r["messages"]) if r["messages"] else None)
+            for r in rows]

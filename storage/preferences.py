@@ -7,6 +7,7 @@ responses carry the generation source `import:<source>`, which keeps them out of
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -27,12 +28,14 @@ _FIND_GENERATION = ("SELECT id FROM generations WHERE prompt_id = ? AND text = ?
 
 @dataclass(frozen=True)
 class Preference:
-    """One row of a preference data set in TRL's format."""
+    """One row of a preference data set: the prompt's text (a conversation's plain-text form when `messages` holds
+    its turns) and the two answers, chosen first."""
 
     prompt: str
     chosen: str
     rejected: str
     margin: float | None = None
+    messages: list[dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -52,31 +55,43 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
         for row in rows:
             vote_id = "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected])
                                                  .encode("utf-8")).hexdigest()
-            if find_vote(db, vote_id):
+            prompt_id, new_prompt = _prompt(db, row, source, now)
+            if not new_prompt and find_vote(db, vote_id):  # a stored vote's prompt is stored (never deleted)
                 duplicates += 1
                 continue
-            pair_id = _pair(db, row, source, now)
+            pair_id = _pair(db, prompt_id, new_prompt, row, source, now)
             insert_label(db, NewLabel(pair_id, source, Outcome.FIRST, vote_id, margin=row.margin), now)
             added += 1
     return PreferenceImport(added, duplicates)
 
 
-def _pair(db: Database, row: Preference, source: str, now: float) -> int:
-    """The imported pair (chosen first) of a row's texts, reused when stored before, else stored now."""
-    db.execute("INSERT OR IGNORE INTO prompts (text, source, created) VALUES (?, ?, ?)", [row.prompt, source, now])
-    prompt_id = db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0]
-    chosen_id = _generation(db, prompt_id, row.chosen, source, now)
-    rejected_id = _generation(db, prompt_id, row.rejected, source, now)
-    pair = db.execute(_FIND_PAIR, [chosen_id, rejected_id, IMPORTED]).fetchone()
+def _prompt(db: Database, row: Preference, source: str, now: float) -> tuple[int, bool]:
+    """The id of the row's prompt, stored now unless it was before, and whether it is new."""
+    values = {"text": row.prompt, "source": source, "created": now}
+    if row.messages is not None:  # only a conversation writes `messages` (m008): a text row fits any schema
+        values["messages"] = json.dumps(row.messages, ensure_ascii=False)
+    added = db.execute(f"INSERT OR IGNORE INTO prompts ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                       list(values.values()))
+    if added.rowcount == 1:
+        return added.lastrowid, True
+    return db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0], False
+
+
+def _pair(db: Database, prompt_id: int, new_prompt: bool, row: Preference, source: str, now: float) -> int:
+    """The imported pair (chosen first) of a row's texts, reused when stored before, else stored now. Nothing of a
+    new prompt is stored yet, so its responses and pair are stored without lookups."""
+    chosen_id, rejected_id = (_generation(db, prompt_id, text, source, now, new_prompt)
+                              for text in (row.chosen, row.rejected))
+    pair = None if new_prompt else db.execute(_FIND_PAIR, [chosen_id, rejected_id, IMPORTED]).fetchone()
     if pair:
         return pair[0]
     return db.execute("INSERT INTO pairs (prompt_id, first_id, second_id, selector, created) VALUES (?, ?, ?, ?, ?)",
                       [prompt_id, chosen_id, rejected_id, IMPORTED, now]).lastrowid
 
 
-def _generation(db: Database, prompt_id: int, text: str, source: str, now: float) -> int:
+def _generation(db: Database, prompt_id: int, text: str, source: str, now: float, new_prompt: bool) -> int:
     """An imported response, reused by text; its generation source `import:<source>` keeps it out of sampling."""
-    found = db.execute(_FIND_GENERATION, [prompt_id, text, f"import:{source}"]).fetchone()
+    found = None if new_prompt else db.execute(_FIND_GENERATION, [prompt_id, text, f"import:{source}"]).fetchone()
     if found:
         return found[0]
     return db.execute("INSERT INTO generations (prompt_id, text, source, created) VALUES (?, ?, ?, ?)",

@@ -46,9 +46,13 @@ def add_prompts(store: Store, prompts: Iterable[str | NewPrompt], source: str | 
     return PromptImport(added, duplicates)
 
 
+def stored_messages(column: str | None) -> list[dict] | None:
+    """A conversation's turns from the `prompts.messages` column; None for a plain-text prompt."""
+    return json.loads(column) if column else None
+
+
 def _row(row: dict) -> Prompt:
-    messages = json.loads(row["messages"]) if row.get("messages") else None
-    return Prompt(row["id"], row["text"], row["source"], bool(row["heldout"]), messages)
+    return Prompt(row["id"], row["text"], row["source"], bool(row["heldout"]), stored_messages(row.get("messages")))
 
 
 def list_prompts(store: Store, heldout: bool | None = None, limit: int | None = None) -> list[Prompt]:

@@ -1,4 +1,4 @@
-"""Project settings (guidelines, overlap, reservation TTL, selector): JSON values under string keys."""
+"""Project settings (guidelines, overlap, reservation TTL, selector, reward base): JSON values under string keys."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from .db import Store
+
+REWARD_BASE_SETTING = "reward_base"  # the folder reward models start from (init --reward-base); None: the SFT policy
 
 DEFAULTS: dict[str, Any] = {
     "guidelines": (

@@ -19,12 +19,14 @@ from .db import Store
 from .errors import Conflict, NotFound
 from .labels import NewLabel, find_vote, insert_label
 from .preferences import IMPORTED
+from .prompts import stored_messages
 from .types import Outcome
 
 
 @dataclass(frozen=True)
 class Reserved:
-    """A pair reserved for one annotator, with the texts in the order they are shown."""
+    """A pair reserved for one annotator, with the texts in the order they are shown; `messages` are the prompt's
+    turns when it is a conversation (then `prompt` is their plain-text form), else None."""
 
     pair_id: int
     prompt: str
@@ -32,6 +34,7 @@ class Reserved:
     left: str
     right: str
     expires: float
+    messages: list[dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,13 @@ def _may_hold(db, pair_id: int, annotator: str, overlap: int, now: float, live: 
 
 def _reserved(db, pair_id: int, left_id: int, expires: float) -> Reserved:
     row = db.execute(
-        "SELECT pr.text, g1.id, g1.text, g2.text FROM pairs p JOIN prompts pr ON pr.id = p.prompt_id"
+        "SELECT pr.text, pr.messages, g1.id, g1.text, g2.text FROM pairs p JOIN prompts pr ON pr.id = p.prompt_id"
         " JOIN generations g1 ON g1.id = p.first_id JOIN generations g2 ON g2.id = p.second_id WHERE p.id = ?",
         [pair_id],
     ).fetchone()
-    prompt, first_id, first, second = row
+    prompt, messages, first_id, first, second = row
     left, right = (first, second) if left_id == first_id else (second, first)
-    return Reserved(pair_id, prompt, left_id, left, right, expires)
+    return Reserved(pair_id, prompt, left_id, left, right, expires, stored_messages(messages))
 
 
 def reserve_next_pair(store: Store, annotator: str, overlap: int, ttl_s: float, first_on_left: bool,

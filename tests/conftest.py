@@ -55,20 +55,26 @@ def demo_store(demo_template, tmp_path):
 def queue_pairs(store):
     """Queue pairs directly in the store: `queue_pairs([(prompt, response_a, response_b), ...])` -> pair ids.
 
-    Response a is the pair's first generation; `round` and `scores` set the queue order.
+    A prompt is text or a conversation (a list of {role, content} turns). Response a is the pair's first generation;
+    `round` and `scores` set the queue order.
     """
+    from labeling.conversations import conversation_text
     from storage.generations import NewGeneration, add_generations
     from storage.pairs import NewPair, add_pairs
-    from storage.prompts import add_prompts, list_prompts
+    from storage.prompts import NewPrompt, add_prompts, list_prompts
+
+    def stored(prompt) -> NewPrompt:
+        return NewPrompt(conversation_text(prompt), prompt) if isinstance(prompt, list) else NewPrompt(prompt)
 
     def add(triples, round=0, scores=None):
-        add_prompts(store, [prompt for prompt, _, _ in triples])
+        add_prompts(store, [stored(prompt) for prompt, _, _ in triples])
         prompt_ids = {p.text: p.id for p in list_prompts(store)}
         new = []
         for i, (prompt, a, b) in enumerate(triples):
-            first, second = add_generations(store, [NewGeneration(prompt_ids[prompt], a), NewGeneration(prompt_ids[prompt], b)])
+            prompt_id = prompt_ids[stored(prompt).text]
+            first, second = add_generations(store, [NewGeneration(prompt_id, a), NewGeneration(prompt_id, b)])
             score = scores[i] if scores is not None else None
-            new.append(NewPair(prompt_ids[prompt], first, second, selector="random", score=score, round=round))
+            new.append(NewPair(prompt_id, first, second, selector="random", score=score, round=round))
         return add_pairs(store, new)
 
     return add

@@ -56,6 +56,17 @@ def test_shown_texts_are_the_pairs_responses_on_a_random_side(store, queue_pairs
     assert sides == {("first text", "second text"), ("second text", "first text")}
 
 
+def test_a_conversation_prompt_comes_with_its_turns_and_a_text_prompt_without(store, queue_pairs):
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
+    chat, text = queue_pairs([(turns, "a", "b"), ("plain", "c", "d")], scores=[2.0, 1.0])
+    shown = next_pair(store, "alice")
+    assert (shown.pair_id, shown.prompt, shown.messages) == (chat, "System: Be brief.\n\nHuman: Hi?", turns)
+    assert next_pair(store, "alice").messages == turns  # her reservation, asked again
+    submit_label(store, "alice", chat, "tie", vote())
+    assert (next_pair(store, "alice").pair_id, next_pair(store, "alice").messages) == (text, None)
+    assert undo_label(store, "alice").messages == turns  # undo shows the conversation again
+
+
 def test_newest_round_first_then_highest_score(store, queue_pairs):
     old = queue_pairs([("old", "a", "b")], round=0, scores=[0.99])
     low, high = queue_pairs([("low", "a", "b"), ("high", "a", "b")], round=1, scores=[0.1, 0.9])

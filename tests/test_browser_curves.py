@@ -19,12 +19,13 @@ from PIL import Image
 from playwright.sync_api import expect
 
 from app.charts import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
+from labeling.conversations import conversation_text
 from labeling.synthetic import OracleAnnotator
 from storage import jobs as job_rows
-from storage.generations import eval_samples
+from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, eval_samples
 from storage.metrics import log_metrics, read_metrics
-from storage.policies import list_policies
-from storage.prompts import add_prompts
+from storage.policies import add_policy, list_policies
+from storage.prompts import NewPrompt, add_prompts, list_prompts
 from storage.rounds import list_rounds
 from storage.votes import current_votes
 from tests.test_curves_tab import fill_synthetic_run
@@ -144,7 +145,7 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     page.get_by_label("Held-out prompt").click()
     page.get_by_role("option", name=MARKUP_PROMPT).click()
     expect(table.locator("tbody tr")).to_have_count(1)
-    expect(table.locator("td.prompt")).to_have_text(MARKUP_PROMPT)
+    expect(table.locator("td.prompt .text-rendered")).to_have_text(MARKUP_PROMPT)
     samples = [s for s in eval_samples(loop_store) if s["prompt"] == MARKUP_PROMPT]
     per_policy = [sum(s["policy_id"] == p.id for s in samples) for p in policies]
     cells = table.locator("tbody td:not(.prompt)")
@@ -173,3 +174,34 @@ def test_tabs_opened_after_a_job_ran_show_it_without_a_reload(store, serve_studi
     expect(page.locator("#curves-status")).to_contain_text(f"Job {run['job_id']} · loop · completed", timeout=30_000)
     page.get_by_role("tab", name="Samples").click()
     expect(page.locator("#samples-table th[data-policy]")).to_have_count(len(run["policy_ids"]), timeout=30_000)
+
+
+def test_samples_show_conversations_as_turns_and_markdown_that_runs_nothing(store, serve_studio, browser):
+    turns = [{"role": "system", "content": "Be *brief*."},
+             {"role": "user", "content": "Sort <img src=x onerror=alert(1)>"}]
+    add_prompts(store, [NewPrompt(conversation_text(turns), turns)], heldout=True)
+    [prompt] = list_prompts(store, heldout=True)
+    policy = add_policy(store, "/synthetic/sft", round=0)
+    answer = ("```py\nsorted(x)  # <script>window.pwned=1</script>\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+              "[x](javascript:window.pwned=1) <iframe src=x></iframe> ![i](http://127.0.0.1:9/a.png)")
+    add_generations(store, [NewGeneration(prompt.id, answer, policy_id=policy, source=EVAL_SOURCE)])
+    dialogs = []
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(serve_studio(store).local_url)
+    page.get_by_role("tab", name="Samples").click()
+    table = page.locator("#samples-table table.samples")
+    expect(table.locator("td.prompt .turn")).to_have_count(2, timeout=30_000)
+    assert [t.get_attribute("data-role") for t in table.locator("td.prompt .turn").all()] == ["system", "user"]
+    assert "Sort <img src=x onerror=alert(1)>" in table.locator("td.prompt").inner_text()
+    sample = table.locator(".sample-text")
+    assert sample.locator("pre > code").text_content() == "sorted(x)  # <script>window.pwned=1</script>\n"
+    assert sample.locator("table td").all_text_contents() == ["1", "2"]
+    assert "[x](javascript:window.pwned=1) <iframe src=x></iframe>" in sample.inner_text()
+    assert page.locator(", ".join(f"#samples-table {tag}" for tag in ("script", "img", "iframe", "a"))).count() == 0
+    page.locator("#samples-plain input").check()
+    expect(sample.locator(".text-plain")).to_be_visible()
+    assert sample.locator(".text-plain").text_content() == answer
+    assert table.locator("td.prompt .text-plain").inner_text() == conversation_text(turns)
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.pwned") == "undefined" and dialogs == []

@@ -1,11 +1,13 @@
 """The Label tab in a real browser (Playwright driving Debian's Chromium): clicks, keys, undo, and model output
-that tries to run script shows up as plain text. Fails, never skips, when Chromium is missing."""
+that tries to run script shows up as text and runs nothing, whether rendered as markdown or shown plain. Fails, never
+skips, when Chromium is missing."""
 
 import pytest
 from playwright.sync_api import expect
 
 from app import label_tab
 from app.auth import read_auth_file
+from labeling.conversations import conversation_text
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.types import Outcome
@@ -34,15 +36,20 @@ def open_page(browser, url, dialogs):
     return page
 
 
+PLAIN_TEXT = "id => document.querySelector(`#${id} .text-plain`)?.textContent ?? ''"  # a pane's text as it is
+
+
 def shown(page) -> tuple[str, str, str]:
-    return tuple(page.locator(f"#{elem} textarea").input_value() for elem in ("pair-prompt", "response-left", "response-right"))
+    """The prompt and the two responses on screen, as plain text ('' when none is shown)."""
+    panes = ("pair-prompt", "response-left", "response-right")
+    return tuple(page.evaluate(f"({PLAIN_TEXT})('{pane}')") for pane in panes)
 
 
 def act(page, action):
     """Do a click or key press and wait until a different pair is on screen; returns (before, after)."""
     before = shown(page)
     action()
-    page.wait_for_function("prompt => document.querySelector('#pair-prompt textarea').value !== prompt", arg=before[0])
+    page.wait_for_function(f"prompt => ({PLAIN_TEXT})('pair-prompt') !== prompt", arg=before[0])
     return before, shown(page)
 
 
@@ -62,7 +69,7 @@ def test_label_with_clicks_and_keys_including_tie_and_undo(store, queue_pairs, s
     page = open_page(browser, serve(), dialogs)
     page.get_by_label("Your name").fill("alice")
     page.get_by_label("Your name").press("Enter")
-    expect(page.locator("#pair-prompt textarea")).not_to_have_value("")
+    expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1)
     page.evaluate("document.activeElement.blur()")  # keys typed into the name box are not shortcuts
 
     votes = []  # (screen, choice) of each vote that should stay
@@ -107,19 +114,21 @@ def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pair
     expect(page.locator("#label-status")).to_contain_text("Labeling as <img src=x onerror=alert(2)>")
     page.get_by_role("button", name="Undo last").click()  # an error message that names the hostile name
     expect(page.get_by_text("has no label to undo")).to_be_visible()
-    seen = set()
+    seen, visible = set(), ""
     for _ in range(3):
+        visible += page.locator("#responses").inner_text()  # what the reader sees: the markdown rendering
         screen, _ = act(page, lambda: page.get_by_role("button", name="Tie").click())
         seen.update(screen[1:])
     assert set(XSS) <= seen  # each payload reached the screen, verbatim
+    assert all(payload in visible for payload in XSS)  # and reads as itself in the rendering
     assert page.locator("img[src='x']").count() == 0
     assert page.locator("a[href^='javascript']").count() == 0
     page.wait_for_timeout(300)
     assert dialogs == []
     assert len(list_labels(store)) == 3
-    expect(page.locator("#pair-prompt textarea")).to_have_value(label_tab.EMPTY)
+    expect(page.locator("#pair-prompt")).to_have_text(label_tab.EMPTY)
     queue_pairs([("A late prompt.", "late a", "late b")])  # the empty queue is polled: new pairs show up
-    expect(page.locator("#pair-prompt textarea")).to_have_value("A late prompt.", timeout=15_000)
+    expect(page.locator("#pair-prompt .text-rendered")).to_have_text("A late prompt.", timeout=15_000)
 
 def test_signed_in_annotators_label_as_themselves(store, queue_pairs, serve, browser, tmp_path):
     queue_pairs(PAIRS[3:])
@@ -129,7 +138,110 @@ def test_signed_in_annotators_label_as_themselves(store, queue_pairs, serve, bro
     page.get_by_label("username").fill("alice")
     page.get_by_label("password").fill("secret")
     page.get_by_role("button", name="Login").click()
-    expect(page.locator("#pair-prompt textarea")).not_to_have_value("", timeout=15_000)  # no name to type
+    expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1, timeout=15_000)  # no name to type
     expect(page.get_by_label("Your name")).to_have_count(0)
     act(page, lambda: page.keyboard.press("1"))
+    assert [label.annotator for label in list_labels(store)] == ["alice"]
+
+
+# ---- conversations and markdown ------------------------------------------------------------------------------------
+
+IMAGE_URL = "http://127.0.0.1:9/never-fetched.png"
+CONVERSATION = [
+    {"role": "system", "content": "You are *terse*. <img src=x onerror=alert(11)>"},
+    {"role": "user", "content": "Show me code. [x](javascript:alert(12))"},
+    {"role": "assistant", "content": "Which language?"},
+    {"role": "user", "content": "Python, and a table. <script>window.pwned=1</script>"},
+]
+LONG_ANSWER = "\n".join([
+    "## Answer", "",
+    "Here it is <script>window.pwned=1;alert(1)</script> and <img src=x onerror=\"window.pwned=1;alert(2)\">.", "",
+    "<iframe src=\"javascript:window.pwned=1\"></iframe>", "",
+    "Gradio's template syntax is text too: ${window.pwned=1} {{window.pwned}}", "",
+    ("[click me](javascript:window.pwned=1) · [data](data:text/html;base64,PHNjcmlwdD5hbGVydCgzKTwvc2NyaXB0Pg==) · "
+     f"[ok](https://example.com/) · ![diagram]({IMAGE_URL})"), "",
+    "```html", "<script>alert(4)</script>", "<img src=x onerror=alert(5)>", "```", "",
+    "| name | value |", "|---|---:|", "| `<b>` | 1 |", "| **two** | 2 |", "",
+    "- outer", "  - inner `<iframe>`", "    1. deep", "",
+    *[f"Line {i} of a long answer that must scroll inside its pane." for i in range(80)],
+])
+SHORT_ANSWER = "Short: `<img src=x onerror=alert(6)>` and\n\n> a quote with <svg onload=alert(7)>"
+UNSAFE_IN_PANES = """() => {
+  const panes = [...document.querySelectorAll('#pair-prompt *, #responses *')];
+  const active = ['SCRIPT', 'IMG', 'IFRAME', 'SVG', 'OBJECT', 'EMBED', 'STYLE'];
+  return {
+    elements: panes.filter(el => active.includes(el.tagName.toUpperCase())).length,
+    handlers: panes.filter(el => [...el.attributes].some(a => a.name.toLowerCase().startsWith('on'))).length,
+    badLinks: panes.filter(el => el.tagName === 'A' && !/^(https?|mailto):/i.test(el.getAttribute('href') || ''))
+      .length,
+    links: panes.filter(el => el.tagName === 'A').map(el => el.getAttribute('href')),
+  };
+}"""
+
+
+def pane(page, side_text: str) -> str:
+    """The id of the response pane showing this text (the sides are a coin flip)."""
+    return "response-left" if shown(page)[1] == side_text else "response-right"
+
+
+def test_conversations_and_markdown_render_as_turns_and_run_nothing(store, queue_pairs, serve, browser, tmp_path):
+    queue_pairs([(CONVERSATION, LONG_ANSWER, SHORT_ANSWER)])
+    dialogs, requests = [], []
+    page = open_page(browser, serve(), dialogs)
+    page.on("request", lambda request: requests.append(request.url))
+    page.get_by_label("Your name").fill("alice")
+    page.get_by_label("Your name").press("Enter")
+    expect(page.locator("#pair-prompt .turn")).to_have_count(4)
+
+    turns = page.locator("#pair-prompt .turn")
+    assert [turns.nth(i).get_attribute("data-role") for i in range(4)] == [m["role"] for m in CONVERSATION]
+    assert [turns.nth(i).locator(".turn-role").text_content() for i in range(4)] == ["System", "User", "Assistant",
+                                                                                      "User"]
+    assert "<img src=x onerror=alert(11)>" in turns.nth(0).inner_text()  # raw HTML reads as text
+    long, short = pane(page, LONG_ANSWER), pane(page, SHORT_ANSWER)
+    assert {long, short} == {"response-left", "response-right"}
+    code = page.locator(f"#{long} pre > code")
+    expect(code).to_have_count(1)
+    assert code.text_content() == "<script>alert(4)</script>\n<img src=x onerror=alert(5)>\n"
+    assert page.locator(f"#{long} table th").all_text_contents() == ["name", "value"]
+    assert page.locator(f"#{long} table td code").text_content() == "<b>"
+    assert page.locator(f"#{long} ul ul ol li").text_content() == "deep"
+    assert page.locator(f"#{short} blockquote").inner_text() == "a quote with <svg onload=alert(7)>"
+    visible = page.locator(f"#{long}").inner_text()
+    for text in ("Here it is <script>window.pwned=1;alert(1)</script>", '<iframe src="javascript:window.pwned=1">',
+                 "${window.pwned=1} {{window.pwned}}",
+                 "[click me](javascript:window.pwned=1)", f"[image: diagram <{IMAGE_URL}>]"):
+        assert text in visible
+    unsafe = page.evaluate(UNSAFE_IN_PANES)
+    assert (unsafe["elements"], unsafe["handlers"], unsafe["badLinks"]) == (0, 0, 0)
+    assert unsafe["links"] == ["https://example.com/"]
+
+    heights = [page.locator(f"#{side}").bounding_box() for side in ("response-left", "response-right")]
+    assert abs(heights[0]["height"] - heights[1]["height"]) < 1 and heights[0]["y"] == heights[1]["y"]
+    assert heights[0]["x"] + heights[0]["width"] <= heights[1]["x"]  # side by side
+    assert heights[0]["height"] <= 0.6 * 1000 + 1  # capped at 60% of the viewport's height
+    body = page.locator(f"#{long} .pane-body")
+    assert body.evaluate("el => el.scrollHeight > el.clientHeight + 100")  # the long answer scrolls in its pane
+    page.screenshot(path=str(tmp_path / "conversation.png"), full_page=True)
+
+    page.locator("#label-plain input").check()  # the literal texts, nothing rendered
+    for side, text in ((long, LONG_ANSWER), (short, SHORT_ANSWER)):
+        expect(page.locator(f"#{side} .text-plain")).to_be_visible()
+        expect(page.locator(f"#{side} .text-rendered")).to_be_hidden()
+        assert page.locator(f"#{side} .text-plain").text_content() == text
+    assert page.locator("#pair-prompt .text-plain").inner_text() == conversation_text(CONVERSATION)
+    assert abs(page.locator("#response-left").bounding_box()["height"]
+               - page.locator("#response-right").bounding_box()["height"]) < 1
+    page.locator("#label-plain input").uncheck()
+    expect(page.locator(f"#{long} .text-rendered")).to_be_visible()
+
+    page.set_viewport_size({"width": 600, "height": 1000})  # narrow: the panes stack
+    left, right = (page.locator(f"#{side}").bounding_box() for side in ("response-left", "response-right"))
+    assert left["y"] + left["height"] <= right["y"]
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.pwned") == "undefined" and dialogs == []
+    assert not [url for url in requests if "never-fetched" in url or url.endswith("/x")]
+    page.locator("#label-plain input").focus()  # keys still vote while the toggle has the focus
+    page.keyboard.press("1")
+    expect(page.locator("#label-progress")).to_contain_text("1 labeled today")
     assert [label.annotator for label in list_labels(store)] == ["alice"]

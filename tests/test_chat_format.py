@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from storage.errors import InvalidInput
-from trainers.chat_format import ChatFormat, model_context, prompt_budget
+from trainers.chat_format import ChatFormat, generation_eos, model_context, prompt_budget
 
 CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "the movie was good"},
         {"role": "assistant", "content": "it was"}, {"role": "user", "content": "why?"}]
@@ -26,7 +26,7 @@ def test_prompt_ids_are_apply_chat_template_with_a_generation_prompt(chat_dir):
     for prompt in (CHAT, [{"role": "user", "content": "hello world"}]):
         assert chat.prompt_ids(prompt) == hf.apply_chat_template(prompt, add_generation_prompt=True)["input_ids"]
     assert chat.prompt_ids("hello world") == chat.prompt_ids([{"role": "user", "content": "hello world"}])
-    assert ChatFormat.from_tokenizer(hf, chat_dir).prompts_ids([CHAT, "hi"]) == chat.prompts_ids([CHAT, "hi"])
+    assert ChatFormat.from_tokenizer(hf, generation_eos(chat_dir)).prompts_ids([CHAT, "hi"]) == chat.prompts_ids([CHAT, "hi"])
 
 
 def test_responses_close_with_the_templates_end_of_turn_and_every_end_id_counts(tiny_qwen_dir, tiny_llama_dir):

@@ -38,7 +38,7 @@ def test_every_subcommand_is_documented_in_the_readme():
 def test_import_prompts(tmp_path):
     prompts = tmp_path / "p.txt"
     prompts.write_text("one\ntwo\none\n")
-    result = run("import-prompts", "--db", str(tmp_path / "s.db"), "--no-demo", str(prompts))
+    result = run("import-prompts", "--db", str(tmp_path / "s.db"), str(prompts))
     assert result.returncode == 0, result.stderr
     assert "imported 2 prompts, skipped 1 duplicates" in result.stdout
 
@@ -60,7 +60,7 @@ def test_bad_prompt_file_leaves_the_store_unchanged(tmp_path):
     good, bad = tmp_path / "good.txt", tmp_path / "bad.jsonl"
     good.write_text("kept\n")
     bad.write_text('{"prompt": "fine"}\n{oops\n')
-    assert run("import-prompts", "--db", str(db), "--no-demo", str(good)).returncode == 0
+    assert run("import-prompts", "--db", str(db), str(good)).returncode == 0
     before = db.read_bytes()
     assert_clean_error(run("import-prompts", "--db", str(db), str(bad)), "line 2: not valid JSON")
     assert db.read_bytes() == before
@@ -79,7 +79,7 @@ def test_unwritable_store_path(tmp_path):
         else:
             target = locked / "s.db"
             message = "not writable"
-        assert_clean_error(run("import-prompts", "--db", str(target), "--no-demo", str(prompts)), message)
+        assert_clean_error(run("import-prompts", "--db", str(target), str(prompts)), message)
     finally:
         locked.chmod(0o700)
 

@@ -69,11 +69,11 @@ def test_every_setting_is_an_option_documented_by_its_field(add_arguments, confi
 def test_train_reward_keeps_the_documented_option_names():
     args = parser_of(reward_cli.add_arguments).parse_args(
         ["--lr", "1e-5", "--epochs", "1", "--batch-size", "8", "--ensemble", "3", "--margin", "0.5",
-         "--label-noise", "0.1", "--max-length", "128", "--seed", "4", "--val-fraction", "0.25", "--drop-both-bad"])
+         "--label-noise", "0.1", "--seed", "4", "--val-fraction", "0.25", "--drop-both-bad"])
     config = reward_cli.config_from_args(args)
     assert (config.learning_rate, config.epochs, config.batch_size, config.ensemble, config.margin) == \
         (1e-5, 1.0, 8, 3, 0.5)
-    assert (config.label_noise, config.max_length, config.seed, config.val_fraction) == (0.1, 128, 4, 0.25)
+    assert (config.label_noise, config.seed, config.val_fraction) == (0.1, 4, 0.25)
     assert config.both_bad_as_tie is False
     assert reward_cli.config_from_args(parser_of(reward_cli.add_arguments).parse_args([])) == RewardConfig()
 

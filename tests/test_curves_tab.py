@@ -231,6 +231,23 @@ def test_samples_side_by_side_shown_literally(store, run):
     assert one.count('<td class="prompt">') == 1 and one.count('<div class="sample">') == 4 * 2
 
 
+def test_samples_show_a_conversation_prompt_as_turns(store, run):
+    from app.context import Studio
+    from app.render import text_html
+    from app.samples_tab import ALL_PROMPTS, show_samples
+    from labeling.conversations import conversation_text
+    from storage.prompts import NewPrompt
+
+    turns = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Say <b>hi</b>."}]
+    add_prompts(store, [NewPrompt(conversation_text(turns), turns)], heldout=True)
+    conversation = list_prompts(store, heldout=True)[-1]
+    add_eval_samples(store, run["policy_ids"][-1], [conversation], 3)
+    page = show_samples(Studio(store), ALL_PROMPTS).table
+    assert f'<td class="prompt">{text_html(turns)}</td>' in page
+    assert '<td class="prompt">' + text_html(HELDOUT[0]) + "</td>" in page  # a text prompt stays text
+    assert page.count('<div class="turn ') == 2 and "<b>" not in page
+
+
 def test_annotator_view(store, run):
     from app.context import Studio
     from app.samples_tab import annotators_html, rm_agreement_by_annotator
@@ -295,11 +312,15 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
 
     blocks = build_app(store)
     tabs = {block_id: block.label for block_id, block in blocks.blocks.items() if isinstance(block, gr.Tab)}
-    on_open = {tabs[target]: fn.name for fn in blocks.fns.values() for target, event in fn.targets
-               if event == "select" and target in tabs}
-    assert on_open == {"Train": "newest_job", "Curves": "show_jobs", "Samples": "show_samples", "Data": "on_stats"}
+    on_open: dict[str, set] = {}
+    for fn in blocks.fns.values():
+        for target, event in fn.targets:
+            if event == "select" and target in tabs:
+                on_open.setdefault(tabs[target], set()).add(fn.name)
+    assert on_open == {"Train": {"newest_job", "show_limits"}, "Curves": {"show_jobs"}, "Samples": {"show_samples"},
+                       "Data": {"show_project", "on_stats"}}
     on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
-    assert on_load == {"show_signed_in", "current_settings", *on_open.values()}
+    assert on_load == {"show_signed_in", "current_settings"} | set().union(*on_open.values())
 
 
 def test_the_metrics_handler(store, run):

@@ -27,7 +27,7 @@ def test_imports_exports_and_statistics(store, tmp_path):
     imported = data_tab.on_import_prompts(studio, str(prompts), False, OWNER)
     assert imported == "Imported 2 prompts (1 duplicates skipped)."
     assert count_prompts(store) == 2
-    assert data_tab.on_import_preferences(studio, str(preferences), "hh", OWNER) == (
+    assert data_tab.on_import_preferences(studio, str(preferences), "hh", False, OWNER) == (
         "Imported 1 labeled pairs (0 already there).")
 
     export = data_tab.on_export(studio, "soft", ".jsonl", OWNER)
@@ -37,3 +37,27 @@ def test_imports_exports_and_statistics(store, tmp_path):
     assert [row[:3] for row in stats.table] == [["hh", 1, 0]]
     assert stats.summary.startswith("No pair has been labeled by two annotators yet")
     assert data_tab.Stats.components(SimpleNamespace(table="t", summary="s")) == ["t", "s"]  # /annotator_stats order
+
+
+def test_the_project_section_shows_each_policy_versions_source(demo_store):
+    from app.project_panel import show_project
+
+    shown = show_project(Studio(demo_store))
+    assert "**SFT policy** (version 1)" in shown.project_summary and "100** training prompts and **20** held out" in \
+        shown.project_summary
+    assert [row[:3] for row in shown.policies] == [[1, 0, "—"]]
+
+
+def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_line(store, tiny_qwen_dir, tmp_path):
+    from app.project_panel import on_start_project, show_project
+
+    studio = Studio(store, USERS)
+    assert show_project(studio).project_summary.startswith("No project yet")
+    with pytest.raises(gr.Error, match="only an admin"):
+        on_start_project(studio, str(tiny_qwen_dir), False, ALICE)
+    with pytest.raises(gr.Error, match=f"model directory {tmp_path / 'nope'} does not exist") as refused:
+        on_start_project(studio, str(tmp_path / "nope"), False, OWNER)
+    assert "\n" not in str(refused.value)
+    started = on_start_project(studio, str(tiny_qwen_dir), False, OWNER)
+    assert "project started" in started.start_status
+    assert started.policies[0][3] == f"SFT policy from {tiny_qwen_dir.resolve()}"

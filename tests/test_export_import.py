@@ -182,3 +182,25 @@ def test_the_export_cli_module_does_not_import_torch():
     code = "import sys, labeling.export_cli; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
 
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_store_with_a_conversation_exports_every_row_in_trls_conversational_format(store, queue_pairs, tmp_path,
+                                                                                    suffix):
+    from storage.prompts import NewPrompt, add_prompts
+    from storage.types import Outcome
+    from tests.helpers import label_pairs
+
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi **there**"}]
+    add_prompts(store, [NewPrompt("System: Be brief.\n\nHuman: Hi **there**", turns)])
+    chat, text = queue_pairs([("System: Be brief.\n\nHuman: Hi **there**", "hello", "go away"),
+                              ("a text prompt", "yes", "no")])
+    label_pairs(store, "ann", {text: Outcome.SECOND, chat: Outcome.FIRST})
+    rows = load(export_labels(store, "trl", tmp_path / f"chat{suffix}").path).to_list()
+    assert sorted(rows, key=lambda r: len(r["prompt"])) == [
+        {"prompt": [{"role": "user", "content": "a text prompt"}], "chosen": [{"role": "assistant", "content": "no"}],
+         "rejected": [{"role": "assistant", "content": "yes"}]},
+        {"prompt": turns, "chosen": [{"role": "assistant", "content": "hello"}],
+         "rejected": [{"role": "assistant", "content": "go away"}]}]
+    soft = load(export_labels(store, "soft", tmp_path / f"soft{suffix}").path).to_list()
+    assert all(isinstance(r["prompt"], list) and r["first"][0]["role"] == "assistant" for r in soft)

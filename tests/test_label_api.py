@@ -104,6 +104,19 @@ def test_undo_through_the_api_shows_the_pair_again(store, queue_pairs, serve):
         client.predict("bob", api_name="/undo_label")
 
 
+def test_next_pair_gives_a_conversations_turns_as_messages(store, queue_pairs, serve):
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+             {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "<script>x</script>?"}]
+    chat, text = queue_pairs([(turns, "a", "b"), ("a plain prompt", "c", "d")], scores=[2.0, 1.0])
+    client = Client(serve(), verbose=False)
+    shown = client.predict("alice", api_name="/next_pair")
+    assert (shown["pair_id"], shown["messages"]) == (chat, turns)
+    assert shown["prompt"] == "System: Be brief.\n\nHuman: Hi\n\nAssistant: Hello.\n\nHuman: <script>x</script>?"
+    plain = client.predict("alice", chat, "left", "v1", api_name="/submit_label")["next"]
+    assert (plain["pair_id"], plain["prompt"], plain["messages"]) == (text, "a plain prompt", None)
+    assert client.predict("alice", api_name="/undo_label")["messages"] == turns
+
+
 @pytest.fixture
 def users(tmp_path):
     path = tmp_path / "users.txt"

@@ -10,10 +10,16 @@ from gradio.utils import get_function_params
 from app import label_tab
 from app.auth import Users
 from app.context import Studio, bind
+from labeling.annotation import ShownPair
 from storage.labels import list_labels
 
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
 Choice = label_tab.Choice
+
+
+def prompt_pane(text: str) -> str:
+    """The prompt pane of a pair whose prompt is this plain text."""
+    return label_tab.prompt_html(ShownPair(1, text, "left", "right"))
 
 
 def signed_in(name: str) -> SimpleNamespace:
@@ -36,6 +42,28 @@ def test_the_api_handlers_reserve_store_and_undo(store, queue_pairs):
         label_tab.api_submit_label(studio, "bob", shown["pair_id"], "left", "vote-2", None)
 
 
+def test_a_conversation_shows_as_turns_and_the_api_adds_its_messages(store, queue_pairs):
+    turns = [{"role": "system", "content": "Answer in *markdown*."}, {"role": "user", "content": "<b>Sort</b> this."}]
+    queue_pairs([(turns, "```py\nsorted(x)\n```", "| a |\n|---|\n| 1 |")])
+    studio = Studio(store)
+    shown = label_tab.api_next_pair(studio, "alice", None)
+    assert (shown["prompt"], shown["messages"]) == ("System: Answer in *markdown*.\n\nHuman: <b>Sort</b> this.", turns)
+    screen = label_tab.start_labeling(studio, "alice", None)
+    assert '<div class="turn turn-system" data-role="system"><div class="turn-role">System</div>' in screen.prompt
+    assert "<em>markdown</em>" in screen.prompt and "&lt;b&gt;Sort&lt;/b&gt; this." in screen.prompt
+    assert "<b>" not in screen.prompt
+    assert screen.responses == label_tab.responses_html(ShownPair(1, "", shown["left"], shown["right"]))
+    assert '<pre><code class="language-py">sorted(x)' in screen.responses and "<td>1</td>" in screen.responses
+    queue_pairs([("plain", "a", "b")])
+    label_tab.api_submit_label(studio, "alice", shown["pair_id"], "tie", "v1", None)
+    assert label_tab.api_next_pair(studio, "alice", None)["messages"] is None
+    label_tab.api_submit_label(studio, "alice", label_tab.api_next_pair(studio, "alice", None)["pair_id"], "tie", "v2",
+                               None)
+    assert label_tab.api_next_pair(studio, "alice", None) == {"pair_id": None, "prompt": None, "messages": None,
+                                                               "left": None, "right": None, "labeled_today": 2,
+                                                               "left_in_queue": 0}
+
+
 def test_under_auth_the_annotator_is_the_signed_in_user(store, queue_pairs):
     queue_pairs([("p", "a", "b")])
     studio = Studio(store, USERS)
@@ -50,7 +78,8 @@ def test_a_vote_shows_the_next_pair_with_a_new_vote_id(store, queue_pairs):
     queue_pairs([("p1", "a1", "b1"), ("p2", "a2", "b2")])
     studio = Studio(store)
     start = label_tab.start_labeling(studio, "alice", None)
-    assert start.prompt in ("p1", "p2") and start.vote_id and start.status == "Labeling as **alice**."
+    assert start.prompt in (prompt_pane("p1"), prompt_pane("p2"))
+    assert start.vote_id and start.status == "Labeling as **alice**."
     assert start.counts == "**0** labeled today · **2** left in the queue" and start.poll.active is False
     after = label_tab.vote(studio, Choice.BOTH_BAD, "alice", start.pair_id, start.vote_id, None)
     assert after.pair_id != start.pair_id and after.vote_id != start.vote_id and after.status == "Saved: both bad."
@@ -67,18 +96,19 @@ def test_a_vote_on_a_pair_that_left_the_annotator_warns_and_moves_on(store, queu
     label_tab.api_submit_label(studio, "alice", start.pair_id, "left", "elsewhere", None)  # another tab of alice's
     with pytest.warns(UserWarning, match="not reserved for alice"):  # gr.Warning outside a request is a warning
         after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
-    assert after.pair_id is None and after.prompt == label_tab.EMPTY and len(list_labels(store)) == 1
+    assert after.pair_id is None and after.prompt == label_tab.EMPTY_HTML and len(list_labels(store)) == 1
 
 
 def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
     studio = Studio(store)
     empty = label_tab.start_labeling(studio, "alice", None)
-    assert (empty.pair_id, empty.vote_id, empty.prompt, empty.poll.active) == (None, None, label_tab.EMPTY, True)
+    assert (empty.pair_id, empty.vote_id, empty.prompt, empty.poll.active) == (None, None, label_tab.EMPTY_HTML, True)
+    assert empty.responses == ""
     assert label_tab.vote(studio, Choice.LEFT, "alice", None, None, None).status == "Nothing to vote on yet."
     assert label_tab.poll_queue(studio, "alice", None, None) == gr.skip()  # nothing new: the screen stays
     queue_pairs([("p", "a", "b")])
     arrived = label_tab.poll_queue(studio, "alice", None, None)
-    assert arrived.prompt == "p" and arrived.status == "New pairs arrived." and arrived.poll.active is False
+    assert arrived.prompt == prompt_pane("p") and arrived.status == "New pairs arrived." and arrived.poll.active is False
     assert label_tab.poll_queue(studio, "alice", arrived.pair_id, None) == gr.skip()  # a pair on screen: no poll
 
 
@@ -86,7 +116,7 @@ def test_page_load_shows_signed_in_annotators_their_pair_and_others_nothing(stor
     queue_pairs([("p", "a", "b")])
     assert label_tab.show_signed_in(Studio(store), None) == gr.skip()
     shown = label_tab.show_signed_in(Studio(store, USERS), signed_in("alice"))
-    assert shown.prompt == "p" and shown.status == "Labeling as **alice**."
+    assert shown.prompt == prompt_pane("p") and shown.status == "Labeling as **alice**."
 
 
 def test_only_admins_save_queue_settings(store):
@@ -102,10 +132,10 @@ def test_only_admins_save_queue_settings(store):
 def test_a_view_fills_the_layout_components_of_its_field_names(store):
     with gr.Blocks():
         ui = label_tab.layout(signed_in=False)
-    assert label_tab.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.left, ui.right, ui.counts,
+    assert label_tab.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.responses, ui.counts,
                                               ui.status, ui.poll]
-    screen = label_tab.Screen(1, "v", "p", "l", "r", "c", "s", None)
-    assert screen.values() == (1, "v", "p", "l", "r", "c", "s", None)
+    screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None)
+    assert screen.values() == (1, "v", "p", "lr", "c", "s", None)
     assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
 
 
@@ -121,4 +151,4 @@ def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queu
     vote = bind(label_tab.vote, studio, Choice.TIE)
     assert [name for name, *_ in get_function_params(vote)] == ["typed", "pair_id", "vote_id"]
     shown = bind(label_tab.start_labeling, studio)("alice", None)
-    assert isinstance(shown, tuple) and shown[2] == "p"  # Screen.values(): pair_id, vote_id, prompt, ...
+    assert isinstance(shown, tuple) and shown[2] == prompt_pane("p")  # Screen.values(): pair_id, vote_id, prompt, ...

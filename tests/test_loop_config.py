@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from storage import InvalidInput
+from storage.types import Prompt
 from trainers.loop_config import PRESETS, LoopConfig, check_against_store, job_settings, ppo_settings, reward_settings
 
 
@@ -59,20 +60,35 @@ def test_numbers_and_null_where_allowed():
     assert config.kl_coef == 1 and config.target_kl is None
 
 
+def prompts(n: int, heldout: int = 0, text: str = "the movie was") -> list[Prompt]:
+    return [Prompt(i + 1, f"{text} {i}", None, i >= n) for i in range(n + heldout)]
+
+
 def test_batches_cannot_exceed_the_prompt_set():
-    check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=10, labels_per_round=10), 10, None)
+    check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=10, labels_per_round=10), prompts(10), None)
     with pytest.raises(InvalidInput, match="ppo_batch_size is 32 but the store has only 20 training prompts"):
-        check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=32, labels_per_round=10), 20, None)
+        check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=32, labels_per_round=10),
+                            prompts(20, heldout=20), None)
     with pytest.raises(InvalidInput, match="no training prompts"):
-        check_against_store(LoopConfig(), 0, None)
+        check_against_store(LoopConfig(), prompts(0, heldout=5), None)
 
 
 def test_responses_must_fit_the_policy_context(tmp_path):
     (tmp_path / "config.json").write_text('{"n_positions": 64}')
-    check_against_store(LoopConfig(response_length=63), 100, str(tmp_path))
+    check_against_store(LoopConfig(response_length=63), prompts(100), str(tmp_path))
     with pytest.raises(InvalidInput, match="response_length is 64 but the policy's context holds 64"):
-        check_against_store(LoopConfig(response_length=64), 100, str(tmp_path))
-    check_against_store(LoopConfig(response_length=640), 100, str(tmp_path / "unknown"))  # no config: the worker checks
+        check_against_store(LoopConfig(response_length=64), prompts(100), str(tmp_path))
+    check_against_store(LoopConfig(response_length=640), prompts(100), str(tmp_path / "unknown"))  # the worker checks
+
+
+def test_every_prompt_must_fit_the_context_with_the_response_named_by_its_id():
+    demo = "assets/demo_policy"  # context 64
+    check_against_store(LoopConfig(response_length=24), prompts(48, heldout=2), demo)
+    long = prompts(48) + [Prompt(99, "the movie was " * 12, None, True)]  # a held-out prompt of ~37 tokens
+    check_against_store(LoopConfig(response_length=24), long, demo)
+    with pytest.raises(InvalidInput, match=r"prompt 99: the prompt has \d+ tokens, over the limit of 14 \(the "
+                                           r"policy's context of 64 less 50 response tokens\)"):
+        check_against_store(LoopConfig(response_length=50), long, demo)
 
 
 def test_settings_map_onto_the_trainers_configs():

@@ -98,7 +98,7 @@ def test_load_policy_sets_pad_and_eos_from_the_tokenizer(tmp_path):
     policy = load_policy(path, dtype=torch.float32)
     assert not policy.training
     assert policy.config.pad_token_id == 1 and policy.generation_config.pad_token_id == 1
-    assert policy.generation_config.eos_token_id == 0
+    assert policy.generation_config.eos_token_id == [0]  # every end id the folder declares: here the EOS alone
     assert next(policy.parameters()).dtype == torch.float32
 
 
@@ -117,3 +117,11 @@ def test_load_reward_model_from_a_policy_has_one_output_on_the_last_real_token(t
     torch.testing.assert_close(scores[1], alone[0])
     reward_model.save_pretrained(tmp_path / "m")
     assert load_reward_model(tmp_path / "m").config.num_labels == 1
+
+
+def test_load_policy_drops_the_checkpoints_sampling_extras_and_keeps_every_end_id(tiny_qwen_dir):
+    policy = load_policy(tiny_qwen_dir)
+    config = policy.generation_config
+    assert sorted(config.eos_token_id) == [0, 2] and config.pad_token_id == 0  # <|endoftext|>, <|im_end|>
+    assert config.repetition_penalty in (None, 1.0) and not config.no_repeat_ngram_size
+    assert config.top_k in (None, 50) and config.temperature in (None, 1.0) and not config.do_sample

@@ -5,10 +5,10 @@ import pytest
 from storage import Conflict, Store
 from storage.policies import add_policy, list_policies
 from storage.prompts import add_prompts, count_prompts
-from storage.settings import get_setting
+from storage.settings import REWARD_BASE_SETTING, get_setting
 from tests.tiny_models import build_tiny_llama, folder_digest, make_pickle_only
 from trainers.models import ModelError, load_policy, load_reward_model, load_tokenizer
-from trainers.project import MODELS_DIR, REWARD_BASE_SETTING, init_project
+from trainers.project import MODELS_DIR, init_project
 
 
 def _snapshot(store: Store) -> dict:

@@ -26,6 +26,7 @@ from labeling.synthetic import OracleAnnotator
 from labeling.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
 from storage import Store, StudioError
 from storage.db import copy_store
+from storage.errors import InvalidInput
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.jobs import claim_job, create_job, list_jobs, request_cancel
 from storage.metrics import read_metrics
@@ -34,15 +35,16 @@ from storage.policies import add_policy, latest_policy
 from storage.preferences import Preference, import_preferences
 from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
+from storage.settings import REWARD_BASE_SETTING, set_setting
 from storage.types import JobStatus, Outcome
 from tests.helpers import label_pairs
 from trainers import reward_cli
-from trainers.models import load_reward_model, load_tokenizer
+from trainers.models import load_chat_format, load_reward_model, load_tokenizer
 from trainers.reporting import JobCancelled, Reporter
 from trainers.reward import PreferenceTrainer, training_arguments
 from trainers.reward_config import RewardConfig
-from trainers.reward_data import (PreferenceCollator, PreferenceExample, encode, pad_right, split_by_pair,
-                                  tokenize_examples)
+from trainers.reward_data import (PreferenceCollator, PreferenceExample, check_examples_fit, pad_right,
+                                  split_by_pair, tokenize_examples)
 from trainers.reward_job import check_reward_inputs, load_examples, train_reward_model
 from trainers.reward_scorer import INFO_FILE, RewardScorer, pair_probabilities, sequence_scores
 
@@ -157,7 +159,7 @@ def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_marg
         (" Great film.", 1.0, 2.0), (" Fine acting.", 1.0, 0.25), (" a", 0.0, 0.25)]
 
     tokenizer = load_tokenizer(policy_dir)
-    batch = PreferenceCollator(tokenizer.pad_token_id)(list(tokenize_examples(tokenizer, examples, 64)))
+    batch = PreferenceCollator(tokenizer.pad_token_id)(list(tokenize_examples(load_chat_format(policy_dir), examples)))
     assert batch["margin"].tolist() == [2.0, 0.25, 0.25]
     model = load_reward_model(policy_dir)
     trainer = PreferenceTrainer(model=model, args=training_arguments(RewardConfig(), str(store.data_dir), 0, False))
@@ -183,8 +185,8 @@ def test_scores_read_the_last_real_token_whatever_the_padding(policy_dir):
     tokenizer = load_tokenizer(policy_dir)
     torch.manual_seed(0)
     model = load_reward_model(policy_dir)
-    rows = encode(tokenizer, ["the movie was", "i thought the acting", "the film"],
-                  [" great .", " was dull and far too long for me .", " ok"], max_length=64)
+    rows = load_chat_format(policy_dir).sequences_ids(["the movie was", "i thought the acting", "the film"],
+                                                      [" great .", " was dull and far too long for me .", " ok"])
     assert all(row[-1] == tokenizer.eos_token_id for row in rows)
     with torch.no_grad():
         alone = torch.cat([model(input_ids=torch.tensor([row])).logits[:, 0] for row in rows])
@@ -200,11 +202,18 @@ def test_scores_read_the_last_real_token_whatever_the_padding(policy_dir):
     assert left.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
 
 
-def test_encode_keeps_the_end_when_too_long(policy_dir):
-    tokenizer = load_tokenizer(policy_dir)
-    full = encode(tokenizer, ["the movie was"], [" great and moving and fun ."], max_length=64)[0]
-    cut = encode(tokenizer, ["the movie was"], [" great and moving and fun ."], max_length=5)[0]
-    assert cut == full[-5:] and cut[-1] == tokenizer.eos_token_id
+def test_nothing_is_cut_a_pair_longer_than_the_context_is_refused_naming_its_label(policy_dir):
+    chat = load_chat_format(policy_dir)
+    short = PreferenceExample(1, 1, "the movie was", " great .", " bad .", 1.0)
+    long = PreferenceExample(7, 3, "the movie was", " great" * 3, " great and moving and fun ." * 8, 0.0)
+    dataset = tokenize_examples(chat, [short, long])
+    assert dataset[1]["second_ids"] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
+    check_examples_fit(chat, [short, long], context=None)
+    check_examples_fit(chat, [short], context=64)
+    tokens = len(dataset[1]["second_ids"])
+    with pytest.raises(InvalidInput, match=rf"label 7 \(pair 3\): prompt and response take {tokens} tokens, over "
+                                           r"the reward model's context of 16; nothing is cut"):
+        check_examples_fit(chat, [short, long], context=16)
 
 
 # ---- training -----------------------------------------------------------------------------------------------------
@@ -246,10 +255,9 @@ def test_the_checkpoint_is_a_plain_hf_directory_that_gives_the_same_scores(train
     prompts, responses = ["the movie was", "the plot was"], [" brilliant and moving .", " awful , a total mess ."]
     ours = scorer.raw_scores(prompts, responses)[0]
     hf = AutoModelForSequenceClassification.from_pretrained(model.path).eval()
-    tokenizer = load_tokenizer(model.path)
     with torch.no_grad():
         theirs = torch.cat([hf(input_ids=torch.tensor([row])).logits[:, 0]
-                            for row in encode(tokenizer, prompts, responses, info["max_length"])])
+                            for row in load_chat_format(model.path).sequences_ids(prompts, responses)])
     assert ours.tolist() == pytest.approx(theirs.tolist(), abs=1e-5)
     assert ours[0] > ours[1]  # it learnt the lexicon's sentiment
     assert scorer.score(prompts, responses).tolist() == \
@@ -319,9 +327,20 @@ def test_the_model_starts_from_the_sft_policy_and_normalises_on_the_newest(store
     round1 = add_policy(store, str(tmp_path / "not-needed-1"), parent_id=sft, round=1)
     round2 = add_policy(store, str(tmp_path / "not-needed-2"), parent_id=round1, round=2)
     inputs = check_reward_inputs(store, RewardConfig())
-    assert (inputs.policy.id, inputs.init.id) == (round2, sft)
+    assert (inputs.policy.id, inputs.init_dir) == (round2, policy_dir)
     inputs = check_reward_inputs(store, RewardConfig(policy_id=round1, init_policy_id=sft))
-    assert (inputs.policy.id, inputs.init.id) == (round1, sft)
+    assert (inputs.policy.id, inputs.init_dir) == (round1, policy_dir)
+
+
+def test_the_projects_reward_base_is_the_start_and_its_own_format_reads_the_pairs(store, policy_dir, queue_pairs,
+                                                                                  tiny_qwen_dir):
+    [pair] = queue_pairs([("p", "a", "b")])
+    label_pairs(store, "ann", {pair: Outcome.FIRST})
+    add_policy(store, str(policy_dir))
+    set_setting(store, REWARD_BASE_SETTING, str(tiny_qwen_dir))
+    inputs = check_reward_inputs(store, RewardConfig())
+    assert inputs.init_dir == tiny_qwen_dir and inputs.chat.chat_template  # the base's own chat template
+    assert check_reward_inputs(store, RewardConfig(init_policy_id=1)).init_dir == policy_dir  # an explicit start wins
 
 
 # ---- bad inputs ---------------------------------------------------------------------------------------------------

@@ -142,3 +142,16 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     values[train_tab.FORM.index("group_size")] = 1.0
     with pytest.raises(gr.Error, match="group_size must be at least 2"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+
+
+
+def test_the_tab_shows_the_token_limits_of_the_settings_and_the_longest_prompt(demo_store):
+    from app.context import Studio
+    from app.train_tab import show_limits
+
+    studio = Studio(demo_store)
+    shown = show_limits(studio, "demo", "{}")
+    assert "policy context 64 tokens: responses up to 24, prompts up to 40" in shown and "fits" in shown
+    assert "responses up to 60, prompts up to 4 " in show_limits(studio, "demo", '{"response_length": 60}')
+    assert "does NOT fit" in show_limits(studio, "demo", '{"response_length": 60}')
+    assert "fix the advanced settings" in show_limits(studio, "demo", "{not json")

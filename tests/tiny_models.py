@@ -83,15 +83,17 @@ def _save(model, tokenizer: PreTrainedTokenizerFast, end_tokens: list[str], out_
     return out_dir
 
 
-def build_tiny_qwen(out_dir: str | Path, pad_token: str | None = "<|endoftext|>") -> Path:
-    """A Qwen2-architecture chat model in `out_dir`: EOS `<|im_end|>`, end ids `<|im_end|>` and `<|endoftext|>`."""
+def build_tiny_qwen(out_dir: str | Path, pad_token: str | None = "<|endoftext|>", sizes: dict | None = None,
+                    vocab_rows: int | None = None) -> Path:
+    """A Qwen2-architecture chat model in `out_dir`: EOS `<|im_end|>`, end ids `<|im_end|>` and `<|endoftext|>`.
+    `sizes` (Qwen2Config fields) and `vocab_rows` (embedding rows) make a bigger one (bench/gpu_check.py)."""
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=_bpe(QWEN_SPECIALS), eos_token="<|im_end|>", pad_token=pad_token, bos_token=None,
         unk_token=None, chat_template=QWEN_CHAT_TEMPLATE, clean_up_tokenization_spaces=False)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=len(tokenizer) + 64, tie_word_embeddings=True, rope_theta=10000.0,
+    config = Qwen2Config(vocab_size=vocab_rows or len(tokenizer) + 64, tie_word_embeddings=True, rope_theta=10000.0,
                          bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-                         eos_token_id=tokenizer.eos_token_id, **_SIZES)
+                         eos_token_id=tokenizer.eos_token_id, **(sizes or _SIZES))
     return _save(Qwen2ForCausalLM(config), tokenizer, ["<|im_end|>", "<|endoftext|>"], Path(out_dir))
 
 

@@ -11,7 +11,7 @@ Sampling for labels, held-out evaluation, reward training, reward scoring and PP
 `ChatFormat`, so all of them see the same ids. It needs no torch (the `tokenizers` library and transformers'
 jinja renderer), so the UI process counts tokens with it too.
 
-    chat = ChatFormat.from_dir("path/to/model")            # or ChatFormat.from_tokenizer(hf_tokenizer, path)
+    chat = ChatFormat.from_dir("path/to/model")   # or ChatFormat.from_tokenizer(hf_tokenizer, generation_eos(path))
     chat.prompt_ids([{"role": "user", "content": "Hi"}])   # [..., <|im_start|>, 'assistant', '\\n']
     chat.response_ids("Hello!")                            # [..., <|im_end|>]
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from tokenizers import Tokenizer
 from transformers.utils.chat_template_utils import render_jinja_template
@@ -52,15 +53,14 @@ class ChatFormat:
         config = _read_json(path / "tokenizer_config.json")
         specials = {key: _token_text(config[key]) for key in SPECIAL_TOKEN_KEYS if config.get(key)}
         return cls.build(Tokenizer.from_file(str(path / "tokenizer.json")), _chat_template(path, config), specials,
-                         _generation_eos(path))
+                         generation_eos(path))
 
     @classmethod
-    def from_tokenizer(cls, tokenizer, path: str | Path | None = None) -> "ChatFormat":
-        """From a loaded Hugging Face tokenizer (as the trainers load it), with the end ids of `path`'s generation
-        config when given."""
+    def from_tokenizer(cls, tokenizer, end_ids: Iterable[int] = ()) -> "ChatFormat":
+        """From a loaded Hugging Face tokenizer (as the trainers load it), with the model's declared end ids
+        (`generation_eos(path)`, or its generation config's `eos_token_id`)."""
         specials = {key: value for key, value in tokenizer.special_tokens_map.items() if isinstance(value, str)}
-        generation_eos = _generation_eos(Path(path)) if path is not None else ()
-        return cls.build(tokenizer.backend_tokenizer, tokenizer.chat_template, specials, generation_eos)
+        return cls.build(tokenizer.backend_tokenizer, tokenizer.chat_template, specials, tuple(end_ids))
 
     @classmethod
     def build(cls, tokenizer: Tokenizer, chat_template: str | None, specials: dict[str, str],
@@ -144,11 +144,34 @@ class PromptBudget:
                                f"policy's context of {self.context} less {self.response_length} response tokens); "
                                "shorten it or lower the response length")
 
+    def check_prompts(self, prompts) -> None:
+        """Check stored prompts (`storage.types.Prompt`), naming the first that does not fit by its id."""
+        for prompt, tokens in zip(prompts, self.counts(prompts)):
+            if tokens > self.limit:
+                self.check(prompt.content, f"prompt {prompt.id}")
+
+    def counts(self, prompts) -> list[int]:
+        """Token counts of stored prompts (`storage.types.Prompt`)."""
+        return [len(ids) for ids in self.chat.prompts_ids([p.content for p in prompts])]
+
+    def describe(self, prompts) -> str:
+        """One line for people: the limits, and the longest of `prompts` (stored prompts) against them."""
+        line = (f"policy context {self.context} tokens: responses up to {self.response_length}, prompts up to "
+                f"{self.limit}")
+        if not prompts:
+            return line
+        longest, prompt = max(zip(self.counts(prompts), prompts), key=lambda pair: pair[0])
+        fits = "fits" if longest <= self.limit else "does NOT fit: shorten it or lower response_length"
+        return f"{line} (longest prompt: {longest} tokens, prompt {prompt.id}, {fits})"
+
 
 def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget | None:
-    """The prompt budget of a model directory (None when its config names no context length)."""
+    """The prompt budget of a model directory, counted without torch (None when its config names no context length
+    or it has no tokenizer.json: the worker, which loads the tokenizer itself, checks then)."""
     context = model_context(model_dir)
-    return PromptBudget(ChatFormat.from_dir(model_dir), context, response_length) if context else None
+    if context is None or not (Path(model_dir) / "tokenizer.json").is_file():
+        return None
+    return PromptBudget(ChatFormat.from_dir(model_dir), context, response_length)
 
 
 def model_context(model_dir: str | Path) -> int | None:
@@ -179,12 +202,16 @@ def _chat_template(path: Path, config: dict) -> str | None:
     return template or None
 
 
-def _generation_eos(path: Path) -> tuple[int, ...]:
-    """EOS ids of a model's generation_config.json (an int or a list), if any."""
+def generation_eos(path: str | Path) -> tuple[int, ...]:
+    """The end ids a model folder declares: `eos_token_id` (one id or a list) of generation_config.json, else of
+    config.json (Llama-3 lists `<|end_of_text|>` and `<|eot_id|>`); () when neither has one."""
+    path = Path(path)
     eos = _read_json(path / "generation_config.json").get("eos_token_id")
     if eos is None:
+        eos = _read_json(path / "config.json").get("eos_token_id")
+    if eos is None:
         return ()
-    return tuple(eos) if isinstance(eos, list) else (eos,)
+    return tuple(i for i in (eos if isinstance(eos, list) else [eos]) if isinstance(i, int))
 
 
 def _end_of_turn_id(tokenizer: Tokenizer, chat_template: str, specials: dict[str, str]) -> int | None:

@@ -46,7 +46,7 @@ class Loop:
         self.store, self.job, self.log, self.progress = store, job, log, progress
         self.config = LoopConfig.from_dict(job.config)
         policy = latest_policy(store)
-        check_against_store(self.config, len(list_prompts(store, heldout=False)), policy.path if policy else None)
+        check_against_store(self.config, list_prompts(store), policy.path if policy else None)
         self.first_round = max_policy_round_before(store, job.created) + 1
 
     def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
@@ -103,7 +103,8 @@ class Loop:
         config = self.config
         prompts = list_prompts(self.store, heldout=False)
         chosen = random.Random(seed).sample(prompts, config.prompts_per_round)
-        sampling = SamplingConfig(config.samples_per_prompt, config.response_length, config.temperature, config.top_p)
+        sampling = SamplingConfig(config.samples_per_prompt, config.response_length, config.temperature, config.top_p,
+                                  top_k=config.top_k, bf16=config.bf16)
 
         def round_samples() -> list[Generation]:
             return [gen for gen in list_generations(self.store, policy_id=policy.id, source=SAMPLE_SOURCE)
@@ -121,7 +122,7 @@ class Loop:
             queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
             candidates = candidate_pairs(samples, exclude=queued)
             scorer = RewardScorer.from_dirs([m.path for m in ensemble])
-            probs = pair_probabilities(scorer, candidates, {p.id: p.text for p in chosen})
+            probs = pair_probabilities(scorer, candidates, {p.id: p.content for p in chosen})
             add_pairs(self.store, select_by_disagreement(candidates, probs, wanted, round=g))
         else:
             queue_random_pairs(self.store, samples, wanted, seed, g)
@@ -195,22 +196,23 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
     from labeling.synthetic import load_scorer
 
     from .generation import HFGenerator
-    from .models import load_policy, load_tokenizer
+    from .models import default_device, load_sampler_policy, load_tokenizer
     from .reward_scorer import RewardScorer
 
     prompts = list_prompts(store, heldout=True)
     if not prompts:
         return []
-    generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
-    groups = generator.generate([p.text for p in prompts], samples, config.response_length, config.temperature,
-                                config.top_p, seed=EVAL_SEED)
+    generator = HFGenerator(load_sampler_policy(policy.path, config.bf16), load_tokenizer(policy.path))
+    groups = generator.generate([p.content for p in prompts], samples, config.response_length, config.temperature,
+                                config.top_p, seed=EVAL_SEED, top_k=config.top_k)
     rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, seed=EVAL_SEED,
                           ended_with_eos=s.ended_with_eos, source=EVAL_SOURCE)
             for prompt, group in zip(prompts, groups) for s in group]
-    texts = [(prompt.text, s.text) for prompt, group in zip(prompts, groups) for s in group]
+    texts = [(prompt.content, s.text) for prompt, group in zip(prompts, groups) for s in group]
     scores: list[dict[str, float]] = [{} for _ in rows]
     if list_reward_models(store):
-        rewards = RewardScorer.from_store(store).score([p for p, _ in texts], [t for _, t in texts])
+        scorer = RewardScorer.from_store(store, device=default_device())
+        rewards = scorer.score([p for p, _ in texts], [t for _, t in texts])
         for named, reward in zip(scores, rewards.tolist()):
             named["reward"] = reward
     if with_oracle:

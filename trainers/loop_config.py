@@ -7,12 +7,15 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from pathlib import Path
 
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from storage import Store
 from storage.errors import InvalidInput
+from storage.policies import latest_policy
+from storage.types import Prompt
 
+from .chat_format import PromptBudget, model_context, prompt_budget
 from .job_layer import JobKind
 from .ppo_config import Algorithm, LossNorm, RewardSource
 
@@ -64,7 +67,9 @@ class LoopConfig:
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
+    top_k: int = field(default=0, metadata={"help": "sample among the k likeliest tokens (0: off)"})
     lora: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision for reward training and PPO (GPUs)"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
 
     def __post_init__(self):
@@ -97,6 +102,8 @@ class LoopConfig:
             raise InvalidInput(f"loss_norm must be one of {', '.join(LossNorm)}, got {self.loss_norm!r}")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise InvalidInput(f"top_k must be 0 (off) or positive, got {self.top_k}")
         if not 0 <= self.oracle_noise <= 1:
             raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
         if self.target_kl is not None and not self.target_kl > 0:
@@ -164,34 +171,40 @@ PRESETS = {
 }
 
 
-def check_against_store(config: LoopConfig, training_prompts: int, policy_path: str | None) -> None:
-    """Settings that depend on the store: batches within the prompt set, responses within the policy's context."""
+def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
+    """Settings that depend on the store: batches within the training prompts, responses within the policy's
+    context, and every prompt (training and held-out) fitting that context with `response_length` tokens to spare:
+    nothing is truncated, so a prompt that does not fit is refused here, named by its id."""
+    training_prompts = sum(not p.heldout for p in prompts)
     if training_prompts < 1:
         raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
     for name in ("prompts_per_round", "ppo_batch_size"):
         if getattr(config, name) > training_prompts:
             raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
                                f"training prompts; lower it or import more prompts")
-    context = policy_context(policy_path) if policy_path else None
-    if context is not None and config.response_length >= context:
+    context = model_context(policy_path) if policy_path else None
+    if context is None:
+        return  # a policy without a readable context: the worker checks when it tokenizes
+    if config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
+    budget = prompt_budget(policy_path, config.response_length)
+    if budget is not None:
+        budget.check_prompts(prompts)
 
 
-def policy_context(policy_path: str) -> int | None:
-    """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown."""
-    try:
-        model_config = json.loads((Path(policy_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return model_config.get("n_positions") or model_config.get("max_position_embeddings")
+def import_budget(store: Store) -> PromptBudget | None:
+    """What an imported prompt is checked against: the newest policy's context less the loop's default response
+    length (None before a policy is registered, or when it cannot be counted without torch)."""
+    policy = latest_policy(store)
+    return prompt_budget(policy.path, LoopConfig().response_length) if policy else None
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.reward_config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": round_seed(config.seed, round)}
+            "seed": round_seed(config.seed, round), "bf16": config.bf16}
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
@@ -200,7 +213,8 @@ def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
             "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
-            "temperature": config.temperature, "top_p": config.top_p, "lora": config.lora,
+            "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
+            "bf16": config.bf16,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
 
 

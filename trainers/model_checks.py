@@ -25,6 +25,8 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_
 
 from storage.errors import StudioError
 
+from .chat_format import generation_eos
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -211,10 +213,6 @@ def check_vocab_fits(folder: ModelFolder, tokenizer: PreTrainedTokenizerBase, ro
 
 
 def declared_end_ids(folder: ModelFolder, tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Every id that ends a response, sorted: the tokenizer's EOS and the `eos_token_id` (one id or a list) of
-    generation_config.json, else of config.json (Llama-3 lists `<|end_of_text|>` and `<|eot_id|>`)."""
-    generation = folder.path / "generation_config.json"
-    declared = _read_json(folder.path, generation.name) if generation.is_file() else {}
-    value = declared.get("eos_token_id", folder.config.get("eos_token_id"))
-    ids = {tokenizer.eos_token_id, *(value if isinstance(value, list) else [value])}
-    return sorted(i for i in ids if isinstance(i, int))
+    """Every id that ends a response, sorted: the tokenizer's EOS and the folder's declared end ids
+    (`trainers.chat_format.generation_eos`)."""
+    return sorted({tokenizer.eos_token_id, *generation_eos(folder.path)} - {None})

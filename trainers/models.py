@@ -20,6 +20,7 @@ rewards differ from the same row unpadded.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -28,6 +29,8 @@ from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassificati
                           PreTrainedTokenizerBase)
 from transformers.utils import logging as hf_logging
 
+from .chat_format import ChatFormat, generation_eos
+from .generation import neutralise_generation_config
 from .model_checks import (ModelError, ModelRole, check_model_dir, check_vocab_fits, find_weights, first_line,
                            inspect_model_dir, read_tokenizer)
 
@@ -68,11 +71,16 @@ def _load(auto_class, path: str | Path, role: ModelRole, what: str, **kwargs) ->
 
 
 def load_policy(path: str | Path, dtype: torch.dtype | str | None = None) -> PreTrainedModel:
-    """A causal LM in eval mode whose config and generation config carry the tokenizer's pad and EOS ids."""
+    """A causal LM in eval mode whose config carries the tokenizer's pad id, and whose generation config carries
+    only the pad id and every end id (the checkpoint's sampling extras are dropped: `neutralise_generation_config`)."""
     model, tokenizer = _load(AutoModelForCausalLM, path, ModelRole.POLICY, "a causal language model", dtype=dtype)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    neutralise_generation_config(model, load_chat_format(path, tokenizer).end_ids, tokenizer.pad_token_id)
     return model.eval()
+
+
+def load_chat_format(path: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> ChatFormat:
+    """How the model in `path` turns prompts and responses into ids (its tokenizer, template and end ids)."""
+    return ChatFormat.from_tokenizer(tokenizer or load_tokenizer(path), generation_eos(path))
 
 
 def load_reward_model(path: str | Path, dtype: torch.dtype | str | None = None) -> PreTrainedModel:
@@ -83,6 +91,20 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | str | None = None) 
     model, _ = _load(AutoModelForSequenceClassification, path, ModelRole.REWARD, "a reward model", num_labels=1,
                      dtype=dtype)
     return model.eval()
+
+
+def default_device() -> torch.device:
+    """This process's GPU (its LOCAL_RANK under accelerate) when there is one, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def load_sampler_policy(path: str | Path, bf16: bool = False) -> PreTrainedModel:
+    """`load_policy` on `default_device()`, in bfloat16 when asked and on a GPU: the policy as the loop samples it."""
+    device = default_device()
+    dtype = torch.bfloat16 if bf16 and device.type == "cuda" else None
+    return load_policy(path, dtype=dtype).to(device)
 
 
 def disable_dropout(model: torch.nn.Module) -> None:

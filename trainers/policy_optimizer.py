@@ -2,11 +2,12 @@
 (`trainers.ppo.PPOTrainer`, `trainers.grpo.GRPOTrainer`) differ only in the trained model (with or without a critic),
 the advantages and the mini-batch loss.
 
-Shared here: the prompts (tokenized once, checked against the policy's context), the reference (with LoRA the base
+Shared here: the prompts (text or conversations, turned into ids by the policy's `ChatFormat`; nothing is truncated:
+a prompt that does not fit the context with the response length is refused), the reference (with LoRA the base
 with adapters disabled; in full fine-tuning a frozen copy of the starting policy), the reward (a frozen reward model,
-`trainers.reward_scorer.RewardScorer`, scored on the rollout's own token ids: prompt + response + EOS, or any
-`score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a `RolloutBackend`: HF
-`generate` on the live policy or vLLM on a GPU, cut at EOS, old and reference log-probs, scores), the epochs of
+`trainers.reward_scorer.RewardScorer`, which reads the prompt and the decoded response in its own format, exactly as
+it was trained, or any `score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a `RolloutBackend`: HF
+`generate` on the live policy or vLLM on a GPU, cut at the first end id, old and reference log-probs, scores), the epochs of
 shuffled mini-batches with gradient clipping (never splitting a prompt's group), the adaptive β controller, the
 progress and cancel protocol of `trainers.reporting`, the resumable state and the saved policy (`ppo_checkpoint`).
 
@@ -32,15 +33,19 @@ from accelerate import Accelerator
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from labeling.conversations import PromptInput
+
+from .chat_format import ChatFormat
+from .generation import left_pad, model_end_ids
 from .kl_control import make_kl_controller
 from .ppo_checkpoint import has_state, load_state, save_policy, save_state
 from .ppo_config import Algorithm, PPOConfig, PPOSetupError
 from .ppo_math import entropy_from_logits, kl_estimate, logprobs_from_logits, masked_mean
-from .ppo_rollout import PolicyModel, Rollout, RolloutBackend, cut_at_eos, left_pad, make_rollout_backend, position_ids
+from .ppo_rollout import PolicyModel, Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
 from .ppo_setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 from .reporting import JobCancelled, Reporter, stop_requested
 
-RewardFn = Callable[[list[str], list[str]], torch.Tensor]  # or a trainers.reward_scorer.RewardScorer
+RewardFn = Callable[[list[PromptInput], list[str]], torch.Tensor]  # e.g. a trainers.reward_scorer.RewardScorer
 
 
 @dataclass
@@ -61,25 +66,25 @@ class PolicyOptimizer:
     loss_stats: tuple[str, ...]
 
     def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 prompts: list[str], reward: RewardFn | PreTrainedModel, *,
+                 prompts: list[PromptInput], reward: RewardFn | PreTrainedModel, *,
                  reference: PreTrainedModel | None = None, state_dir: str | Path | None = None,
-                 backend: RolloutBackend | None = None):
+                 backend: RolloutBackend | None = None, chat: ChatFormat | None = None):
         if config.algorithm != self.algorithm:
             raise PPOSetupError(f"{type(self).__name__} runs algorithm {self.algorithm.value!r} but the settings say "
                                 f"{config.algorithm!r}; set algorithm={self.algorithm.value!r}")
         config.check()
         self.config, self.tokenizer = config, tokenizer
+        self.chat = chat or ChatFormat.from_tokenizer(tokenizer, model_end_ids(policy))
         self.accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no")
         check_tokenizer(tokenizer)
-        if isinstance(reward, PreTrainedModel):
+        if isinstance(reward, PreTrainedModel):  # a bare reward model reading the policy's format
             from .reward_scorer import RewardScorer
 
             if reward.config.pad_token_id is None:
                 reward.config.pad_token_id = tokenizer.pad_token_id
-            reward = RewardScorer([reward.eval().to(self.accelerator.device)], tokenizer, [(0.0, 1.0)], max_length=1 << 30)
-        self.reward_is_model = hasattr(reward, "score_ids")
-        if self.reward_is_model:
-            check_reward_model(reward, policy, tokenizer)
+            reward = RewardScorer([reward.eval().to(self.accelerator.device)], self.chat, tokenizer.pad_token_id,
+                                  [(0.0, 1.0)])
+        check_reward_model(reward)
         self.reward = reward
         self.prompts = list(prompts)
         self.prompt_ids = self._tokenize_prompts(self.prompts, policy)
@@ -100,7 +105,7 @@ class PolicyOptimizer:
         # the fused kernel (as transformers' Trainer defaults to): the same AdamW, several times faster per step
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps, fused=True)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
-        self.backend = backend or make_rollout_backend(self.policy_model.policy, tokenizer, config,
+        self.backend = backend or make_rollout_backend(self.policy_model.policy, tokenizer, self.chat.end_ids, config,
                                                        max(len(ids) for ids in self.prompt_ids))
         self.kl_controller = make_kl_controller(config.init_kl_coef, config.target_kl, config.kl_horizon)
         self.iteration = 0
@@ -136,24 +141,25 @@ class PolicyOptimizer:
         """The trained model (the policy, with PPO's value head), unwrapped from accelerate."""
         return self.accelerator.unwrap_model(self.model)
 
-    def _encode(self, prompts: list[str]) -> list[list[int]]:
-        """Token ids of each prompt, keeping the last `max_prompt_length`."""
+    def _encode(self, prompts: list[PromptInput]) -> list[list[int]]:
+        """Token ids of each prompt, whole (the policy's chat format)."""
         for i, prompt in enumerate(prompts):
-            if not prompt.strip():
+            if isinstance(prompt, str) and not prompt.strip():
                 raise PPOSetupError(f"prompt {i + 1} is empty; remove it or give it some text")
-        return [r[-self.config.max_prompt_length:] for r in self.tokenizer(prompts)["input_ids"]]
+        return self.chat.prompts_ids(prompts)
 
-    def _tokenize_prompts(self, prompts: list[str], policy: PreTrainedModel) -> list[list[int]]:
+    def _tokenize_prompts(self, prompts: list[PromptInput], policy: PreTrainedModel) -> list[list[int]]:
         needed = self.config.batch_size * self.accelerator.num_processes
         if len(prompts) < needed:
             raise PPOSetupError(f"{len(prompts)} training prompts for a batch of {needed}; import more prompts or "
                                 "lower the batch size")
         ids = self._encode(prompts)
         context = getattr(policy.config, "max_position_embeddings", None)
-        longest = max(len(r) for r in ids)
-        if context is not None and longest + self.config.response_length > context:
-            raise PPOSetupError(f"a prompt of {longest} tokens plus {self.config.response_length} response tokens "
-                                f"exceeds the policy's context of {context}; lower max_prompt_length or response_length")
+        for number, row in enumerate(ids, start=1):
+            if context is not None and len(row) + self.config.response_length > context:
+                raise PPOSetupError(f"prompt {number} has {len(row)} tokens, which with {self.config.response_length} "
+                                    f"response tokens exceeds the policy's context of {context}; nothing is cut, so "
+                                    "shorten or remove the prompt, or lower response_length")
         return ids
 
     # ----- one iteration -----------------------------------------------------------------------------------------
@@ -183,29 +189,24 @@ class PolicyOptimizer:
                                     logits_to_keep=keep).logits
         return logprobs_from_logits(self._sampling_logits(logits[:, :-1]), responses)
 
-    def _score(self, prompts, query, query_mask, responses, mask, ended) -> torch.Tensor:
-        if self.reward_is_model:  # prompt + response + EOS, as the reward model was trained
-            eos_slot = mask.sum(dim=1).long() * (~ended)  # where a response without EOS gets one appended
-            extended = torch.cat([responses, torch.full_like(responses[:, :1], self.tokenizer.pad_token_id)], dim=1)
-            extended_mask = torch.cat([mask.long(), torch.zeros_like(mask[:, :1], dtype=torch.long)], dim=1)
-            rows = torch.nonzero(~ended).squeeze(1)
-            extended[rows, eos_slot[rows]] = self.tokenizer.eos_token_id
-            extended_mask[rows, eos_slot[rows]] = 1
-            scores = self.reward.score_ids(torch.cat([query, extended], dim=1), torch.cat([query_mask, extended_mask], dim=1))
-            return scores.float().to(query.device)
-        kept = [row[m.bool()].tolist() for row, m in zip(responses, mask)]
-        texts = self.tokenizer.batch_decode(kept, skip_special_tokens=True)
-        return torch.as_tensor(self.reward(prompts, texts), dtype=torch.float32).to(query.device)
+    def response_texts(self, responses: torch.Tensor, mask: torch.Tensor) -> list[str]:
+        """The sampled responses as text (what people label and the reward reads), end ids left out."""
+        return [self.chat.decode(row[m.bool()].tolist()) for row, m in zip(responses, mask)]
+
+    def _score(self, prompts: list[PromptInput], responses: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The reward of each (prompt, decoded response), as the reward model was trained to read them."""
+        scores = self.reward(prompts, self.response_texts(responses, mask))
+        return torch.as_tensor(scores, dtype=torch.float32).to(responses.device)
 
     @torch.no_grad()
-    def rollout(self, prompts: list[str], prompt_ids: list[list[int]]) -> Rollout:
+    def rollout(self, prompts: list[PromptInput], prompt_ids: list[list[int]]) -> Rollout:
         """Sample one response per row and record everything the update needs."""
         device = self.accelerator.device
         query, query_mask = (t.to(device) for t in left_pad(prompt_ids, self.tokenizer.pad_token_id))
         with self.accelerator.autocast():
             raw = self.backend.generate_ids(query, query_mask, self.config.response_length, self.config.temperature,
-                                            self.config.top_p)
-            responses, mask, ended = cut_at_eos(raw, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id)
+                                            self.config.top_p, self.config.top_k)
+            responses, mask, ended = cut_at_end(raw, self.chat.end_ids, self.tokenizer.pad_token_id)
             input_ids = torch.cat([query, responses], dim=1)  # (B, P + R)
             attention_mask = torch.cat([query_mask, mask.long()], dim=1)
             positions = position_ids(attention_mask)
@@ -215,7 +216,7 @@ class PolicyOptimizer:
             logprobs = logprobs_from_logits(logits, responses)
             entropy = entropy_from_logits(logits)
             ref_logprobs = self._reference_logprobs(input_ids, attention_mask, positions, start, responses)
-            scores = self._score(prompts, query, query_mask, responses, mask, ended)
+            scores = self._score(prompts, responses, mask)
         return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask,
                        values * mask if values is not None else None, scores, ended, entropy * mask)
 
@@ -314,7 +315,7 @@ class PolicyOptimizer:
         return TrainResult(self.iteration, metrics)
 
     @torch.no_grad()
-    def evaluate(self, prompts: list[str], score: RewardFn, seed: int = 0) -> dict[str, float]:
+    def evaluate(self, prompts: list[PromptInput], score: RewardFn, seed: int = 0) -> dict[str, float]:
         """Mean `score` of one sample per prompt and mean sequence KL (k1) to the reference; the RNG is left as it was."""
         ids = self._encode(prompts)
         scores, kls, ended = [], [], []
@@ -325,8 +326,7 @@ class PolicyOptimizer:
             for start in range(0, len(prompts), size):
                 chunk = slice(start, start + size)
                 rollout = self.rollout(prompts[chunk], ids[chunk])
-                kept = [r[m.bool()].tolist() for r, m in zip(rollout.responses, rollout.mask)]
-                texts = self.tokenizer.batch_decode(kept, skip_special_tokens=True)
+                texts = self.response_texts(rollout.responses, rollout.mask)
                 scores.append(torch.as_tensor(score(prompts[chunk], texts), dtype=torch.float32))
                 kls.append(((rollout.logprobs - rollout.ref_logprobs) * rollout.mask).sum(dim=1).cpu())
                 ended.append(rollout.ended.float().cpu())

@@ -10,8 +10,8 @@ forward passes; with LoRA a critic on frozen base features would be cheap but to
 The reference is frozen: a copy of the starting (SFT) policy in full fine-tuning; with LoRA, the same base with
 the adapters disabled, so actor, critic and reference share one copy of the base weights.
 
-One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, cut at EOS) -> store per
-token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score on the
+One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, top-k, cut at the first end
+id) -> store per token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score on the
 last real token (minus a penalty when there is no EOS) -> GAE (γ, λ), whitened advantages -> `ppo_epochs` passes of
 shuffled mini-batches with clipped policy and value losses and an entropy bonus -> update β -> drop the buffer.
 
@@ -33,6 +33,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from labeling.conversations import PromptInput
+
+from .chat_format import ChatFormat
 from .policy_optimizer import PolicyOptimizer, RewardFn, TrainResult
 from .ppo_config import Algorithm, PPOConfig
 from .ppo_math import compute_gae, explained_variance, policy_loss, token_rewards, value_loss, whiten
@@ -48,12 +51,13 @@ class PPOTrainer(PolicyOptimizer):
     loss_stats = ("policy_loss", "value_loss", "clipfrac", "value_clipfrac", "approx_kl")
 
     def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 prompts: list[str], reward: RewardFn | PreTrainedModel, *,
+                 prompts: list[PromptInput], reward: RewardFn | PreTrainedModel, *,
                  reference: PreTrainedModel | None = None, value_head: dict | None = None,
-                 state_dir: str | Path | None = None, backend: RolloutBackend | None = None):
+                 state_dir: str | Path | None = None, backend: RolloutBackend | None = None,
+                 chat: ChatFormat | None = None):
         self.warm_value_head = value_head
         super().__init__(config, policy, tokenizer, prompts, reward, reference=reference, state_dir=state_dir,
-                         backend=backend)
+                         backend=backend, chat=chat)
 
     @property
     def actor_critic(self) -> PolicyWithValueHead:

@@ -51,7 +51,9 @@ def save_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
 
 
 def load_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
-    """Restore what `save_state` wrote; refuses a state made with other trainable weights (LoRA or model)."""
+    """Restore what `save_state` wrote, and hand the restored weights to the generation backend (a vLLM engine holds
+    its own copy: without the sync the first iteration after a resume would sample from the weights the run started
+    with); refuses a state made with other trainable weights (algorithm, LoRA or model)."""
     state = torch.load(Path(state_dir) / STATE_FILE, map_location="cpu", weights_only=True)
     model = trainer.policy_model
     missing = model.load_state_dict(state["model"], strict=False).missing_keys
@@ -59,6 +61,7 @@ def load_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
     if trainable & set(missing) or set(state["model"]) - trainable:
         raise PPOSetupError(f"the saved state in {state_dir} was made with other settings (algorithm, LoRA or model); "
                             "resume with the same settings or start a new run")
+    trainer.backend.sync_weights(model.policy)
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.kl_controller.load_state_dict(state["kl_controller"])
     trainer.iteration = int(state["iteration"])

@@ -75,9 +75,10 @@ class PPOConfig:
     max_approx_kl: float | None = field(default=None, metadata={
         "help": "Stop an iteration's update early when the approximate KL to the old policy exceeds this; None: never."})
     response_length: int = field(default=24, metadata={"help": "Most tokens generated per response."})
-    max_prompt_length: int = field(default=64, metadata={"help": "Longer prompts keep their last tokens."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (> 0); log-probs use the same."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
+    top_k: int = field(default=0, metadata={
+        "help": "Sample only among the k likeliest tokens (0: off). Log-probs are the sampler's only at top-p 1, top-k 0."})
     missing_eos_penalty: float = field(default=1.0, metadata={
         "help": "Subtracted from the score of a response that ends without EOS."})
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of all weights."})
@@ -107,8 +108,9 @@ class PPOConfig:
             raise PPOSetupError(f"the KL coefficient β (init_kl_coef) must be 0 or more, got {self.init_kl_coef}")
         if self.kl_estimator not in KL_KINDS:
             raise PPOSetupError(f"unknown KL estimator {self.kl_estimator!r}; use one of {', '.join(KL_KINDS)}")
-        if self.temperature <= 0 or not 0 < self.top_p <= 1:
-            raise PPOSetupError(f"PPO samples: temperature must be > 0 and top-p in (0, 1], got {self.temperature}, {self.top_p}")
+        if self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
+            raise PPOSetupError(f"PPO samples: temperature must be > 0, top-p in (0, 1] and top-k 0 or more, got "
+                                f"{self.temperature}, {self.top_p}, {self.top_k}")
         if self.response_length < 1 or self.ppo_epochs < 1 or self.save_every < 1:
             raise PPOSetupError("response_length, ppo_epochs and save_every must be at least 1")
         if self.target_kl is not None and self.target_kl <= 0:

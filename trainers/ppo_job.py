@@ -18,7 +18,6 @@ has no critic and loads none.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -33,9 +32,10 @@ from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import list_prompts
 from storage.types import Job, Policy
 
+from .chat_format import PromptBudget, model_context
 from .grpo import GRPOTrainer
 from .job_layer import is_main_process, job_reporter, new_staging_dir, register_policy
-from .models import load_policy, load_tokenizer
+from .models import default_device, load_chat_format, load_policy, load_tokenizer
 from .policy_optimizer import PolicyOptimizer
 from .ppo import PPOTrainer
 from .ppo_checkpoint import load_value_head
@@ -92,12 +92,13 @@ def load_models(store: Store, start: Policy, lora: bool, with_value_head: bool =
     return load_policy(start.path), reference, tokenizer, value_head
 
 
-def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list[str], reward, *, reference=None,
-                 value_head: dict | None = None) -> PolicyOptimizer:
-    """The trainer of `config.algorithm`: PPO (its critic warmed by `value_head` when given) or GRPO (no critic)."""
+def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list, reward, *, value_head: dict | None = None,
+                 **options) -> PolicyOptimizer:
+    """The trainer of `config.algorithm`: PPO (its critic warmed by `value_head` when given) or GRPO (no critic);
+    `options` (reference, state_dir, ...) go to either."""
     if config.algorithm == Algorithm.GRPO:
-        return GRPOTrainer(config, policy, tokenizer, prompts, reward, reference=reference)
-    return PPOTrainer(config, policy, tokenizer, prompts, reward, reference=reference, value_head=value_head)
+        return GRPOTrainer(config, policy, tokenizer, prompts, reward, **options)
+    return PPOTrainer(config, policy, tokenizer, prompts, reward, value_head=value_head, **options)
 
 
 def build_trainer(store: Store, run: PPORun) -> tuple[PolicyOptimizer, Policy]:
@@ -111,14 +112,19 @@ def build_trainer(store: Store, run: PPORun) -> tuple[PolicyOptimizer, Policy]:
     config.check()
     start = start_policy(store, run.policy_id)
     if run.reward == RewardSource.RM:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else "cpu"
-        reward = RewardScorer.from_store(store, device=device)
+        reward = RewardScorer.from_store(store, device=default_device())
     else:
         reward = make_oracle_reward(run.oracle)
     policy, reference, tokenizer, value_head = load_models(store, start, config.lora,
                                                            with_value_head=config.algorithm == Algorithm.PPO)
-    prompts = [p.text for p in list_prompts(store, heldout=False)]
-    return make_trainer(config, policy, tokenizer, prompts, reward, reference=reference, value_head=value_head), start
+    chat = load_chat_format(start.path, tokenizer)
+    prompts = list_prompts(store, heldout=False)
+    context = model_context(start.path)
+    if context is not None:  # nothing is truncated: a prompt that does not fit is refused by its id
+        PromptBudget(chat, context, config.response_length).check_prompts(prompts)
+    trainer = make_trainer(config, policy, tokenizer, [p.content for p in prompts], reward, reference=reference,
+                           value_head=value_head, chat=chat)
+    return trainer, start
 
 
 def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,

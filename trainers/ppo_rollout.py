@@ -1,11 +1,11 @@
 """The rollout side of PPO and GRPO: where samples come from (`RolloutBackend`: Hugging Face `generate` on the live
 policy, or vLLM on a GPU via `trainers.vllm_generation`), the trained model that scores them (`PolicyModel`, the
 actor alone for GRPO; `PolicyWithValueHead`, actor and critic for PPO), the per-iteration buffer (`Rollout`) and the
-padding helpers that turn prompts and samples into tensors.
+helpers that turn samples into tensors.
 
-    backend = make_rollout_backend(policy, tokenizer, config, longest_prompt=12)
-    ids, mask = left_pad(prompt_token_lists, tokenizer.pad_token_id)     # (B, P) each
-    responses, mask, ended = cut_at_eos(backend.generate_ids(ids, mask, 24, 1.0, 1.0), eos, pad)
+    backend = make_rollout_backend(policy, tokenizer, chat.end_ids, config, longest_prompt=12)
+    ids, mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)     # (B, P) each
+    responses, mask, ended = cut_at_end(backend.generate_ids(ids, mask, 24, 1.0, 1.0), chat.end_ids, pad)
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import copy
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import torch
 from torch import nn
-from transformers import GenerationConfig, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
+from .generation import neutralise_generation_config, sampling_config
 from .ppo_config import PPOConfig
 
 
@@ -27,23 +28,24 @@ class RolloutBackend(Protocol):
     """Generates PPO rollouts from token ids; `sync_weights` is called after every update."""
 
     def generate_ids(self, query: torch.Tensor, query_mask: torch.Tensor, max_new_tokens: int, temperature: float,
-                     top_p: float) -> torch.Tensor:
-        """Left-padded prompts (B, P) -> sampled response ids (B, R <= max_new_tokens); what follows an EOS is ignored."""
+                     top_p: float, top_k: int = 0) -> torch.Tensor:
+        """Left-padded prompts (B, P) -> sampled response ids (B, R <= max_new_tokens); what follows an end id is
+        ignored."""
 
     def sync_weights(self, policy: nn.Module) -> None: ...
 
 
 class HFRolloutBackend:
-    """Batched sampling with `generate` (KV cache) from the live policy, so no weight sync is needed."""
+    """Batched sampling with `generate` (KV cache) from the live policy, so no weight sync is needed. Only the
+    studio's settings shape the sampler: the checkpoint's generation extras are dropped first."""
 
-    def __init__(self, policy: nn.Module, tokenizer: PreTrainedTokenizerBase):
-        self.policy = policy
-        self.eos, self.pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    def __init__(self, policy: nn.Module, pad_id: int, end_ids: Sequence[int]):
+        self.policy, self.pad, self.end_ids = policy, pad_id, tuple(end_ids)
+        base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+        neutralise_generation_config(base, self.end_ids, pad_id)
 
-    def generate_ids(self, query, query_mask, max_new_tokens, temperature, top_p):
-        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_p=top_p,
-                                  top_k=0, eos_token_id=self.eos, pad_token_id=self.pad, suppress_tokens=[self.pad],
-                                  use_cache=True)
+    def generate_ids(self, query, query_mask, max_new_tokens, temperature, top_p, top_k=0):
+        config = sampling_config(max_new_tokens, temperature, top_p, top_k, self.end_ids, self.pad)
         output = self.policy.generate(input_ids=query, attention_mask=query_mask, generation_config=config)
         return output[:, query.shape[1]:]  # (B, R)
 
@@ -51,11 +53,12 @@ class HFRolloutBackend:
         pass
 
 
-def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, config: PPOConfig,
-                         longest_prompt: int) -> RolloutBackend:
-    """The backend `config.generation_backend` names, sampling from `policy` (LoRA adapters included)."""
+def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, end_ids: Sequence[int],
+                         config: PPOConfig, longest_prompt: int) -> RolloutBackend:
+    """The backend `config.generation_backend` names, sampling from `policy` (LoRA adapters included) until any of
+    `end_ids`."""
     if config.generation_backend == "hf":
-        return HFRolloutBackend(policy, tokenizer)
+        return HFRolloutBackend(policy, tokenizer.pad_token_id, end_ids)
     from .vllm_generation import VLLMGenerator
 
     base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
@@ -65,7 +68,7 @@ def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, 
         plain = copy.deepcopy(policy).merge_and_unload() if config.lora else policy
         plain.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
-    backend = VLLMGenerator(model_dir, tokenizer, config.vllm_gpu_memory_utilization,
+    backend = VLLMGenerator(model_dir, tokenizer, end_ids, config.vllm_gpu_memory_utilization,
                             max_model_len=longest_prompt + config.response_length, seed=config.seed)
     backend.sync_weights(policy)  # adapters or weights that differ from the directory's
     return backend
@@ -122,22 +125,12 @@ class Rollout:
     entropy: torch.Tensor
 
 
-def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token lists -> left-padded (ids, mask), both (B, P)."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-        mask[i, width - len(r):] = 1
-    return ids, mask
-
-
-def cut_at_eos(responses: torch.Tensor, eos: int, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Keep each response up to and including its first EOS: (ids with pads after, float mask, ended-with-EOS)."""
-    is_eos = responses == eos  # (B, R)
-    ended = is_eos.any(dim=1)
-    first = torch.where(ended, is_eos.int().argmax(dim=1), responses.shape[1] - 1)  # index of the last real token
+def cut_at_end(responses: torch.Tensor, end_ids: Sequence[int], pad: int) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                  torch.Tensor]:
+    """Keep each response up to and including its first end id: (ids with pads after, float mask, ended)."""
+    is_end = torch.isin(responses, torch.tensor(list(end_ids), device=responses.device))  # (B, R)
+    ended = is_end.any(dim=1)
+    first = torch.where(ended, is_end.int().argmax(dim=1), responses.shape[1] - 1)  # index of the last real token
     mask = torch.arange(responses.shape[1], device=responses.device)[None, :] <= first[:, None]
     return responses.masked_fill(~mask, pad), mask.float(), ended
 

@@ -25,26 +25,17 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase) -> None:
                             "appends to the right of the prompt)")
 
 
-def check_reward_model(scorer, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Each member has one output, the policy's vocabulary and its pad token."""
-    check_same_vocabulary(tokenizer, scorer.tokenizer)
-    for model in scorer.models:
+def check_reward_model(reward) -> None:
+    """A reward model (a `RewardScorer`) has exactly one output per member and an embedding for every token of its
+    own tokenizer (it reads the decoded responses in its own format); reward functions pass as they are."""
+    for model in getattr(reward, "models", ()):
         if model.config.num_labels != 1:
             raise PPOSetupError(f"the reward model has num_labels={model.config.num_labels}; a reward model needs "
                                 "exactly one output (train it with python app.py train-reward)")
-        rows, policy_rows = model.get_input_embeddings().num_embeddings, policy.get_input_embeddings().num_embeddings
-        if rows != policy_rows:
-            raise PPOSetupError(f"the reward model's vocabulary ({rows} tokens) differs from the policy's "
-                                f"({policy_rows}); train the reward model from this policy")
-        if model.config.pad_token_id != tokenizer.pad_token_id:
-            raise PPOSetupError(f"the reward model pads with token {model.config.pad_token_id} but the policy with "
-                                f"{tokenizer.pad_token_id}; train the reward model from this policy")
-
-
-def check_same_vocabulary(tokenizer: PreTrainedTokenizerBase, reward_tokenizer: PreTrainedTokenizerBase) -> None:
-    if tokenizer.get_vocab() != reward_tokenizer.get_vocab():
-        raise PPOSetupError("the reward model's tokenizer has another vocabulary than the policy's; train the reward "
-                            "model from this policy (or one with the same tokenizer)")
+        rows, tokens = model.get_input_embeddings().num_embeddings, reward.chat.tokenizer.get_vocab_size()
+        if rows < tokens:
+            raise PPOSetupError(f"the reward model has {rows} embeddings but its tokenizer {tokens} tokens; train "
+                                "the reward model with python app.py train-reward, which saves them together")
 
 
 def with_lora(policy: PreTrainedModel, config: PPOConfig) -> nn.Module:

@@ -1,6 +1,7 @@
-"""Starting a project on a user's model folder: checked, prepared in a copy when needed, registered as policy v0.
+"""Starting a project on a user's model folder: checked, prepared in a copy when needed, registered as policy v0,
+with its prompts, held-out prompts and labelling guidelines (`python app.py init`).
 
-    result = init_project(store, "/models/my-instruct-model", reward_base=None, allow_pickle=False)
+    result = start_project(store, "/models/my-instruct-model", prompts="prompts.jsonl", guidelines="Be kind.")
     for note in result.notes:     # what was done to the model, e.g. the pad token reused in a copy
         print(note)
 
@@ -16,17 +17,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from labeling.annotation import check_guidelines, update_queue_settings
+from labeling.importing import iter_prompts
 from storage import Conflict, Store
 from storage.policies import add_policy, list_policies
-from storage.prompts import count_prompts
-from storage.settings import set_setting
+from storage.prompts import NewPrompt, add_prompts, count_prompts
+from storage.settings import REWARD_BASE_SETTING, set_setting
 
+from .chat_format import ChatFormat, PromptBudget, generation_eos, model_context
+from .loop_config import LoopConfig
 from .model_checks import (ModelFolder, ModelRole, check_vocab_fits, check_weights, declared_end_ids,
                            inspect_model_dir, pickle_only, read_tokenizer)
 from .model_copies import PadFix, make_prepared_copy, plan_pad_fix
 
 MODELS_DIR = "models"  # prepared copies, under the store's data folder
-REWARD_BASE_SETTING = "reward_base"  # the folder the reward model starts from; unset (None): the SFT policy
 
 
 @dataclass(frozen=True)
@@ -115,3 +119,49 @@ def init_project(store: Store, policy_dir: str | Path, reward_base: str | Path |
         _undo(made)
         raise
     return ProjectInit(policy_id, policy_path, reward_path, tuple(notes + reward_notes))
+
+
+@dataclass(frozen=True)
+class ProjectStart:
+    """What `start_project` did: the model part (`init`), and how many prompts and held-out prompts it imported."""
+
+    init: ProjectInit
+    prompts: int
+    heldout: int
+    budget: PromptBudget | None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.init.notes
+
+
+def start_project(store: Store, policy_dir: str | Path, *, reward_base: str | Path | None = None,
+                  prompts: str | Path | None = None, heldout: str | Path | None = None, guidelines: str | None = None,
+                  allow_pickle: bool = False) -> ProjectStart:
+    """`init_project`, then the prompt files and the guidelines. Every prompt is read and checked against the policy's
+    budget (its context less the loop's default response length) before anything is written, so a bad row is
+    refused, naming its line, with the store as it was."""
+    _refuse_started(store)
+    budget = prompt_budget_of(check_model_folder(policy_dir, ModelRole.POLICY, allow_pickle).folder)
+    files = [(path, flag) for path, flag in ((prompts, False), (heldout, True)) if path is not None]
+    read: list[tuple[list[NewPrompt], str, bool]] = [(list(iter_prompts(path, budget)), Path(path).name, flag)
+                                                     for path, flag in files]
+    if guidelines is not None:
+        check_guidelines(guidelines)
+    init = init_project(store, policy_dir, reward_base, allow_pickle)
+    counts = {False: 0, True: 0}
+    for rows, source, flag in read:
+        counts[flag] += add_prompts(store, rows, source=source, heldout=flag).added
+    if guidelines is not None:
+        update_queue_settings(store, guidelines=guidelines)
+    return ProjectStart(init, counts[False], counts[True], budget)
+
+
+def prompt_budget_of(folder: ModelFolder) -> PromptBudget | None:
+    """How many tokens a prompt may have for a model folder (None when its config names no context length)."""
+    context = model_context(folder.path)
+    if context is None:
+        return None
+    tokenizer = read_tokenizer(folder.path)
+    chat = ChatFormat.from_tokenizer(tokenizer, generation_eos(folder.path))
+    return PromptBudget(chat, context, LoopConfig().response_length)

@@ -8,7 +8,7 @@ k * steps_per_member + s for member k's step s, progress after every optimiser s
 logging step (the main process decides for all), which raises JobCancelled. It never touches the store: the job layer
 (`trainers.reward_job`) reads the labels and registers what it saved.
 
-    metrics = train_member(config, k, policy_dir, tokenizer, max_length, train, val, out_dir, reporter)
+    metrics = train_member(config, k, init_dir, chat, train, val, out_dir, reporter)
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from .chat_format import ChatFormat
 from .losses import preference_loss
-from .models import disable_dropout, load_reward_model
+from .models import disable_dropout, load_reward_model, load_tokenizer
 from .reporting import JobCancelled, Reporter, stop_requested
 from .reward_config import RewardConfig
 from .reward_data import PreferenceCollator, PreferenceExample, tokenize_examples
@@ -114,21 +115,21 @@ class ReporterCallback(TrainerCallback):
             self.stopped = control.should_training_stop = True
 
 
-def train_member(config: RewardConfig, k: int, policy_dir: Path, tokenizer: PreTrainedTokenizerBase,
-                 max_length: int, train: list[PreferenceExample], val: list[PreferenceExample], out_dir: Path,
-                 reporter: Reporter) -> dict:
-    """Train member `k` of `config.ensemble` from the policy in `policy_dir` and save it (plain HF directory) into
-    `out_dir`; returns its final metrics (train_loss, train_accuracy, val_*). Raises JobCancelled when stopped."""
+def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat, train: list[PreferenceExample],
+                 val: list[PreferenceExample], out_dir: Path, reporter: Reporter) -> dict:
+    """Train member `k` of `config.ensemble` from the model in `init_dir` (texts tokenized by its `chat` format) and
+    save it (plain HF directory, tokenizer included) into `out_dir`; returns its final metrics (train_loss,
+    train_accuracy, val_*). Raises JobCancelled when stopped."""
     torch.manual_seed(config.seed + k)  # the new head's initialisation
+    tokenizer = load_tokenizer(init_dir)
     with quiet_loading():  # "newly initialized: score.weight" is expected here
-        model = load_reward_model(policy_dir)
+        model = load_reward_model(init_dir)
     disable_dropout(model)  # both responses of a pair must see the same network
     callback = ReporterCallback(reporter, k, config.ensemble)
     with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
         trainer = PreferenceTrainer(
             model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val)),
-            train_dataset=tokenize_examples(tokenizer, train, max_length),
-            eval_dataset=tokenize_examples(tokenizer, val, max_length),
+            train_dataset=tokenize_examples(chat, train), eval_dataset=tokenize_examples(chat, val),
             data_collator=PreferenceCollator(tokenizer.pad_token_id), processing_class=tokenizer,
             callbacks=[callback], label_noise=config.label_noise,
         )

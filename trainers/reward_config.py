@@ -35,8 +35,6 @@ class RewardConfig:
         "help": "The preferred response must lead by this margin (0: none); imported labels with a margin of their "
                 "own keep theirs."})
     label_noise: float = field(default=0.0, metadata={"help": "Label-noise rate eps: P = (1-eps)*sigmoid(d) + eps/2."})
-    max_length: int = field(default=512, metadata={
-        "help": "Tokens of prompt + response kept (from the end); capped by the model's context."})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPUs that support it)."})
     activation_checkpointing: bool = field(default=False, metadata={
         "help": "Recompute activations to save memory (slower)."})
@@ -63,7 +61,6 @@ class RewardConfig:
                   (0 <= self.val_fraction < 1, f"validation fraction must be in [0, 1), got {self.val_fraction}"),
                   (0 <= self.label_noise < 1, f"label noise must be in [0, 1), got {self.label_noise}"),
                   (self.margin >= 0, f"margin must be 0 or positive, got {self.margin}"),
-                  (self.max_length >= 2, f"max length must be at least 2 tokens, got {self.max_length}"),
                   (self.logging_steps >= 1, f"logging steps must be at least 1, got {self.logging_steps}")]
         for ok, message in checks:
             if not ok:

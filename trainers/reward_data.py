@@ -1,8 +1,11 @@
 """Reward-model data: labelled pairs as examples, the split by pair, bootstrap resamples, token ids and batches.
 
     train, val = split_by_pair(examples, val_fraction=0.2, seed=0)
-    dataset = tokenize_examples(tokenizer, train, max_length=512)      # {first_ids, second_ids, target, margin, length}
-    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)           # input_ids (2B, T): the B firsts, then seconds
+    dataset = tokenize_examples(chat, train, context=512)     # {first_ids, second_ids, target, margin, length}
+    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # input_ids (2B, T): the B firsts, then the B seconds
+
+Token ids come from the reward model's `ChatFormat` (prompt, then response closed by the end-of-turn id), the same
+function that scores rollouts for PPO; nothing is cut: a pair longer than the model's context is refused.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from typing import Sequence
 
 import torch
 from datasets import Dataset
-from transformers import PreTrainedTokenizerBase
+
+from labeling.conversations import PromptInput
+from storage.errors import InvalidInput
+
+from .chat_format import ChatFormat
 
 
 @dataclass(frozen=True)
@@ -22,7 +29,7 @@ class PreferenceExample:
 
     label_id: int
     pair_id: int
-    prompt: str
+    prompt: PromptInput
     first: str
     second: str
     target: float
@@ -43,14 +50,6 @@ def bootstrap(examples: Sequence[PreferenceExample], seed: int) -> list[Preferen
     """A seeded resample with replacement, as large as `examples` (one ensemble member's training set)."""
     rng = random.Random(seed)
     return [examples[rng.randrange(len(examples))] for _ in examples]
-
-
-def encode(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], responses: Sequence[str],
-           max_length: int) -> list[list[int]]:
-    """Token ids of prompt + response + EOS per row, cut from the left to `max_length` (the head reads the end)."""
-    prompt_ids = tokenizer(list(prompts))["input_ids"]
-    response_ids = tokenizer(list(responses), add_special_tokens=False)["input_ids"]
-    return [(p + r + [tokenizer.eos_token_id])[-max_length:] for p, r in zip(prompt_ids, response_ids)]
 
 
 def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,12 +76,27 @@ class PreferenceCollator:
                 "margin": torch.tensor([r["margin"] for r in rows], dtype=torch.float32)}
 
 
-def tokenize_examples(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PreferenceExample],
-                      max_length: int) -> Dataset | None:
+def tokenize_examples(chat: ChatFormat, examples: Sequence[PreferenceExample]) -> Dataset | None:
     """The Trainer's dataset: {first_ids, second_ids, target, margin, length} per example (length: the longer side)."""
     if not examples:
         return None
-    firsts = encode(tokenizer, [e.prompt for e in examples], [e.first for e in examples], max_length)
-    seconds = encode(tokenizer, [e.prompt for e in examples], [e.second for e in examples], max_length)
+    prompts = [e.prompt for e in examples]
+    firsts = chat.sequences_ids(prompts, [e.first for e in examples])
+    seconds = chat.sequences_ids(prompts, [e.second for e in examples])
     return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "margin": e.margin,
                                "length": max(len(f), len(s))} for f, s, e in zip(firsts, seconds, examples)])
+
+
+def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], context: int | None) -> None:
+    """Raise InvalidInput naming the first label whose prompt and longer response exceed the model's `context`."""
+    if context is None or not examples:
+        return
+    prompts = chat.prompts_ids([e.prompt for e in examples])
+    firsts = chat.responses_ids([e.first for e in examples])
+    seconds = chat.responses_ids([e.second for e in examples])
+    for example, prompt, first, second in zip(examples, prompts, firsts, seconds):
+        tokens = len(prompt) + max(len(first), len(second))
+        if tokens > context:
+            raise InvalidInput(f"label {example.label_id} (pair {example.pair_id}): prompt and response take {tokens} "
+                               f"tokens, over the reward model's context of {context}; nothing is cut, so undo that "
+                               "label or start the reward model from a longer-context model")

@@ -17,15 +17,17 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from labeling.conversations import PromptInput
 from storage import Store
 from storage.errors import NotFound
 from storage.reward_models import latest_reward_models
 
-from .models import load_reward_model, load_tokenizer
-from .reward_data import encode, pad_right
+from .chat_format import ChatFormat
+from .models import load_chat_format, load_reward_model, load_tokenizer
+from .reward_data import pad_right
 
 INFO_FILE = "reward_info.json"
 
@@ -52,16 +54,19 @@ def quiet_loading() -> Iterator[None]:
 
 
 class RewardScorer:
-    """Scores `prompt + response` texts with a reward model (all members of an ensemble).
+    """Scores prompts (text or conversations) and response texts with a reward model (all members of an ensemble).
 
-    `score` is what PPO uses: each member's score normalised with its (mean, std) on the policy's samples, averaged
-    over the members, shape (N,), on the scorer's device. `raw_scores` and `preference_probabilities` are per member.
+    Texts become ids through the reward model's own `ChatFormat` (`sequences_ids`: the prompt, then the response
+    closed by its end-of-turn id), exactly as its training data did, whatever tokenizer the policy has. `score`
+    (also the scorer called as a function) is what PPO uses: each member's score normalised with its (mean, std)
+    on the policy's samples, averaged over the members, shape (N,), on the scorer's device. `raw_scores` and
+    `preference_probabilities` are per member.
     """
 
-    def __init__(self, models: list[PreTrainedModel], tokenizer: PreTrainedTokenizerBase,
-                 norms: list[tuple[float, float]], max_length: int, batch_size: int = 64):
+    def __init__(self, models: list[PreTrainedModel], chat: ChatFormat, pad_id: int,
+                 norms: list[tuple[float, float]], batch_size: int = 64):
         assert len(models) == len(norms) >= 1, "one (mean, std) per member"
-        self.models, self.tokenizer, self.max_length, self.batch_size = models, tokenizer, max_length, batch_size
+        self.models, self.chat, self.pad_id, self.batch_size = models, chat, pad_id, batch_size
         self.device = models[0].device
         self.norm_mean = torch.tensor([m for m, _ in norms], device=self.device)  # (K,)
         self.norm_std = torch.tensor([s for _, s in norms], device=self.device)  # (K,)
@@ -76,49 +81,43 @@ class RewardScorer:
 
     @classmethod
     def from_dirs(cls, paths: Sequence[str | Path], norms: list[tuple[float, float]] | None = None,
-                  device: str | torch.device | None = None, batch_size: int = 64,
-                  max_length: int | None = None) -> "RewardScorer":
-        """Members from checkpoint directories; norms and max length default to those in reward_info.json."""
-        info = [json.loads((Path(p) / INFO_FILE).read_text()) if (Path(p) / INFO_FILE).is_file() else {} for p in paths]
+                  device: str | torch.device | None = None, batch_size: int = 64) -> "RewardScorer":
+        """Members from checkpoint directories; norms default to those in reward_info.json."""
         if norms is None:
-            norms = [(i["norm_mean"], i["norm_std"]) for i in info]
+            norms = [(i["norm_mean"], i["norm_std"]) for i in (json.loads((Path(p) / INFO_FILE).read_text())
+                                                                for p in paths)]
         with quiet_loading():
             models = [load_reward_model(p).to(device or "cpu") for p in paths]
-        if max_length is None:
-            max_length = info[0].get("max_length") or getattr(models[0].config, "max_position_embeddings", None) or 1 << 30
-        return cls(models, load_tokenizer(paths[0]), norms, max_length, batch_size)
+        tokenizer = load_tokenizer(paths[0])
+        return cls(models, load_chat_format(paths[0], tokenizer), tokenizer.pad_token_id, norms, batch_size)
 
     @property
     def size(self) -> int:
         return len(self.models)
 
     @torch.no_grad()
-    def raw_scores(self, prompts: Sequence[str], responses: Sequence[str]) -> torch.Tensor:
-        """Each member's unnormalised score of each prompt + response + EOS: (K, N)."""
-        rows = encode(self.tokenizer, prompts, responses, self.max_length)
+    def raw_scores(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
+        """Each member's unnormalised score of each prompt and response: (K, N)."""
+        rows = self.chat.sequences_ids(list(prompts), list(responses))
         out = torch.empty((self.size, len(rows)), device=self.device)  # (K, N)
         for start in range(0, len(rows), self.batch_size):
-            input_ids, attention_mask = pad_right(rows[start:start + self.batch_size], self.tokenizer.pad_token_id)
+            input_ids, attention_mask = pad_right(rows[start:start + self.batch_size], self.pad_id)
             for k, model in enumerate(self.models):
                 out[k, start:start + len(input_ids)] = sequence_scores(
                     model, input_ids.to(self.device), attention_mask.to(self.device)).float()
         return out
 
-    def score(self, prompts: Sequence[str], responses: Sequence[str]) -> torch.Tensor:
+    def score(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
         """Normalised rewards (N,): mean over members of (score - mean) / std."""
         return self.normalise(self.raw_scores(prompts, responses))
 
-    @torch.no_grad()
-    def score_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Normalised rewards (N,) of token ids already built as prompt + response + EOS, padded on either side."""
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
-        return self.normalise(torch.stack([sequence_scores(m, input_ids, attention_mask).float() for m in self.models]))
+    __call__ = score  # a reward function `(prompts, responses) -> (N,)`, like the oracle
 
     def normalise(self, raw: torch.Tensor) -> torch.Tensor:
         """(K, N) raw member scores -> (N,) mean of the members' normalised scores."""
         return ((raw - self.norm_mean[:, None]) / self.norm_std[:, None]).mean(0)
 
-    def preference_probabilities(self, prompts: Sequence[str], firsts: Sequence[str],
+    def preference_probabilities(self, prompts: Sequence[PromptInput], firsts: Sequence[str],
                                  seconds: Sequence[str]) -> torch.Tensor:
         """Each member's P(first preferred) = sigmoid(r_first - r_second): (K, N)."""
         raw = self.raw_scores(list(prompts) * 2, list(firsts) + list(seconds))  # (K, 2N)
@@ -126,10 +125,10 @@ class RewardScorer:
         return torch.sigmoid(first - second)
 
 
-def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, str]) -> np.ndarray:
+def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, PromptInput]) -> np.ndarray:
     """(K, P) members' P(first preferred) of `labeling.selection.Candidate`s, for `select_by_disagreement`.
 
-    `prompts` maps each candidate's prompt id to the prompt's text.
+    `prompts` maps each candidate's prompt id to the prompt (`Prompt.content`).
     """
     if not candidates:
         return np.zeros((scorer.size, 0))

@@ -14,7 +14,7 @@ from storage.pairs import add_pairs, list_pairs
 from storage.types import Generation, Policy, Prompt
 
 from .generation import HFGenerator
-from .models import load_policy, load_tokenizer
+from .models import load_sampler_policy, load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -23,16 +23,19 @@ class SamplingConfig:
     max_new_tokens: int = field(default=24, metadata={"help": "longest response, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature (0 = greedy)"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
+    top_k: int = field(default=0, metadata={"help": "sample among the k likeliest tokens (0: off)"})
     batch_size: int = field(default=64, metadata={"help": "prompts+samples generated per forward batch"})
+    bf16: bool = field(default=False, metadata={"help": "sample in bfloat16 (on a GPU)"})
 
 
 def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: SamplingConfig, seed: int,
                   generator: HFGenerator | None = None) -> list[int]:
     """Generate K responses per prompt with `policy` and store them; returns the new generation ids."""
     if generator is None:
-        generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
-    samples = generator.generate([p.text for p in prompts], config.samples_per_prompt, config.max_new_tokens,
-                                 config.temperature, config.top_p, seed=seed, batch_size=config.batch_size)
+        generator = HFGenerator(load_sampler_policy(policy.path, config.bf16), load_tokenizer(policy.path))
+    samples = generator.generate([p.content for p in prompts], config.samples_per_prompt, config.max_new_tokens,
+                                 config.temperature, config.top_p, seed=seed, batch_size=config.batch_size,
+                                 top_k=config.top_k)
     params = asdict(config)
     rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, params=params, seed=seed,
                           ended_with_eos=s.ended_with_eos, source=SAMPLE_SOURCE)
