@@ -187,13 +187,17 @@ def test_oracle_grpo_raises_the_heldout_score_on_the_demo():
 GRPO_CLI = ["--algorithm", "grpo", "--group-size", "3"]
 
 
+def ppo_command(store, *arguments: str) -> int:
+    """`python app.py ppo --db STORE ARGUMENTS` in this process, on a store the test seeded itself."""
+    return cli("ppo", "--db", str(store.path), "--no-demo", *arguments)
+
+
 def test_cli_trains_grpo_and_a_later_ppo_run_starts_a_fresh_value_head(seeded_store, capsys):
     from storage.jobs import list_jobs
     from trainers.ppo_job import load_models, start_policy
 
-    arguments = ["ppo", "--db", str(seeded_store.path), "--no-demo", "--iterations", "2", "--reward", "oracle",
-                 *CLI_SETTINGS]
-    assert cli(*arguments, *GRPO_CLI) == 0, capsys.readouterr().err
+    arguments = ["--iterations", "2", "--reward", "oracle", *CLI_SETTINGS]
+    assert ppo_command(seeded_store, *arguments, *GRPO_CLI) == 0, capsys.readouterr().err
     [job] = list_jobs(seeded_store)
     assert job.status.value == "completed" and job.config["ppo"]["algorithm"] == "grpo"
     assert {r["step"] for r in read_metrics(seeded_store, job.id, names=["grpo/score"])} == {1, 2}
@@ -203,7 +207,7 @@ def test_cli_trains_grpo_and_a_later_ppo_run_starts_a_fresh_value_head(seeded_st
     assert "grpo job" in capsys.readouterr().out
 
     assert load_models(seeded_store, grpo_policy, lora=False)[3] is None  # PPO from it: no head to warm
-    assert cli(*arguments) == 0
+    assert ppo_command(seeded_store, *arguments) == 0
     ppo_policy = start_policy(seeded_store, None)
     assert ppo_policy.parent_id == grpo_policy.id and load_value_head(ppo_policy.path)["weight"].shape == (1, 32)
 
@@ -216,8 +220,7 @@ def test_cli_trains_grpo_and_a_later_ppo_run_starts_a_fresh_value_head(seeded_st
 def test_cli_bad_grpo_settings_exit_2_and_write_nothing(seeded_store, capsys, arguments, message):
     from storage.jobs import list_jobs
 
-    code = cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--reward", "oracle", *CLI_SETTINGS, *GRPO_CLI,
-               *arguments)
+    code = ppo_command(seeded_store, "--reward", "oracle", *CLI_SETTINGS, *GRPO_CLI, *arguments)
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert list_jobs(seeded_store) == [] and len(list_policies(seeded_store)) == 1
@@ -225,8 +228,8 @@ def test_cli_bad_grpo_settings_exit_2_and_write_nothing(seeded_store, capsys, ar
 
 def test_cli_offers_the_algorithms_and_loss_norms_by_name(seeded_store, capsys):
     with pytest.raises(SystemExit) as exited:
-        cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--loss-norm", "mean")
+        ppo_command(seeded_store, "--loss-norm", "mean")
     assert exited.value.code == 2 and "invalid choice: 'mean' (choose from 'sequence', 'token')" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli("ppo", "--db", str(seeded_store.path), "--no-demo", "--algorithm", "dpo")
+        ppo_command(seeded_store, "--algorithm", "dpo")
     assert "invalid choice: 'dpo' (choose from 'ppo', 'grpo')" in capsys.readouterr().err

@@ -92,12 +92,13 @@ def load_models(store: Store, start: Policy, lora: bool, with_value_head: bool =
     return load_policy(start.path), reference, tokenizer, value_head
 
 
-def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list[str], reward, *, reference=None,
-                 value_head: dict | None = None) -> PolicyOptimizer:
-    """The trainer of `config.algorithm`: PPO (its critic warmed by `value_head` when given) or GRPO (no critic)."""
+def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list, reward, *, value_head: dict | None = None,
+                 **options) -> PolicyOptimizer:
+    """The trainer of `config.algorithm`: PPO (its critic warmed by `value_head` when given) or GRPO (no critic);
+    `options` (reference, state_dir, ...) go to either."""
     if config.algorithm == Algorithm.GRPO:
-        return GRPOTrainer(config, policy, tokenizer, prompts, reward, reference=reference)
-    return PPOTrainer(config, policy, tokenizer, prompts, reward, reference=reference, value_head=value_head)
+        return GRPOTrainer(config, policy, tokenizer, prompts, reward, **options)
+    return PPOTrainer(config, policy, tokenizer, prompts, reward, value_head=value_head, **options)
 
 
 def build_trainer(store: Store, run: PPORun) -> tuple[PolicyOptimizer, Policy]:
