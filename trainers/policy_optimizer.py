@@ -40,7 +40,7 @@ from .generation import left_pad, model_end_ids
 from .kl_control import make_kl_controller
 from .ppo_checkpoint import has_state, load_state, save_policy, save_state
 from .ppo_config import Algorithm, PPOConfig, PPOSetupError
-from .ppo_math import entropy_from_logits, kl_estimate, logprobs_from_logits, masked_mean
+from .ppo_math import entropy_from_logits, kl_estimate, masked_mean, sampler_logprobs
 from .ppo_rollout import PolicyModel, Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
 from .ppo_setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 from .reporting import JobCancelled, Reporter, stop_requested
@@ -178,6 +178,10 @@ class PolicyOptimizer:
         logits = logits.float() / self.config.temperature
         return logits.index_fill(-1, torch.tensor([self.tokenizer.pad_token_id], device=logits.device), -1e9)
 
+    def _logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Log-probs of `tokens` as the sampler drew them (temperature, no pad), without copying the logits."""
+        return sampler_logprobs(logits, tokens, self.config.temperature, self.tokenizer.pad_token_id)
+
     def _reference_logprobs(self, input_ids, attention_mask, positions, response_start, responses) -> torch.Tensor:
         keep = input_ids.shape[1] - response_start + 1
         if self.config.lora:
@@ -187,7 +191,7 @@ class PolicyOptimizer:
         else:
             logits = self.reference(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                                     logits_to_keep=keep).logits
-        return logprobs_from_logits(self._sampling_logits(logits[:, :-1]), responses)
+        return self._logprobs(logits[:, :-1], responses)
 
     def response_texts(self, responses: torch.Tensor, mask: torch.Tensor) -> list[str]:
         """The sampled responses as text (what people label and the reward reads), end ids left out."""
@@ -212,9 +216,8 @@ class PolicyOptimizer:
             positions = position_ids(attention_mask)
             start = query.shape[1]
             logits, values = self.policy_model(input_ids, attention_mask, positions, start)
-            logits = self._sampling_logits(logits)
-            logprobs = logprobs_from_logits(logits, responses)
-            entropy = entropy_from_logits(logits)
+            logprobs = self._logprobs(logits, responses)
+            entropy = entropy_from_logits(self._sampling_logits(logits))
             ref_logprobs = self._reference_logprobs(input_ids, attention_mask, positions, start, responses)
             scores = self._score(prompts, responses, mask)
         return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask,
@@ -244,11 +247,11 @@ class PolicyOptimizer:
                 idx = (chosen[:, None] * group + torch.arange(group)).flatten().to(input_ids.device)  # rows
                 with self.accelerator.autocast():
                     logits, values = self.model(input_ids[idx], attention_mask[idx], positions[idx], start)
-                logits = self._sampling_logits(logits)
-                logprobs = logprobs_from_logits(logits, rollout.responses[idx])
+                logprobs = self._logprobs(logits, rollout.responses[idx])
                 loss, stats = self._loss(rollout, targets, idx, logprobs, values)
                 if config.ent_coef:
-                    loss = loss - config.ent_coef * masked_mean(entropy_from_logits(logits), rollout.mask[idx])
+                    entropy = entropy_from_logits(self._sampling_logits(logits))
+                    loss = loss - config.ent_coef * masked_mean(entropy, rollout.mask[idx])
                 if config.max_approx_kl is not None:  # never step from a policy already too far from the old one
                     mean_kl = self.accelerator.reduce(stats["approx_kl"].reshape(1), reduction="mean").item()
                     if mean_kl > config.max_approx_kl:  # the same decision on every process

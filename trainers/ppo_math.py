@@ -134,6 +134,16 @@ def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Te
     return torch.gather(F.log_softmax(logits.float(), dim=-1), 2, tokens.unsqueeze(-1)).squeeze(-1)
 
 
+def sampler_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float, excluded: int) -> torch.Tensor:
+    """Log-probability of each token under the sampler's distribution: softmax(logits / temperature) with token
+    `excluded` (the pad) ruled out; (B, T, V), (B, T) -> (B, T). The same as `logprobs_from_logits` on logits whose
+    excluded column is -inf, without copying the (B, T, V) logits (logsumexp minus the excluded token's share)."""
+    scaled = logits.float() if temperature == 1.0 else logits.float() / temperature
+    log_total = torch.logsumexp(scaled, dim=-1)  # (B, T)
+    log_kept = log_total + torch.log1p(-torch.exp(scaled[..., excluded] - log_total))
+    return scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - log_kept
+
+
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of each position's distribution: (B, T, V) -> (B, T)."""
     logits = logits.float()
