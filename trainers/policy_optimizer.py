@@ -235,35 +235,43 @@ class PolicyOptimizer:
         config = self.config
         input_ids = torch.cat([rollout.query, rollout.responses], dim=1)
         attention_mask = torch.cat([rollout.query_mask, rollout.mask.long()], dim=1)
-        positions = position_ids(attention_mask)
-        start, group = rollout.query.shape[1], config.episodes_per_prompt
-        size = config.batch_size // config.num_mini_batches  # prompts per mini-batch
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        inputs = (input_ids, attention_mask, position_ids(attention_mask))
+        group, size = config.episodes_per_prompt, config.batch_size // config.num_mini_batches  # prompts per batch
         sums, steps = dict.fromkeys(self.loss_stats, 0.0), 0
         for _ in range(config.ppo_epochs):
             order = torch.randperm(config.batch_size)  # prompts: a mini-batch takes their groups whole
             for k in range(config.num_mini_batches):
                 chosen = order[k * size:(k + 1) * size]
                 idx = (chosen[:, None] * group + torch.arange(group)).flatten().to(input_ids.device)  # rows
-                with self.accelerator.autocast():
-                    logits, values = self.model(input_ids[idx], attention_mask[idx], positions[idx], start)
-                logprobs = self._logprobs(logits, rollout.responses[idx])
-                loss, stats = self._loss(rollout, targets, idx, logprobs, values)
-                if config.ent_coef:
-                    entropy = entropy_from_logits(self._sampling_logits(logits))
-                    loss = loss - config.ent_coef * masked_mean(entropy, rollout.mask[idx])
-                if config.max_approx_kl is not None:  # never step from a policy already too far from the old one
-                    mean_kl = self.accelerator.reduce(stats["approx_kl"].reshape(1), reduction="mean").item()
-                    if mean_kl > config.max_approx_kl:  # the same decision on every process
-                        return {name: total / max(1, steps) for name, total in sums.items()}
-                self.optimizer.zero_grad(set_to_none=True)
-                self.accelerator.backward(loss)
-                self.accelerator.clip_grad_norm_(params, config.max_grad_norm)
-                self.optimizer.step()
+                stats = self._mini_batch_step(rollout, targets, idx, inputs)
+                if stats is None:  # the policy already moved too far from the old one
+                    return {name: total / max(1, steps) for name, total in sums.items()}
                 for name in self.loss_stats:
-                    sums[name] += stats[name].item()
+                    sums[name] += stats[name]
                 steps += 1
         return {name: total / steps for name, total in sums.items()}
+
+    def _mini_batch_step(self, rollout: Rollout, targets, idx: torch.Tensor, inputs) -> dict[str, float] | None:
+        """One optimizer step on rollout rows `idx`; None, without a step, when the approximate KL to the old policy
+        exceeds `max_approx_kl` (the same decision on every process). Its activations go when it returns."""
+        config = self.config
+        input_ids, attention_mask, positions = (t[idx] for t in inputs)
+        with self.accelerator.autocast():
+            logits, values = self.model(input_ids, attention_mask, positions, rollout.query.shape[1])
+        logprobs = self._logprobs(logits, rollout.responses[idx])
+        loss, stats = self._loss(rollout, targets, idx, logprobs, values)
+        if config.ent_coef:
+            entropy = entropy_from_logits(self._sampling_logits(logits))
+            loss = loss - config.ent_coef * masked_mean(entropy, rollout.mask[idx])
+        if config.max_approx_kl is not None:
+            mean_kl = self.accelerator.reduce(stats["approx_kl"].reshape(1), reduction="mean").item()
+            if mean_kl > config.max_approx_kl:
+                return None
+        self.optimizer.zero_grad(set_to_none=True)
+        self.accelerator.backward(loss)
+        self.accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], config.max_grad_norm)
+        self.optimizer.step()
+        return {name: stats[name].item() for name in self.loss_stats}
 
     def step(self) -> dict[str, float]:
         """One iteration (rollout, advantages, update, β update); returns its metrics averaged over processes."""
