@@ -205,3 +205,20 @@ def m005_pair_vote_counts(db: Database) -> None:
 def m006_metrics_series_index(db: Database) -> None:
     """A covering index for reading a job's metric series by name: the Curves tab reads them without table lookups."""
     db.execute("CREATE INDEX metrics_series ON metrics(job_id, name, step, value, created)")
+
+
+@migrations()
+def m009_audit_trail(db: Database) -> None:
+    """The audit trail: who did what to the studio (start a job, change settings, import, export) and when."""
+    _run(db,
+        """
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX audit_at ON audit(at)
+        """
+    )

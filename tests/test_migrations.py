@@ -10,7 +10,7 @@ from storage.migrations import MIGRATION_SET, migrations
 from storage.prompts import add_prompts, list_prompts
 
 TABLES = {"prompts", "policies", "generations", "pairs", "reservations", "labels", "reward_models", "jobs", "metrics",
-          "settings", "rounds", "job_logs"}
+          "settings", "rounds", "job_logs", "audit"}
 
 
 def test_fresh_store_has_every_table_and_pragmas(tmp_path):
