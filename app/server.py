@@ -83,7 +83,9 @@ def serve(store: Store, host: str, port: int, users: AuthFile | None = None, blo
     if users is not None:
         login = {"auth": refuse_gradio_login, "auth_message": login_message(backoff_max_s),
                  "app_kwargs": {"middleware": [login_middleware(users, idle_timeout_s, backoff_max_s)]}}
+    # ssl_verify=False concerns only Gradio's start-up request to its own local URL (127.0.0.1), which a
+    # certificate issued for the public host name cannot match; browsers still check the certificate
     blocks.launch(server_name=host, server_port=port, prevent_thread_lock=not block, quiet=False,
                   root_path=check_root_path(root_path), ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
-                  **login, **launch_options(max_upload_mb))
+                  ssl_verify=False, **login, **launch_options(max_upload_mb))
     return blocks
