@@ -3,7 +3,7 @@
 - `POST /login` is answered here, never by Gradio (which calls its auth function synchronously inside its async
   route, and keeps every token forever). Attempts are throttled per user name and per client address
   (`app.throttle`): while locked out the answer is HTTP 429 "try again in N s", with nothing checked. The password
-  hash is computed in a small thread pool, so the event loop keeps serving everyone else. An unknown name and a
+  hash is computed in a small pool of low-priority threads, so the event loop keeps serving everyone else. An unknown name and a
   wrong password get the same answer (Gradio's "Incorrect credentials.", HTTP 400) after the same work. A success
   issues the session token the way Gradio does (its `tokens` table and cookies), so every Gradio route knows the user.
 - Every other request: a session unused for the idle timeout, or whose user has been removed from the auth file or
@@ -18,8 +18,12 @@ this module's `time`, which tests replace.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import os
 import secrets
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ from .throttle import LoginThrottle
 LOGIN_PATHS = ("/login", "/login/")
 INCORRECT = "Incorrect credentials."  # Gradio's own answer: its login page shows a wrong password on HTTP 400
 HASH_THREADS = 2  # logins checked at once; more wait their turn, off the event loop
+HASH_NICENESS = 10  # hashing threads yield the CPU to serving: a burst of logins barely slows labeling
 
 
 @dataclass
@@ -43,6 +48,14 @@ class Session:
     user: str
     entry: str  # the user's password hash at login: a new one ends the session
     last_seen: float
+
+
+def lower_priority() -> None:
+    """Give the calling thread a lower CPU priority than the server's threads (Linux prioritises threads one by
+    one; elsewhere the call would renice the whole process, so nothing is done)."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HASH_NICENESS)
 
 
 def route_path(scope: dict) -> str:
@@ -66,7 +79,7 @@ class LoginGate:
         self.idle_timeout_s = idle_timeout_s
         self.throttle = LoginThrottle(max_s=backoff_max_s)
         self.sessions: dict[str, Session] = {}
-        self.hashing = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="login-hash")
+        self.hashing = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="login-hash", initializer=lower_priority)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":

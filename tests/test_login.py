@@ -2,6 +2,7 @@
 throttled per name and per address while other users log in and label undisturbed, unknown names answer like wrong
 passwords, hashing runs off the event loop, idle sessions end, and a changed auth file ends the sessions it should."""
 
+import os
 import threading
 import uuid
 
@@ -98,7 +99,12 @@ def test_failures_from_one_address_lock_that_address_only(url, clock):
 def test_an_unknown_name_answers_and_costs_like_a_wrong_password(url, monkeypatch):
     hashes = []
     real = passwords._derive
-    monkeypatch.setattr(passwords, "_derive", lambda *a: hashes.append(threading.current_thread().name) or real(*a))
+
+    def derive(*args):
+        hashes.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        return real(*args)
+
+    monkeypatch.setattr(passwords, "_derive", derive)
     seen = {}
     for name, address in (("alice", "10.0.0.1"), ("nobody", "10.0.0.2")):
         seen[name] = [(r.status_code, r.text) for r in (login(url, name, "wrong", {"X-Forwarded-For": address})
@@ -106,7 +112,8 @@ def test_an_unknown_name_answers_and_costs_like_a_wrong_password(url, monkeypatc
     assert seen["alice"] == seen["nobody"]  # the same answers, throttled alike
     assert [status for status, _ in seen["alice"]] == [400] * 5 + [429] * 2
     assert len(hashes) == 10  # one hash per checked attempt, known name or not; none for a refused one
-    assert all(thread.startswith("login-hash") for thread in hashes)  # never on the event loop's thread
+    assert all(thread.startswith("login-hash") for thread, _ in hashes)  # never on the event loop's thread...
+    assert all(priority >= sessions.HASH_NICENESS for _, priority in hashes)  # ...and yielding the CPU to it
 
 
 def session(url: str, name: str) -> httpx.Client:
