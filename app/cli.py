@@ -68,7 +68,8 @@ def serve_arguments(parser: argparse.ArgumentParser):
                         help="file of hashed passwords (`python app.py add-user`); annotators must log in")
     parser.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB,
                         help="largest file one upload may carry, in MB (default: %(default)g)")
-    parser.add_argument("--root-path", default="", help="URL path a reverse proxy serves the studio under, e.g. /studio")
+    parser.add_argument("--root-path", default="",
+                        help="URL path a reverse proxy serves the studio under, e.g. /studio")
     parser.add_argument("--ssl-certfile", default=None, help="PEM certificate: serve over HTTPS (with --ssl-keyfile)")
     parser.add_argument("--ssl-keyfile", default=None, help="PEM private key of --ssl-certfile")
     parser.add_argument("--idle-timeout-min", type=float, default=IDLE_TIMEOUT_MIN,
@@ -176,7 +177,7 @@ def read_new_password() -> str:
     return first
 
 
-@subcommand("add-user", "add a user to an auth file, or set a user's password (asked twice; a salted scrypt hash is stored)")
+@subcommand("add-user", "add a user to an auth file or set a user's password (asked twice; a salted hash is stored)")
 def add_user_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--auth", required=True, help="auth file (created, readable by you only, if missing)")
     parser.add_argument("name", help="the user's login name")
@@ -209,7 +210,8 @@ def hash_auth_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("audit", "write the store's audit trail (who did what, when) as a CSV file", audit=AuditAction.AUDIT_EXPORTED)
+@subcommand("audit", "write the store's audit trail (who did what, when) as a CSV file",
+            audit=AuditAction.AUDIT_EXPORTED)
 def audit_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--db", default="studio.db", help="store file to read the audit trail from")
     parser.add_argument("--out", required=True, help="output file, .csv")

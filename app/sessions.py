@@ -3,9 +3,10 @@
 - `POST /login` is answered here, never by Gradio (which calls its auth function synchronously inside its async
   route, and keeps every token forever). Attempts are throttled per user name and per client address
   (`app.throttle`): while locked out the answer is HTTP 429 "try again in N s", with nothing checked. The password
-  hash is computed in a small pool of low-priority threads, so the event loop keeps serving everyone else. An unknown name and a
-  wrong password get the same answer (Gradio's "Incorrect credentials.", HTTP 400) after the same work. A success
-  issues the session token the way Gradio does (its `tokens` table and cookies), so every Gradio route knows the user.
+  hash is computed in a small pool of low-priority threads, so the event loop keeps serving everyone else. An
+  unknown name and a wrong password get the same answer (Gradio's "Incorrect credentials.", HTTP 400) after the
+  same work. A success issues the session token the way Gradio does (its `tokens` table and cookies), so every
+  Gradio route knows the user.
 - Every other request: a session unused for the idle timeout, or whose user has been removed from the auth file or
   given a new password since the login, is ended (its token dropped from Gradio's table): Gradio then answers 401
   and the browser shows the login page. Any request counts as use, the tabs' automatic refreshes included.

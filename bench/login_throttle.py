@@ -92,7 +92,8 @@ def hashing_table(url: str) -> None:
         started = time.perf_counter()
         assert login(url, "alice", "alice-pw", f"10.1.0.{i}").status_code == 200
         logins.append(time.perf_counter() - started)
-    print(f"scrypt N={DEFAULT_COST.n} r={DEFAULT_COST.r} p={DEFAULT_COST.p} ({DEFAULT_COST.memory_bytes // 2**20} MB)\n")
+    cost = DEFAULT_COST
+    print(f"scrypt N={cost.n} r={cost.r} p={cost.p} ({cost.memory_bytes // 2**20} MB)\n")
     print("| what | p50 ms | p95 ms | max ms |\n|---|---|---|---|")
     for name, values in (("one hash (verify_password)", hashes), ("a correct login (POST /login)", logins)):
         print(f"| {name} | {ms(values, 50):.0f} | {ms(values, 95):.0f} | {1000 * max(values):.0f} |")
@@ -122,7 +123,8 @@ def throttle_table(url: str) -> None:
     finally:
         sessions.time = real_time
     print(f"| failures before the first lock-out (hand clock) | {waits[0][0]} |")
-    print(f"| lock-out after failure {waits[0][0]}, {waits[0][0] + 1}, ... (s) | {', '.join(str(w) for _, w in waits)} |")
+    first = waits[0][0]
+    print(f"| lock-out after failure {first}, {first + 1}, ... (s) | {', '.join(str(w) for _, w in waits)} |")
 
 
 class FakeClock:
@@ -159,10 +161,12 @@ def probe_during_burst(url: str, threads: int, logins: int, probes: int) -> tupl
 
 
 def loop_table(shipped: str, inline: str, threads: int, logins: int, probes: int) -> None:
-    print(f"\n| another user's /next_pair | p50 ms | p95 ms | max ms | probes | burst logins/s |\n|---|---|---|---|---|---|")
-    for name, url, burst_threads in (("no burst", shipped, 0), (f"burst of {logins} logins, hashing in the gate's "
-                                                                  f"threads (shipped)", shipped, threads),
-                                     (f"same burst, hashing on the event loop", inline, threads)):
+    print("\n| another user's /next_pair | p50 ms | p95 ms | max ms | probes | burst logins/s |")
+    print("|---|---|---|---|---|---|")
+    burst = f"burst of {logins} logins"
+    for name, url, burst_threads in (("no burst", shipped, 0),
+                                     (f"{burst}, hashing in the gate's threads (shipped)", shipped, threads),
+                                     (f"{burst}, hashing on the event loop", inline, threads)):
         latencies, rate = probe_during_burst(url, burst_threads, logins, probes)
         print(f"| {name} | {ms(latencies, 50):.0f} | {ms(latencies, 95):.0f} | {1000 * max(latencies):.0f} | "
               f"{len(latencies)} | {rate:.1f} |")

@@ -85,8 +85,8 @@ def test_add_user_writes_hashes_admins_and_a_private_file(tmp_path):
     assert add_user(path, "alice", "new-pw", cost=FAST) is False  # replaced in place, as a new file
     assert path.stat().st_ino != inode and len(path.read_text().splitlines()) == 2
     assert read_auth_file(path).verify("alice", "new-pw") and not read_auth_file(path).verify("alice", "alice-pw")
-    for name, problem in (("", "not allowed"), ("a:b", "not allowed"), (" bob", "not allowed"), ("#bob", "not allowed")):
-        with pytest.raises(InvalidInput, match=problem):
+    for name in ("", "a:b", " bob", "#bob"):
+        with pytest.raises(InvalidInput, match="is not allowed"):
             add_user(path, name, "pw", cost=FAST)
     with pytest.raises(InvalidInput, match="the password is empty"):
         add_user(path, "bob", "", cost=FAST)
@@ -126,10 +126,11 @@ def test_hash_auth_converts_a_plain_file_in_place_keeping_admins_and_comments(tm
 def test_serve_refuses_a_plain_text_auth_file_with_one_line_naming_hash_auth(tmp_path):
     path = tmp_path / "users.txt"
     path.write_text("alice:alice-pw\n")
-    result = run_cli("serve", "--db", str(tmp_path / "s.db"), "--no-demo", "--port", str(free_port()), "--auth", str(path))
+    result = run_cli("serve", "--db", str(tmp_path / "s.db"), "--no-demo", "--port", str(free_port()),
+                     "--auth", str(path))
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines() == [f"error: auth file {path} holds plain-text passwords; hash them in "
-                                                  f"place with `python app.py hash-auth {path}`"]
+    assert result.stderr.strip().splitlines() == [
+        f"error: auth file {path} holds plain-text passwords; hash them in place with `python app.py hash-auth {path}`"]
     assert not (tmp_path / "s.db").exists()
 
 
