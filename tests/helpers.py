@@ -54,6 +54,19 @@ def hashed_auth_file(path, passwords: dict[str, str], admins=(), cost: ScryptCos
     return AuthFile(path)
 
 
+class FakeTime:
+    """Stands in for the `time` module of app.sessions (monkeypatch it): a monotonic clock moved by hand."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def launch_studio(store: Store, users=None, **options):
     """The studio served in this process the way `python app.py serve` serves it (`app.server.serve`: orphaned jobs
     reaped, `--auth` users (an AuthFile, see `hashed_auth_file`) behind the login gate, the upload cap and styling of

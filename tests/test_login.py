@@ -14,23 +14,10 @@ from app import passwords, sessions
 from app.auth import write_auth_file
 from app.passwords import hash_password
 from storage.labels import list_labels
-from tests.helpers import TEST_SCRYPT_COST, hashed_auth_file
+from tests.helpers import TEST_SCRYPT_COST, FakeTime, hashed_auth_file
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "owner": "owner-pw"}
 ATTACKER = {"X-Forwarded-For": "10.0.0.66"}  # uvicorn takes the client address from a proxy on 127.0.0.1
-
-
-class FakeTime:
-    """Stands in for the `time` module of app.sessions: a monotonic clock moved by hand."""
-
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
