@@ -22,6 +22,7 @@ from storage.errors import InvalidInput
 from .passwords import DEFAULT_COST, ScryptCost, dummy_entry, hash_password, is_hashed, parse_entry, verify_password
 
 ADMIN = "admin"
+MAX_NAME_CHARS = 64
 FILE_MODE = 0o600  # the hashes are secrets too: only the studio's OS user reads the file
 
 
@@ -106,9 +107,10 @@ def read_auth_file(path: str | Path) -> Users:
 
 
 def check_user_name(name: str) -> str:
-    if not name or name != name.strip() or ":" in name or name.startswith("#") or not name.isprintable():
-        raise InvalidInput(f"user name {name!r} is not allowed; use letters, digits and punctuation other than "
-                           "`:`, without spaces at either end")
+    if (not name or name != name.strip() or ":" in name or name.startswith("#") or not name.isprintable()
+            or len(name) > MAX_NAME_CHARS):
+        raise InvalidInput(f"user name {name[:MAX_NAME_CHARS]!r} is not allowed; use up to {MAX_NAME_CHARS} letters, "
+                           "digits and punctuation other than `:`, without spaces at either end")
     return name
 
 

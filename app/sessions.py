@@ -35,11 +35,12 @@ from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
-from .auth import AuthFile
+from .auth import MAX_NAME_CHARS, AuthFile
 from .throttle import LoginThrottle
 
 LOGIN_PATHS = ("/login", "/login/")
 INCORRECT = "Incorrect credentials."  # Gradio's own answer: its login page shows a wrong password on HTTP 400
+MAX_LOGIN_BODY = 16 * 1024  # bytes; a bigger login form is refused unread (HTTP 413)
 HASH_THREADS = 2  # logins checked at once; more wait their turn, off the event loop
 HASH_NICENESS = 10  # hashing threads yield the CPU to serving: a burst of logins barely slows labeling
 
@@ -49,6 +50,25 @@ class Session:
     user: str
     entry: str  # the user's password hash at login: a new one ends the session
     last_seen: float
+
+
+async def read_body(receive, limit: int) -> bytes | None:
+    """The request's body, or None once it passes `limit` bytes (the rest is never read)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return bytes(body)
+
+
+def replay(body: bytes):
+    """An ASGI `receive` that hands over a body already read."""
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+    return receive
 
 
 def lower_priority() -> None:
@@ -88,13 +108,17 @@ class LoginGate:
             return
         gradio_app = scope["app"]
         if scope["method"] == "POST" and route_path(scope) in LOGIN_PATHS:
-            response = await self.login(Request(scope, receive), gradio_app)
+            response = await self.login(scope, receive, gradio_app)
             await response(scope, receive, send)
             return
         self.check_session(HTTPConnection(scope), gradio_app)
         await self.app(scope, receive, send)
 
-    async def login(self, request: Request, gradio_app) -> JSONResponse:
+    async def login(self, scope, receive, gradio_app) -> JSONResponse:
+        body = await read_body(receive, MAX_LOGIN_BODY)
+        if body is None:
+            return JSONResponse({"detail": f"a login form is at most {MAX_LOGIN_BODY} bytes"}, status_code=413)
+        request = Request(scope, replay(body))
         try:
             form = await request.form(max_files=0, max_fields=8)
         except HTTPException:  # a malformed multipart body, or one with files or too many fields
@@ -103,7 +127,8 @@ class LoginGate:
         if isinstance(name, UploadFile) or isinstance(password, UploadFile):
             return JSONResponse({"detail": "send `username` and `password` as form fields"}, status_code=400)
         name, address = name.strip(), request.client.host if request.client else ""
-        wait = self.throttle.admit(name, address, time.monotonic())
+        # names longer than any user's share one key: they cannot exist, and a flood of them cannot grow memory
+        wait = self.throttle.admit(name[:MAX_NAME_CHARS + 1], address, time.monotonic())
         if wait > 0:
             seconds = math.ceil(wait)
             return JSONResponse({"detail": f"too many failed logins; try again in {seconds} s"}, status_code=429,
@@ -112,7 +137,7 @@ class LoginGate:
         try:
             ok = await asyncio.get_running_loop().run_in_executor(self.hashing, users.verify, name, password)
         finally:  # an attempt whose client went away meanwhile counts as failed
-            self.throttle.finish(name, address, ok, time.monotonic())
+            self.throttle.finish(name[:MAX_NAME_CHARS + 1], address, ok, time.monotonic())
         if not ok:
             return JSONResponse({"detail": INCORRECT}, status_code=400)
         return self.open_session(gradio_app, name, users.entries[name])

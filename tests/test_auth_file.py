@@ -85,7 +85,7 @@ def test_add_user_writes_hashes_admins_and_a_private_file(tmp_path):
     assert add_user(path, "alice", "new-pw", cost=FAST) is False  # replaced in place, as a new file
     assert path.stat().st_ino != inode and len(path.read_text().splitlines()) == 2
     assert read_auth_file(path).verify("alice", "new-pw") and not read_auth_file(path).verify("alice", "alice-pw")
-    for name in ("", "a:b", " bob", "#bob"):
+    for name in ("", "a:b", " bob", "#bob", "x" * 65):
         with pytest.raises(InvalidInput, match="is not allowed"):
             add_user(path, name, "pw", cost=FAST)
     with pytest.raises(InvalidInput, match="the password is empty"):

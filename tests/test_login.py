@@ -84,6 +84,14 @@ def test_failures_from_one_address_lock_that_address_only(url, clock):
     assert login(url, "alice", "alice-pw", ATTACKER).status_code == 200
 
 
+def test_an_oversized_login_form_is_refused_unread_and_long_names_share_a_count(url):
+    assert login(url, "alice", "x" * 20_000).status_code == 413
+    for i in range(5):  # names longer than any user's (64 characters) cannot exist: they count as one
+        assert login(url, "n" * 70 + str(i), "guess", {"X-Forwarded-For": f"10.0.1.{i}"}).status_code == 400
+    assert login(url, "n" * 80, "guess", {"X-Forwarded-For": "10.0.1.9"}).status_code == 429
+    assert login(url, "alice", "alice-pw").status_code == 200
+
+
 def test_an_unknown_name_answers_and_costs_like_a_wrong_password(url, monkeypatch):
     hashes = []
     real = passwords._derive
