@@ -127,8 +127,8 @@ class LoginGate:
         if isinstance(name, UploadFile) or isinstance(password, UploadFile):
             return JSONResponse({"detail": "send `username` and `password` as form fields"}, status_code=400)
         name, address = name.strip(), request.client.host if request.client else ""
-        # names longer than any user's share one key: they cannot exist, and a flood of them cannot grow memory
-        wait = self.throttle.admit(name[:MAX_NAME_CHARS + 1], address, time.monotonic())
+        key = name[:MAX_NAME_CHARS + 1]  # longer names cannot exist: they share one count (and bounded memory)
+        wait = self.throttle.admit(key, address, time.monotonic())
         if wait > 0:
             seconds = math.ceil(wait)
             return JSONResponse({"detail": f"too many failed logins; try again in {seconds} s"}, status_code=429,
@@ -137,7 +137,7 @@ class LoginGate:
         try:
             ok = await asyncio.get_running_loop().run_in_executor(self.hashing, users.verify, name, password)
         finally:  # an attempt whose client went away meanwhile counts as failed
-            self.throttle.finish(name[:MAX_NAME_CHARS + 1], address, ok, time.monotonic())
+            self.throttle.finish(key, address, ok, time.monotonic())
         if not ok:
             return JSONResponse({"detail": INCORRECT}, status_code=400)
         return self.open_session(gradio_app, name, users.entries[name])
