@@ -41,7 +41,7 @@ class ScryptCost:
                              f"keep it under {MAX_MEMORY_BYTES // 2**20} MB")
 
 
-# 16 MB and ~60 ms per hash on the 2-core development machine (~100 ms while it is busy): slow for a guesser,
+# 16 MB and 50-100 ms per hash on the 2-core development machine (more while it is busy): slow for a guesser,
 # unnoticed by a person logging in. Measure with `python bench/login_throttle.py`.
 DEFAULT_COST = ScryptCost(n=2**14, r=8, p=1)
 
