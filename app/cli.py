@@ -10,30 +10,38 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
 from labeling.importing import check_prompt_file
 from storage import Store, StudioError
+from storage.audit import AuditAction
 from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import count_prompts
 
-from .limits import MAX_UPLOAD_MB
+from .limits import IDLE_TIMEOUT_MIN, LOGIN_BACKOFF_MAX_S, MAX_UPLOAD_MB
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBCOMMANDS = {}
 PROMPT_FORMATS = ".jsonl/.jsonl.gz/.parquet (`prompt`: text or {role, content} turns, or `messages`), .csv (`prompt` " \
                  "column) or .txt (one per line)"
+AUDITED: dict[str, AuditAction] = {}  # subcommands that are admin actions, recorded in the store's audit trail
+LOCAL_ARGUMENTS = ("command", "run", "db")  # not part of what an audit row says was done
 
 
-def subcommand(name: str, help: str):
-    """Register `fn(parser)` as the argument builder of a subcommand; it returns the handler `run(args) -> int`."""
+def subcommand(name: str, help: str, audit: AuditAction | None = None):
+    """Register `fn(parser)` as the argument builder of a subcommand; it returns the handler `run(args) -> int`.
+    With `audit`, each run that did something is recorded in the store's audit trail (by `cli:<OS user>`)."""
     def register(fn):
         SUBCOMMANDS[name] = (help, fn)
+        if audit is not None:
+            AUDITED[name] = audit
         return fn
     return register
 
@@ -93,25 +101,41 @@ def serve_arguments(parser: argparse.ArgumentParser):
                         help="do not seed an empty store with the demo (by default serve seeds it)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to serve on")
-    parser.add_argument("--auth", default=None, help="file of `user:password` lines; annotators must log in")
+    parser.add_argument("--auth", default=None,
+                        help="file of hashed passwords (`python app.py add-user`); annotators must log in")
     parser.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB,
                         help="largest file one upload may carry, in MB (default: %(default)g)")
+    parser.add_argument("--root-path", default="",
+                        help="URL path a reverse proxy serves the studio under, e.g. /studio")
+    parser.add_argument("--ssl-certfile", default=None, help="PEM certificate: serve over HTTPS (with --ssl-keyfile)")
+    parser.add_argument("--ssl-keyfile", default=None, help="PEM private key of --ssl-certfile")
+    parser.add_argument("--idle-timeout-min", type=float, default=IDLE_TIMEOUT_MIN,
+                        help="with --auth, a login unused this many minutes ends (default: %(default)g)")
+    parser.add_argument("--login-backoff-max-s", type=float, default=LOGIN_BACKOFF_MAX_S,
+                        help="with --auth, the longest pause after repeated failed logins, in s (default: %(default)g)")
 
     def run(args: argparse.Namespace) -> int:
-        from app.auth import read_auth_file
-        from app.server import check_port, check_upload_cap, serve
+        from app.auth import AuthFile
+        from app.server import check_port, check_positive, check_root_path, check_tls, check_upload_cap, serve
 
         check_port(args.host, args.port)
         check_upload_cap(args.max_upload_mb)
-        users = read_auth_file(args.auth) if args.auth else None
+        check_positive("--idle-timeout-min", args.idle_timeout_min, "minutes", IDLE_TIMEOUT_MIN)
+        check_positive("--login-backoff-max-s", args.login_backoff_max_s, "seconds", LOGIN_BACKOFF_MAX_S)
+        check_root_path(args.root_path)
+        check_tls(args.ssl_certfile, args.ssl_keyfile)
+        users = AuthFile(args.auth) if args.auth else None
         store = open_store(args)
-        serve(store, host=args.host, port=args.port, users=users, max_upload_mb=args.max_upload_mb)
+        serve(store, host=args.host, port=args.port, users=users, max_upload_mb=args.max_upload_mb,
+              root_path=args.root_path, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+              idle_timeout_s=args.idle_timeout_min * 60, backoff_max_s=args.login_backoff_max_s)
         return 0
 
     return run
 
 
-@subcommand("init", "start a project on your own model: policy v0, reward base, prompts and guidelines")
+@subcommand("init", "start a project on your own model: policy v0, reward base, prompts and guidelines",
+            audit=AuditAction.PROJECT_STARTED)
 def init_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--db", required=True, help="a new store file for the project")
     parser.add_argument("--policy", required=True, metavar="MODEL_DIR",
@@ -146,7 +170,8 @@ def init_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("import-prompts", "load prompts from a .jsonl(.gz), .parquet, .csv or .txt file")
+@subcommand("import-prompts", "load prompts from a .jsonl(.gz), .parquet, .csv or .txt file",
+            audit=AuditAction.PROMPTS_IMPORTED)
 def import_prompts_arguments(parser: argparse.ArgumentParser):
     add_store_arguments(parser)
     parser.add_argument("file", help=PROMPT_FORMATS)
@@ -167,7 +192,8 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("import-preferences", "import a preference data set (TRL's formats, hh-rlhf) as labels")
+@subcommand("import-preferences", "import a preference data set (TRL's formats, hh-rlhf) as labels",
+            audit=AuditAction.PREFERENCES_IMPORTED)
 def import_preferences_arguments(parser: argparse.ArgumentParser):
     add_store_arguments(parser)
     parser.add_argument("file", help=".jsonl, .jsonl.gz or .parquet file, or a datasets save_to_disk folder")
@@ -190,7 +216,8 @@ def import_preferences_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("label", "label N queued pairs with a synthetic annotator (the oracle), through the Label tab's code path")
+@subcommand("label", "label N queued pairs with a synthetic annotator (the oracle), through the Label tab's code path",
+            audit=AuditAction.SYNTHETIC_LABELS_ADDED)
 def label_arguments(parser: argparse.ArgumentParser):
     from labeling import label_cli
 
@@ -199,7 +226,8 @@ def label_arguments(parser: argparse.ArgumentParser):
     return lambda args: label_cli.run(args, open_store)
 
 
-@subcommand("train-reward", "train the reward model on every label in the store and register it")
+@subcommand("train-reward", "train the reward model on every label in the store and register it",
+            audit=AuditAction.JOB_STARTED)
 def train_reward_arguments(parser: argparse.ArgumentParser):
     from trainers import reward_cli
 
@@ -208,7 +236,7 @@ def train_reward_arguments(parser: argparse.ArgumentParser):
     return lambda args: reward_cli.run(args, open_store)
 
 
-@subcommand("loop", "run the preference loop in the terminal (oracle or human labels)")
+@subcommand("loop", "run the preference loop in the terminal (oracle or human labels)", audit=AuditAction.JOB_STARTED)
 def loop_arguments(parser: argparse.ArgumentParser):
     from trainers import loop_cli
 
@@ -217,7 +245,8 @@ def loop_arguments(parser: argparse.ArgumentParser):
     return lambda args: loop_cli.run(args, open_store(args))
 
 
-@subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)")
+@subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)",
+            audit=AuditAction.JOB_STARTED)
 def ppo_arguments(parser: argparse.ArgumentParser):
     from trainers import ppo_cli
 
@@ -226,12 +255,100 @@ def ppo_arguments(parser: argparse.ArgumentParser):
     return lambda args: ppo_cli.run(args, open_store(args))
 
 
-@subcommand("export", "write the labels as a TRL preference (or soft-label) data set, .jsonl or .parquet")
+@subcommand("export", "write the labels as a TRL preference (or soft-label) data set, .jsonl or .parquet",
+            audit=AuditAction.LABELS_EXPORTED)
 def export_arguments(parser: argparse.ArgumentParser):
     from labeling import export_cli
 
     export_cli.add_arguments(parser)
     return export_cli.run
+
+
+def read_new_password() -> str:
+    """The new password, typed twice (hidden) at a terminal, or two lines of stdin from a script."""
+    if sys.stdin.isatty():
+        first, second = getpass.getpass("password: "), getpass.getpass("password again: ")
+    else:
+        first, second = sys.stdin.readline().rstrip("\r\n"), sys.stdin.readline().rstrip("\r\n")
+    if first != second:
+        raise InvalidInput("the two passwords differ; nothing was written, run the command again")
+    if not first:
+        raise InvalidInput("the password is empty; nothing was written, choose a password")
+    return first
+
+
+@subcommand("add-user", "add a user to an auth file or set a user's password (asked twice; a salted hash is stored)")
+def add_user_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument("--auth", required=True, help="auth file (created, readable by you only, if missing)")
+    parser.add_argument("name", help="the user's login name")
+    parser.add_argument("--admin", action="store_true", help="may run jobs, import, export and edit the guidelines")
+
+    def run(args: argparse.Namespace) -> int:
+        from app.auth import add_user, check_user_name, parse_auth_file
+
+        check_user_name(args.name)
+        if Path(args.auth).exists():
+            parse_auth_file(Path(args.auth))  # a broken file is reported before the password is asked
+        new = add_user(args.auth, args.name, read_new_password(), admin=args.admin)
+        role = "admin" if args.admin else "annotator"
+        print(f"{'added' if new else 'updated'} {role} {args.name} in {args.auth}")
+        return 0
+
+    return run
+
+
+@subcommand("hash-auth", "replace the plain-text passwords of an auth file by salted scrypt hashes, in place")
+def hash_auth_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument("file", help="auth file of `name:password[:admin]` lines")
+
+    def run(args: argparse.Namespace) -> int:
+        from app.auth import hash_auth_file
+
+        print(f"hashed {hash_auth_file(args.file)} plain-text passwords in {args.file}")
+        return 0
+
+    return run
+
+
+@subcommand("audit", "write the store's audit trail (who did what, when) as a CSV file",
+            audit=AuditAction.AUDIT_EXPORTED)
+def audit_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument("--db", default="studio.db", help="store file to read the audit trail from")
+    parser.add_argument("--out", required=True, help="output file, .csv")
+
+    def run(args: argparse.Namespace) -> int:
+        from app.audit import check_csv_path, write_audit_csv
+
+        check_csv_path(args.out)
+        if not Path(args.db).is_file():
+            raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio")
+        print(f"wrote {write_audit_csv(Store(args.db), args.out)} actions to {args.out}")
+        return 0
+
+    return run
+
+
+def record_terminal_action(args: argparse.Namespace, started: float, exit_code: int) -> None:
+    """Add a finished admin command to its store's audit trail: by `cli:<OS user>`, at its start, with its
+    arguments, exit code and the jobs it ran. Nothing is recorded for a store that does not exist."""
+    from app.audit import terminal_actor
+    from storage import jobs as job_rows
+    from storage.audit import record_action
+
+    if not Path(args.db).is_file():
+        return
+    resumed = getattr(args, "resume", None)
+    action = AuditAction.JOB_RESUMED if resumed is not None else AUDITED[args.command]
+    detail = {"command": args.command, "exit": exit_code, "seconds": round(time.time() - started, 1),
+              "args": {k: v for k, v in vars(args).items() if k not in LOCAL_ARGUMENTS}}
+    try:
+        store = Store(args.db)
+        if action in (AuditAction.JOB_STARTED, AuditAction.JOB_RESUMED):
+            detail["jobs"] = [resumed] if resumed is not None else [
+                job.id for job in job_rows.list_jobs(store, limit=10) if job.created >= started]
+        record_action(store, terminal_actor(), action, detail, at=started)
+    except StudioError as exc:
+        print(f"warning: not recorded in the audit trail: {exc}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,10 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv.insert(0, "serve")
     args = build_parser().parse_args(argv)
+    started, code = time.time(), 1  # 1 unless the command returns: it crashed
     try:
-        return args.run(args)
+        code = args.run(args)
     except StudioError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        code = 2
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    finally:
+        if args.command in AUDITED and code != 2:  # bad input (2) did nothing: nothing to record
+            record_terminal_action(args, started, code)
+    return code

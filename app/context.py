@@ -1,6 +1,7 @@
-"""What every tab shares: the store, who is asking (the logged-in user under --auth), how the user's mistakes reach
-the browser (one escaped line: Gradio shows error and warning messages as HTML), and how module-level handlers become
-Gradio listeners (`bind`) that fill named outputs (`View`) and refresh a tab (`Refresh`).
+"""What every tab shares: the store, who is asking (the logged-in user under --auth) and the audit trail of what
+admins do, how the user's mistakes reach the browser (one escaped line: Gradio shows error and warning messages as
+HTML), and how module-level handlers become Gradio listeners (`bind`) that fill named outputs (`View`) and refresh a
+tab (`Refresh`).
 
 A tab module holds a layout function returning its components as a dataclass, handlers at module level that take
 the studio first (callable in a test with a Store and no browser), and a `build(studio)` that wires the two.
@@ -18,9 +19,10 @@ from dataclasses import dataclass, fields
 import gradio as gr
 
 from storage import Store
+from storage.audit import AuditAction, record_action
 from storage.errors import StudioError
 
-from .auth import Users
+from .auth import AuthFile, Users
 
 
 def user_message(text: str) -> str:
@@ -40,7 +42,7 @@ def user_errors():
 @dataclass(frozen=True)
 class Studio:
     store: Store
-    users: Users | None = None
+    users: AuthFile | Users | None = None  # a served studio's auth file (re-read when it changes); tests: a snapshot
 
     def annotator(self, request: gr.Request | None, typed_name: str | None) -> str | None:
         """Under --auth the annotator is the logged-in user, whatever name was typed; otherwise the typed name."""
@@ -55,6 +57,10 @@ class Studio:
         """Under --auth only users marked `admin` in the auth file may run jobs, import, export or edit guidelines."""
         if self.users is not None and not self.users.is_admin(getattr(request, "username", None)):
             raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file")
+
+    def record(self, request: gr.Request | None, action: AuditAction, **detail) -> None:
+        """Add an admin action to the audit trail, by the logged-in user (`anonymous` without --auth)."""
+        record_action(self.store, getattr(request, "username", None) or "anonymous", action, detail)
 
 
 class View:

@@ -1,8 +1,8 @@
 """Data tab: the project (its model and policy versions), import prompts and preference data sets, export the
-labels, and see how each annotator labels.
+labels, see how each annotator labels, and (admins) the audit trail of admin actions.
 
-Imports and exports are for admins under --auth. Exports are written to a fresh temporary folder and offered
-as a download; no path is ever typed.
+Imports, exports and the audit trail are for admins under --auth. Exports are written to a fresh temporary folder
+and offered as a download; no path is ever typed.
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ import gradio as gr
 from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
+from storage.audit import AuditAction
 from storage.votes import current_votes
 from trainers.loop_config import import_budget
 
 from . import project_panel
+from .audit import HEADERS as AUDIT_HEADERS
+from .audit import audit_rows, write_audit_csv
 from .context import Refresh, Studio, View, bind, user_errors
 from .preferences import import_into_project
 
 TITLE = "Data"
+AUDIT_SHOWN = 200  # newest actions shown on the tab; the CSV holds them all
 STATS_HEADERS = ["annotator", "labels", "skips", "tie rate", "both bad rate", "picks left", "median decision (s)",
                  "pairs shared", "agreement", "Cohen's κ"]
 
@@ -67,6 +71,8 @@ def on_import_prompts(studio: Studio, path: str | None, heldout: bool, request: 
         raise gr.Error("choose a .jsonl, .csv or .txt file of prompts first")
     with user_errors():
         result = import_prompt_file(studio.store, path, heldout=heldout, limit=import_budget(studio.store))
+    studio.record(request, AuditAction.PROMPTS_IMPORTED, file=Path(path).name, heldout=bool(heldout),
+                  added=result.added, duplicates=result.duplicates)
     return f"Imported {result.added} prompts ({result.duplicates} duplicates skipped)."
 
 
@@ -77,6 +83,8 @@ def on_import_preferences(studio: Studio, path: str | None, source: str, skip_in
         raise gr.Error("choose a .jsonl, .jsonl.gz or .parquet preference file first")
     with user_errors():
         result = import_into_project(studio.store, path, source, skip_invalid)
+    studio.record(request, AuditAction.PREFERENCES_IMPORTED, file=Path(path).name, source=source,
+                  added=result.added, duplicates=result.duplicates, invalid=result.invalid.count)
     return result.summary()
 
 
@@ -94,6 +102,7 @@ def on_export(studio: Studio, fmt: str, suffix: str, request: gr.Request) -> Exp
     folder = Path(tempfile.mkdtemp(prefix="studio-export-"))
     with user_errors():
         result = export_labels(studio.store, fmt, folder / f"labels-{fmt}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
+    studio.record(request, AuditAction.LABELS_EXPORTED, format=fmt, file=result.path.name, rows=result.rows)
     kept = "left out" if fmt == "trl" else "included"
     return Export(gr.DownloadButton(value=str(result.path), visible=True),
                   f"{result.rows} rows ({kept}: {result.ties} ties, {result.both_bad} both bad, {result.skips} skips).")
@@ -102,6 +111,30 @@ def on_export(studio: Studio, fmt: str, suffix: str, request: gr.Request) -> Exp
 def on_stats(studio: Studio, request: gr.Request) -> Stats:
     studio.annotator(request, None)  # signed in, under --auth
     return stats_table(studio)
+
+
+@dataclass(frozen=True)
+class Audit(View):
+    """The newest admin actions, shown to admins only."""
+
+    audit_box: gr.Column
+    audit_table: list[list]
+
+
+def on_audit(studio: Studio, request: gr.Request) -> Audit:
+    """The audit trail for admins (everyone without --auth); hidden from other users."""
+    if studio.users is not None and not studio.users.is_admin(getattr(request, "username", None)):
+        return Audit(gr.Column(visible=False), [])
+    return Audit(gr.Column(visible=True), audit_rows(studio.store, AUDIT_SHOWN))
+
+
+def on_export_audit(studio: Studio, request: gr.Request) -> gr.DownloadButton:
+    """Write the whole audit trail as CSV to a fresh temporary folder and offer it (the export is recorded too)."""
+    studio.require_admin(request)
+    path = Path(tempfile.mkdtemp(prefix="studio-audit-")) / f"audit-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+    rows = write_audit_csv(studio.store, path)
+    studio.record(request, AuditAction.AUDIT_EXPORTED, rows=rows)
+    return gr.DownloadButton(value=str(path), visible=True)
 
 
 # ---- the screen and its wiring --------------------------------------------------------------------------------------
@@ -127,10 +160,16 @@ class DataLayout:
     summary: gr.Markdown
     table: gr.Dataframe
     refresh: gr.Button
+    audit_box: gr.Column
+    audit_table: gr.Dataframe
+    refresh_audit: gr.Button
+    export_audit: gr.Button
+    audit_download: gr.DownloadButton
 
 
 def layout() -> DataLayout:
-    """Three columns (import prompts, import preferences, export labels), then the annotators' statistics."""
+    """Three columns (import prompts, import preferences, export labels), the annotators' statistics, then the
+    audit trail (hidden until an admin's page loads)."""
     with gr.Row(equal_height=False):
         with gr.Column():
             gr.Markdown("### Import prompts\n`.jsonl`, `.jsonl.gz`, `.parquet` (a `prompt` field: text, or "
@@ -157,7 +196,14 @@ def layout() -> DataLayout:
     gr.Markdown("### Annotators")
     stats = [gr.Markdown(), gr.Dataframe(headers=STATS_HEADERS, datatype="str", interactive=False, wrap=True),
              gr.Button("Refresh statistics", size="sm")]
-    return DataLayout(*prompts, *preferences, *export, *stats)
+    with gr.Column(visible=False) as audit_box:
+        gr.Markdown(f"### Audit trail\nWho started, stopped or resumed jobs, changed the queue settings, imported or "
+                    f"exported, and when; the newest {AUDIT_SHOWN} here, all of them in the CSV.")
+        audit = [gr.Dataframe(headers=AUDIT_HEADERS, datatype="str", interactive=False, wrap=True)]
+        with gr.Row():
+            audit += [gr.Button("Refresh audit trail", size="sm"), gr.Button("Export audit trail (CSV)", size="sm"),
+                      gr.DownloadButton("Download audit CSV", visible=False, size="sm")]
+    return DataLayout(*prompts, *preferences, *export, *stats, audit_box, *audit)
 
 
 def build(studio: Studio) -> list[Refresh]:
@@ -169,4 +215,7 @@ def build(studio: Studio) -> list[Refresh]:
                                 ui.preference_status, api_name="import_preferences")
     ui.export.click(bind(on_export, studio), [ui.fmt, ui.suffix], Export.components(ui), api_name="export_labels")
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")
-    return [project, Refresh(bind(on_stats, studio), [], Stats.components(ui))]
+    ui.refresh_audit.click(bind(on_audit, studio), None, Audit.components(ui), api_visibility="private")
+    ui.export_audit.click(bind(on_export_audit, studio), None, ui.audit_download, api_name="export_audit")
+    return [project, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
+            Refresh(bind(on_audit, studio), [], Audit.components(ui))]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import html
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import gradio as gr
 
 from labeling.annotation import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next,
                                  undo_label, update_queue_settings)
+from storage.audit import AuditAction
 from storage.errors import Conflict, NotFound
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message
@@ -270,9 +271,14 @@ def save_queue_settings(studio: Studio, guidelines: str, overlap: float, reserva
                         request: gr.Request) -> str:
     """Admins: set the guidelines (markdown), annotators per pair and reservation time; returns the guidelines."""
     studio.require_admin(request)
+    before = queue_settings(studio.store)
     with user_errors():
         saved = update_queue_settings(studio.store, guidelines=guidelines, overlap=overlap,
                                       reservation_ttl_s=reservation_ttl_s)
+    changed = {name: [getattr(before, name), value] for name, value in asdict(saved).items()
+               if value != getattr(before, name)}
+    if changed:
+        studio.record(request, AuditAction.QUEUE_SETTINGS_CHANGED, **changed)
     return saved.guidelines
 
 

@@ -7,6 +7,7 @@ never loads torch, and the command's one-line refusal is what the admin sees.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from storage.policies import list_policies
 from storage.prompts import list_prompts
 from storage.settings import REWARD_BASE_SETTING, get_setting
 
+from .audit import ACTOR_VARIABLE
 from .context import Refresh, Studio, View, bind, user_message
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,8 +66,9 @@ def on_start_project(studio: Studio, folder: str, allow_pickle: bool, request: g
     if not (folder or "").strip():
         raise gr.Error("type the path of a model folder on this machine (a save_pretrained directory)")
     command = [sys.executable, str(ROOT / "app.py"), "init", "--db", str(studio.store.path), "--policy", folder.strip()]
+    actor = {ACTOR_VARIABLE: getattr(request, "username", None) or "anonymous"}  # the audit trail's user
     done = subprocess.run(command + (["--allow-pickle"] if allow_pickle else []), cwd=ROOT, capture_output=True,
-                          text=True, timeout=INIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                          text=True, timeout=INIT_TIMEOUT_S, stdin=subprocess.DEVNULL, env={**os.environ, **actor})
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or ["init failed"]
         raise gr.Error(user_message(lines[-1].removeprefix("error: ")), print_exception=False)

@@ -13,6 +13,7 @@ import gradio as gr
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import jobs as job_rows
+from storage.audit import AuditAction
 from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
@@ -66,7 +67,27 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
     policy = latest_policy(store)
     check_against_store(config, list_prompts(store), policy.path if policy else None)
     reap_orphans(store)
-    return job_status_dict(studio, job_rows.get_job(store, start_job(store, kind, job_settings(kind, config))))
+    job_id = start_job(store, kind, job_settings(kind, config))
+    defaults = LoopConfig().to_dict()
+    studio.record(request, AuditAction.JOB_STARTED, job_id=job_id, kind=kind,
+                  settings={name: value for name, value in config.to_dict().items() if value != defaults[name]})
+    return job_status_dict(studio, job_rows.get_job(store, job_id))
+
+
+def stop(studio: Studio, job_id: int, request: gr.Request | None) -> Job:
+    """Admins: ask a job to stop (recorded in the audit trail)."""
+    studio.require_admin(request)
+    job = stop_job(studio.store, job_id)
+    studio.record(request, AuditAction.JOB_STOPPED, job_id=job_id, status=job.status.value)
+    return job
+
+
+def resume(studio: Studio, job_id: int, request: gr.Request | None) -> Job:
+    """Admins: offer a stopped, failed or interrupted job to a new worker (recorded in the audit trail)."""
+    studio.require_admin(request)
+    job = resume_job(studio.store, job_id)
+    studio.record(request, AuditAction.JOB_RESUMED, job_id=job_id)
+    return job
 
 
 # ---- the public API -----------------------------------------------------------------------------------------------
@@ -79,9 +100,8 @@ def api_start_loop(studio: Studio, config_json: str, request: gr.Request) -> dic
 
 def api_stop_job(studio: Studio, job_id: int, request: gr.Request) -> dict:
     """Ask a running job to stop; it ends `cancelled` within one step and leaves a consistent store."""
-    studio.require_admin(request)
     with user_errors():
-        return job_status_dict(studio, stop_job(studio.store, int(job_id)))
+        return job_status_dict(studio, stop(studio, int(job_id), request))
 
 
 def api_job_status(studio: Studio, job_id: int, request: gr.Request) -> dict:
@@ -94,9 +114,8 @@ def api_job_status(studio: Studio, job_id: int, request: gr.Request) -> dict:
 
 def api_resume_job(studio: Studio, job_id: int, request: gr.Request) -> dict:
     """Continue a cancelled, failed or interrupted job from its last completed step."""
-    studio.require_admin(request)
     with user_errors():
-        return job_status_dict(studio, resume_job(studio.store, int(job_id)))
+        return job_status_dict(studio, resume(studio, int(job_id), request))
 
 
 # ---- the screen ---------------------------------------------------------------------------------------------------
@@ -216,7 +235,8 @@ def on_stop(studio: Studio, request: gr.Request) -> JobView:
     active = [j for j in job_rows.list_jobs(studio.store, limit=5) if j.status.active]
     if not active:
         raise gr.Error("no job is running")
-    return job_view(studio, stop_job(studio.store, active[0].id))
+    with user_errors():
+        return job_view(studio, stop(studio, active[0].id, request))
 
 
 def on_resume(studio: Studio, request: gr.Request) -> JobView:

@@ -12,7 +12,7 @@ import gradio as gr
 
 from storage import Store
 
-from .auth import Users
+from .auth import AuthFile, Users
 from .context import Studio
 from .limits import MAX_UPLOAD_MB
 
@@ -22,7 +22,7 @@ TABS: list = [label_tab, train_tab, curves_tab, samples_tab, data_tab]  # module
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 
 
-def build_app(store: Store, users: Users | None = None) -> gr.Blocks:
+def build_app(store: Store, users: AuthFile | Users | None = None) -> gr.Blocks:
     studio = Studio(store, users)
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")

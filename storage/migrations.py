@@ -223,3 +223,20 @@ def m007_preference_import_lookups(db: Database) -> None:
 def m008_prompt_messages(db: Database) -> None:
     """A prompt may be a conversation: its turns as JSON (`text` keeps its plain-text form, the dedupe key)."""
     db.execute("ALTER TABLE prompts ADD COLUMN messages TEXT")
+
+
+@migrations()
+def m009_audit_trail(db: Database) -> None:
+    """The audit trail: who did what to the studio (start a job, change settings, import, export) and when."""
+    _run(db,
+        """
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX audit_at ON audit(at)
+        """
+    )

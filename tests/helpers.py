@@ -1,6 +1,6 @@
 """Helpers shared by tests (and by the benches that measure the same things at scale): serving a studio in this
-process exactly as `python app.py serve` does, waiting, and N annotators labeling through the API with an audit of
-what the store kept; labeling given pairs the way the Label tab does."""
+process exactly as `python app.py serve` does, auth files of hashed passwords, waiting, and N annotators labeling
+through the API with an audit of what the store kept; labeling given pairs the way the Label tab does."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 import psutil
 from gradio_client import Client
 
+from app.auth import AuthFile, AuthLine, write_auth_file
+from app.passwords import ScryptCost, hash_password
 from labeling.annotation import Choice, next_pair, submit_label
 from storage import Outcome, Store
 from storage import jobs as job_rows
@@ -23,6 +26,7 @@ from storage.labels import list_labels
 from storage.metrics import read_metrics
 from storage.pairs import get_pair
 
+TEST_SCRYPT_COST = ScryptCost(n=16, r=1, p=1)  # a fast hash for tests; the product's cost is app.passwords.DEFAULT_COST
 VOTE_CHOICES = ["left", "right", "tie", "both_bad"]
 EMPTY_QUEUE_POLL_S = 0.5  # an annotator facing an empty queue asks again after this long (the Label tab polls too)
 
@@ -45,10 +49,33 @@ def wait_for(condition, timeout: float = 120, every: float = 0.1):
     raise AssertionError("timed out waiting")
 
 
+def hashed_auth_file(path, passwords: dict[str, str], admins=(), cost: ScryptCost = TEST_SCRYPT_COST) -> AuthFile:
+    """An auth file of hashed passwords (`add-user`'s format, at a cost fast enough for tests; `cost=` sets it) for
+    `{name: password}`, `admins` marked, written whole at once (as `add-user` does, so a running studio never reads
+    half of it); returns it as a served studio holds it."""
+    lines = [AuthLine(name, hash_password(password, cost), name in admins) for name, password in passwords.items()]
+    write_auth_file(Path(path), lines)
+    return AuthFile(path)
+
+
+class FakeTime:
+    """Stands in for the `time` module of app.sessions (monkeypatch it): a monotonic clock moved by hand."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def launch_studio(store: Store, users=None, **options):
     """The studio served in this process the way `python app.py serve` serves it (`app.server.serve`: orphaned jobs
-    reaped, `--auth` users, the upload cap and styling of `app.ui.launch_options`) on 127.0.0.1 and a free port,
-    without blocking. `options`: serve's keywords, e.g. `max_upload_mb`. Returns the running Blocks; its URL is
+    reaped, `--auth` users (an AuthFile, see `hashed_auth_file`) behind the login gate, the upload cap and styling of
+    `app.ui.launch_options`) on 127.0.0.1 and a free port, without blocking. `options`: serve's keywords, e.g.
+    `max_upload_mb`, `root_path`, `idle_timeout_s`. Returns the running Blocks; its URL is
     `.local_url`; call `.close()` when done (the `serve_studio` fixture does)."""
     from app.server import serve
 

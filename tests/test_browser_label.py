@@ -6,11 +6,11 @@ import pytest
 from playwright.sync_api import expect
 
 from app import label_tab
-from app.auth import read_auth_file
 from labeling.conversations import conversation_text
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.types import Outcome
+from tests.helpers import hashed_auth_file
 
 pytestmark = pytest.mark.browser
 
@@ -132,9 +132,8 @@ def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pair
 
 def test_signed_in_annotators_label_as_themselves(store, queue_pairs, serve, browser, tmp_path):
     queue_pairs(PAIRS[3:])
-    auth = tmp_path / "users.txt"
-    auth.write_text("alice:secret\nowner:pw:admin\n")
-    page = open_page(browser, serve(read_auth_file(auth)), [])
+    users = hashed_auth_file(tmp_path / "users.txt", {"alice": "secret", "owner": "pw"}, admins={"owner"})
+    page = open_page(browser, serve(users), [])
     page.get_by_label("username").fill("alice")
     page.get_by_label("password").fill("secret")
     page.get_by_role("button", name="Login").click()

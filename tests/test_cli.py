@@ -106,6 +106,11 @@ def test_port_in_use(tmp_path):
     (["--auth", "missing-auth.txt"], "auth file missing-auth.txt does not exist"),
     (["--port", "70000"], "out of range"),
     (["--max-upload-mb", "0"], "--max-upload-mb 0 must be a positive number of megabytes"),
+    (["--idle-timeout-min", "0"], "--idle-timeout-min 0 must be a positive number of minutes"),
+    (["--login-backoff-max-s", "-1"], "--login-backoff-max-s -1 must be a positive number of seconds"),
+    (["--root-path", "studio"], "--root-path 'studio' must be a URL path starting with `/`"),
+    (["--ssl-certfile", "cert.pem"], "pass both --ssl-certfile and --ssl-keyfile"),
+    (["--ssl-certfile", "cert.pem", "--ssl-keyfile", "key.pem"], "--ssl-certfile cert.pem does not exist"),
 ])
 def test_serve_bad_options(tmp_path, args, message):
     port = ["--port", str(free_port())] if "--port" not in args else []

@@ -312,15 +312,12 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
 
     blocks = build_app(store)
     tabs = {block_id: block.label for block_id, block in blocks.blocks.items() if isinstance(block, gr.Tab)}
-    on_open: dict[str, set] = {}
-    for fn in blocks.fns.values():
-        for target, event in fn.targets:
-            if event == "select" and target in tabs:
-                on_open.setdefault(tabs[target], set()).add(fn.name)
-    assert on_open == {"Train": {"newest_job", "show_limits"}, "Curves": {"show_jobs"}, "Samples": {"show_samples"},
-                       "Data": {"show_project", "on_stats"}}
+    on_open = {(tabs[target], fn.name) for fn in blocks.fns.values() for target, event in fn.targets
+               if event == "select" and target in tabs}
+    assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Curves", "show_jobs"),
+                       ("Samples", "show_samples"), ("Data", "show_project"), ("Data", "on_stats"), ("Data", "on_audit")}
     on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
-    assert on_load == {"show_signed_in", "current_settings"} | set().union(*on_open.values())
+    assert on_load == {"show_signed_in", "current_settings", *(name for _, name in on_open)}
 
 
 def test_the_metrics_handler(store, run):

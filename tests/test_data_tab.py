@@ -9,6 +9,7 @@ import pytest
 from app import data_tab
 from app.auth import Users
 from app.context import Studio
+from storage.audit import list_actions
 from storage.prompts import count_prompts
 
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
@@ -61,3 +62,5 @@ def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_lin
     started = on_start_project(studio, str(tiny_qwen_dir), False, OWNER)
     assert "project started" in started.start_status
     assert started.policies[0][3] == f"SFT policy from {tiny_qwen_dir.resolve()}"
+    [entry] = list_actions(store)
+    assert (entry.actor, entry.action.value) == ("owner", "project_started")

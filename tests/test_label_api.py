@@ -9,9 +9,9 @@ import uuid
 import pytest
 from gradio_client import Client
 
-from app.auth import read_auth_file
 from labeling.annotation import queue_settings
 from storage.labels import list_labels
+from tests.helpers import hashed_auth_file
 
 N_ANNOTATORS = 8
 N_PAIRS = 32
@@ -119,9 +119,8 @@ def test_next_pair_gives_a_conversations_turns_as_messages(store, queue_pairs, s
 
 @pytest.fixture
 def users(tmp_path):
-    path = tmp_path / "users.txt"
-    path.write_text("alice:alice-pw\nbob:bob-pw\nowner:owner-pw:admin\n")
-    return read_auth_file(path)
+    return hashed_auth_file(tmp_path / "users.txt", {"alice": "alice-pw", "bob": "bob-pw", "owner": "owner-pw"},
+                            admins={"owner"})
 
 
 def test_with_auth_nothing_answers_without_login(store, queue_pairs, serve, users):

@@ -6,14 +6,13 @@ import pytest
 from sqlite_utils import Database
 
 from storage import NotAStudioStore, Store, StoreFromNewerVersion, StoreUnavailable, preferences
-from storage.labels import labeled_pairs
 from storage.migrations import MIGRATION_SET, migrations
 from storage.preferences import IMPORTED, Preference, PreferenceImport, import_preferences
 from storage.prompts import add_prompts, list_prompts
 
 NEW_INDEXES = {"pairs_generations", "generations_imported_text"}  # m007
 TABLES = {"prompts", "policies", "generations", "pairs", "reservations", "labels", "reward_models", "jobs", "metrics",
-          "settings", "rounds", "job_logs"}
+          "settings", "rounds", "job_logs", "audit"}
 
 
 def test_fresh_store_has_every_table_and_pragmas(tmp_path):
@@ -62,14 +61,14 @@ def test_import_lookup_indexes_are_added_to_a_store_with_data(tmp_path):
     rows = [Preference("Review it.", " Great film.", " Dull film.", 2.0),
             Preference("Review it.", " Fine.", " Dull film.")]
     assert import_preferences(old, rows, "hh", 0.0) == PreferenceImport(2, 0)
-    before = labeled_pairs(old)
+    before = list(old.db().query("SELECT * FROM labels ORDER BY id"))  # the raw rows: readers need today's schema
     assert not NEW_INDEXES & indexes(old)
     old.close()
 
     store = Store(path)
     db = store.db()
     assert NEW_INDEXES <= indexes(store)
-    assert labeled_pairs(store) == before
+    assert list(db.query("SELECT * FROM labels ORDER BY id")) == before
     assert import_preferences(store, rows, "hh", 1.0) == PreferenceImport(0, 2)  # found again: nothing is added
     assert import_preferences(store, [Preference("Review it.", " Great film.", " Fine.")], "hh", 1.0).added == 1
     assert db.execute("SELECT count(*) FROM generations").fetchone()[0] == 3  # its stored responses are reused

@@ -16,36 +16,41 @@ import psutil
 import pytest
 from gradio_client import Client, handle_file
 
-from app.auth import Users
 from app.cli import build_parser
 from app.limits import MAX_UPLOAD_MB
 from app.server import serve
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
 from storage.settings import set_setting
-from tests.helpers import free_port
+from tests.helpers import free_port, hashed_auth_file
 
 ROOT = Path(__file__).resolve().parent.parent
-USERS = Users({"alice": "alice-pw", "owner": "owner-pw"}, frozenset({"owner"}))
+PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}
 MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")  # must never reach an anonymous caller
 ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
-                   "/export_labels", "/save_queue_settings"}
+                   "/export_labels", "/save_queue_settings", "/export_audit"}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats"}
 ADMIN_HANDLERS = {"on_start", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
 
 
 @pytest.fixture
-def studio(store, queue_pairs, serve_studio):
+def users(tmp_path):
+    """The auth file: alice annotates, owner is an admin (hashed passwords, as `add-user` writes them)."""
+    return hashed_auth_file(tmp_path / "users.txt", PASSWORDS, admins={"owner"})
+
+
+@pytest.fixture
+def studio(store, queue_pairs, serve_studio, users):
     """The studio under --auth on a store holding recognisable text; returns (app, url)."""
     queue_pairs([(MARKERS[1], MARKERS[2], "another answer")])
     set_setting(store, "guidelines", MARKERS[0])
-    app = serve_studio(store, USERS)
+    app = serve_studio(store, users)
     return app, app.local_url.rstrip("/")
 
 
 def signed_in(url: str, name: str) -> httpx.Client:
     http = httpx.Client(base_url=url, timeout=30)
-    assert http.post("/login", data={"username": name, "password": USERS.passwords[name]}).status_code == 200
+    assert http.post("/login", data={"username": name, "password": PASSWORDS[name]}).status_code == 200
     return http
 
 
@@ -196,12 +201,12 @@ def listening_addresses(port: int) -> set[str]:
             if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
 
 
-def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_auth(store, capsys):
+def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_auth(store, users, capsys):
     host = parser_serve_defaults().host
     assert host == "127.0.0.1"
-    for bind, users, warned in ((host, None, False), ("0.0.0.0", None, True), ("0.0.0.0", USERS, False)):
+    for bind, auth, warned in ((host, None, False), ("0.0.0.0", None, True), ("0.0.0.0", users, False)):
         port = free_port()
-        app = serve(store, host=bind, port=port, users=users, block=False)
+        app = serve(store, host=bind, port=port, users=auth, block=False)
         try:
             assert listening_addresses(port) == {bind}
         finally:
@@ -210,12 +215,12 @@ def test_the_studio_binds_this_machine_by_default_and_warns_elsewhere_without_au
         assert ("warning: serving on 0.0.0.0 without --auth" in warning) is warned, warning
 
 
-def test_an_upload_over_the_size_cap_is_refused_and_nothing_is_imported(store, tmp_path, serve_studio):
+def test_an_upload_over_the_size_cap_is_refused_and_nothing_is_imported(store, tmp_path, serve_studio, users):
     assert parser_serve_defaults().max_upload_mb == MAX_UPLOAD_MB
     big, small = tmp_path / "big.txt", tmp_path / "small.txt"
     big.write_text("".join(f"prompt number {i}\n" for i in range(100)))  # 1,690 bytes
     small.write_text("one small prompt\n")
-    url = serve_studio(store, USERS, max_upload_mb=1 / 1024).local_url.rstrip("/")  # 1 KB
+    url = serve_studio(store, users, max_upload_mb=1 / 1024).local_url.rstrip("/")  # 1 KB
     owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
     with pytest.raises(ValueError, match="exceeds the maximum file size of 1024 bytes"):
         owner.predict(handle_file(str(big)), False, api_name="/import_prompts")

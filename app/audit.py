@@ -1,0 +1,69 @@
+"""The audit trail as people read it: rows for the Data tab, and a CSV file (the tab's download,
+`python app.py audit --db PATH --out FILE.csv`). Who acts in a terminal is `cli:<OS user>`."""
+
+from __future__ import annotations
+
+import csv
+import getpass
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from storage import Store
+from storage.audit import AuditEntry, list_actions
+from storage.errors import InvalidInput
+
+HEADERS = ["time", "user", "action", "detail"]
+
+
+ACTOR_VARIABLE = "STUDIO_ACTOR"  # set by the studio when it runs a command for a signed-in user (Data tab: init)
+
+
+def terminal_actor() -> str:
+    """Who runs a command in a terminal, for the audit trail: `cli:<OS user>`, or the signed-in user the studio
+    runs it for (`STUDIO_ACTOR`)."""
+    if os.environ.get(ACTOR_VARIABLE):
+        return os.environ[ACTOR_VARIABLE]
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no name for this uid (e.g. a container without /etc/passwd entry)
+        return f"cli:uid-{os.getuid()}"
+
+
+def audit_row(entry: AuditEntry) -> list[str]:
+    """time (local, ISO 8601 with its UTC offset), user, action, detail (JSON)."""
+    when = datetime.fromtimestamp(entry.at).astimezone().isoformat(timespec="seconds")
+    return [when, entry.actor, entry.action.value, json.dumps(entry.detail, ensure_ascii=False)]
+
+
+def audit_rows(store: Store, limit: int | None = None) -> list[list[str]]:
+    """The newest actions first."""
+    return [audit_row(entry) for entry in list_actions(store, limit)]
+
+
+def check_csv_path(path: str | Path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        raise InvalidInput(f"audit file {path} must end in .csv")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"folder {path.parent} does not exist; create it or choose another --out")
+    return path
+
+
+def write_audit_csv(store: Store, path: str | Path) -> int:
+    """Write the whole trail (newest first) as CSV, whole or not at all; returns the number of actions."""
+    path = check_csv_path(path)
+    rows = audit_rows(store)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(HEADERS)
+            writer.writerows(rows)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return len(rows)
