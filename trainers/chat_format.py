@@ -175,8 +175,12 @@ def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget |
 
 
 def model_context(model_dir: str | Path) -> int | None:
-    """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown."""
-    config = _read_json(Path(model_dir) / "config.json")
+    """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown (also
+    when config.json cannot be read: loading the model then says what is wrong with the folder)."""
+    try:
+        config = _read_json(Path(model_dir) / "config.json")
+    except InvalidInput:
+        return None
     return config.get("n_positions") or config.get("max_position_embeddings")
 
 
