@@ -17,7 +17,7 @@ from storage.types import Prompt
 
 from .chat_format import PromptBudget, model_context, prompt_budget
 from .job_layer import JobKind
-from .ppo_config import Algorithm, LossNorm, RewardSource
+from .ppo_config import Algorithm, RewardSource
 
 
 class Annotator(StrEnum):
@@ -54,9 +54,6 @@ class LoopConfig:
         "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
         "choices": Algorithm})
     group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
-    loss_norm: str = field(default=LossNorm.SEQUENCE.value, metadata={
-        "help": "GRPO loss average: per response then over responses (sequence), or over all tokens (token)",
-        "choices": LossNorm})
     ppo_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
     ppo_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
     ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
@@ -98,8 +95,6 @@ class LoopConfig:
         if self.group_size < 2:
             raise InvalidInput(f"group_size must be at least 2 (GRPO compares the responses to a prompt), got "
                                f"{self.group_size}")
-        if self.loss_norm not in {n.value for n in LossNorm}:
-            raise InvalidInput(f"loss_norm must be one of {', '.join(LossNorm)}, got {self.loss_norm!r}")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
@@ -209,8 +204,7 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.ppo_config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
-    return {"algorithm": config.algorithm, "group_size": config.group_size, "loss_norm": config.loss_norm,
-            "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
+    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
