@@ -3,6 +3,7 @@ so the UI can validate a config without loading a model."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
@@ -122,7 +123,9 @@ class LoopConfig:
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise InvalidInput(f"unknown loop setting {unknown[0]!r}; known settings: {', '.join(known)}")
+            close = difflib.get_close_matches(unknown[0], known, n=3, cutoff=0.5) or list(known)[:3]
+            raise InvalidInput(f"unknown loop setting {unknown[0]!r}; known settings: {', '.join(close)}, and "
+                               f"{len(known) - len(close)} more (python app.py loop --help lists them)")
         for name, value in values.items():
             if not _type_ok(known[name].type, value):
                 raise InvalidInput(f"loop setting {name!r} must be {known[name].type}, got {value!r}")
