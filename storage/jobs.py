@@ -13,19 +13,22 @@ ACTIVE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 
 
 def _row(row: dict) -> Job:
+    launch = json.loads(row["launch"]) if row["launch"] else None
     return Job(row["id"], row["kind"], json.loads(row["config"]), JobStatus(row["status"]), row["pid"],
                row["heartbeat"], bool(row["cancel_requested"]), row["error"], row["phase"], row["progress"],
-               row["created"], row["started"], row["finished"])
+               row["created"], row["started"], row["finished"], launch)
 
 
-def create_job(store: Store, kind: str, config: dict) -> int:
-    """Queue a job; refused while another job of this store is queued or running (one training job at a time)."""
+def create_job(store: Store, kind: str, config: dict, launch: dict | None = None) -> int:
+    """Queue a job; refused while another job of this store is queued or running (one training job at a time).
+    `launch`: how its training phases run (an accelerate config, described); None: in its worker process."""
     with store.write() as db:
         busy = db.execute("SELECT id, kind FROM jobs WHERE status IN (?, ?) LIMIT 1", list(ACTIVE)).fetchone()
         if busy:
             raise Conflict(f"job {busy[0]} ({busy[1]}) is still running; stop it or wait for it before starting another")
-        cursor = db.execute("INSERT INTO jobs (kind, config, status, created) VALUES (?, ?, ?, ?)",
-                            [kind, json.dumps(config), JobStatus.QUEUED.value, time.time()])
+        cursor = db.execute("INSERT INTO jobs (kind, config, status, created, launch) VALUES (?, ?, ?, ?, ?)",
+                            [kind, json.dumps(config), JobStatus.QUEUED.value, time.time(),
+                             json.dumps(launch) if launch is not None else None])
         return cursor.lastrowid
 
 
@@ -102,6 +105,13 @@ def requeue_job(store: Store, job_id: int) -> Job:
         db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ? WHERE id = ?",
                    [JobStatus.QUEUED.value, time.time(), job_id])
     return get_job(store, job_id)
+
+
+def set_launch(store: Store, job_id: int, launch: dict | None) -> None:
+    """Change how a stopped job's training phases run (a resume under another accelerate config)."""
+    with store.write() as db:
+        db.execute("UPDATE jobs SET launch = ? WHERE id = ?",
+                   [json.dumps(launch) if launch is not None else None, job_id])
 
 
 def mark_interrupted(store: Store, job_ids: list[int]) -> None:

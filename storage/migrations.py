@@ -240,3 +240,10 @@ def m009_audit_trail(db: Database) -> None:
         CREATE INDEX audit_at ON audit(at)
         """
     )
+
+
+@migrations()
+def m011_job_launch(db: Database) -> None:
+    """How a job's training phases run: its accelerate config's path and what it asks for (processes, machines,
+    mixed precision, DeepSpeed stage), as JSON; NULL for a job that trains in its worker process."""
+    db.execute("ALTER TABLE jobs ADD COLUMN launch TEXT")
