@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import traceback
 import uuid
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +33,7 @@ from .reporting import Reporter
 POLICIES_FOLDER = "policies"
 STAGING_PREFIX = ".tmp-"  # a policy being written
 POLICY_PREFIX = "ppo-r"  # a trained policy, renamed complete: ppo-r<round>-<time>-<random>
+TRACEBACK_LINES = 15  # what a failed job keeps of its traceback
 
 
 class JobKind(StrEnum):
@@ -56,6 +58,11 @@ def job_kind_label(job: Job) -> str:
     if job_algorithm(job) != Algorithm.GRPO:
         return job.kind
     return "grpo loop" if job.kind == JobKind.LOOP else Algorithm.GRPO.value
+
+
+def error_tail(exc: BaseException) -> str:
+    """The last lines of `exc`'s traceback, as a failed job records them (the last line names the error)."""
+    return "\n".join("".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:])
 
 
 def is_main_process() -> bool:
@@ -105,6 +112,12 @@ def new_staging_dir(store: Store, folder: str = POLICIES_FOLDER) -> Path:
     root = store.data_dir / folder
     root.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=root, prefix=STAGING_PREFIX))
+
+
+def staging_path(store: Store, folder: str = POLICIES_FOLDER, prefix: str = STAGING_PREFIX) -> Path:
+    """A new, not yet created, path under the store's data folder for a checkpoint that a launched phase (or this
+    process) will write; nothing is left on disk if the run is killed before it saves."""
+    return store.data_dir / folder / f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
 def register_policy(store: Store, staged: Path, parent_id: int | None, round: int, note: str) -> int:

@@ -1,9 +1,11 @@
 """Starting and watching worker processes. Import-light (no torch), so the UI process can use it.
 
-A job is a row in the store; `start_job` writes it and launches `python -m trainers.worker` (no shell), or the
-same module under `accelerate launch --config_file FILE` for multi-GPU; `stop_job` asks its worker to stop and
-`resume_job` offers it to a new one. Jobs whose worker died are found by
-`reap_orphans` (dead pid, or no heartbeat for `STALE_AFTER_S`) and marked interrupted, ready to resume.
+A job is a row in the store; `start_job` writes it and launches `python -m trainers.worker` (no shell), one process
+that runs the job (the loop samples and waits for labels there). With an accelerate config (checked here, in one
+line, before anything starts; recorded with the job) each training phase runs as its own `accelerate launch` on
+several processes (`trainers.phase_launch`). `stop_job` asks the worker to stop and `resume_job` offers the job to
+a new one. Jobs whose worker died are found by `reap_orphans` (dead pid, or no heartbeat for `STALE_AFTER_S`) and
+marked interrupted, ready to resume.
 """
 
 from __future__ import annotations
@@ -20,45 +22,54 @@ from storage.errors import InvalidInput
 from storage.types import Job, JobStatus
 
 from .job_layer import JobKind
+from .launch_config import read_launch_config
 
 STALE_AFTER_S = 120.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def worker_command(store: Store, job_id: int, accelerate_config: str | None = None) -> list[str]:
+def worker_command(store: Store, job_id: int) -> list[str]:
     """The argv of a worker for `job_id` (no shell involved)."""
-    module = ["-m", "trainers.worker", "--db", str(store.path.resolve()), "--job", str(job_id)]
-    if accelerate_config is None:
-        return [sys.executable, *module]
-    if not Path(accelerate_config).is_file():
-        raise InvalidInput(f"accelerate config {accelerate_config} does not exist; give a file made by `accelerate config`")
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config), *module]
+    return [sys.executable, "-m", "trainers.worker", "--db", str(store.path.resolve()), "--job", str(job_id)]
 
 
-def launch_worker(store: Store, job_id: int, accelerate_config: str | None = None) -> subprocess.Popen:
+def job_log_path(store: Store, job_id: int) -> Path:
+    """The file a job's worker (and its training phases' processes) write their output to."""
+    return store.data_dir / "logs" / f"job-{job_id}.log"
+
+
+def launch_worker(store: Store, job_id: int) -> subprocess.Popen:
     """Start the worker in its own session (it survives the UI's restarts); its output goes to the job's log file."""
-    log_dir = store.data_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"job-{job_id}.log", "ab") as log:
-        return subprocess.Popen(worker_command(store, job_id, accelerate_config), cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    log_path = job_log_path(store, job_id)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(worker_command(store, job_id), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config: str | None = None) -> int:
-    """Queue a job and launch its worker; refused while another job is active."""
+def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config: str | Path | None = None) -> int:
+    """Queue a job and launch its worker; refused while another job is active. With `accelerate_config` (checked
+    first) each of its training phases runs under `accelerate launch --config_file accelerate_config`."""
     if kind not in {k.value for k in JobKind}:
         raise InvalidInput(f"unknown job kind {kind!r}; choose one of {', '.join(JobKind)}")
-    job_id = job_rows.create_job(store, JobKind(kind).value, config)
-    launch_worker(store, job_id, accelerate_config)
+    launch = read_launch_config(accelerate_config).to_dict() if accelerate_config is not None else None
+    job_id = job_rows.create_job(store, JobKind(kind).value, config, launch)
+    launch_worker(store, job_id)
     return job_id
 
 
-def resume_job(store: Store, job_id: int, accelerate_config: str | None = None) -> Job:
-    """Offer a cancelled, failed or interrupted job to a new worker; it continues from its last completed step."""
+def resume_job(store: Store, job_id: int, accelerate_config: str | Path | None = None) -> Job:
+    """Offer a cancelled, failed or interrupted job to a new worker; it continues from its last completed step,
+    under `accelerate_config` when given, else under the config it ran with (read again: it may have changed)."""
     reap_orphans(store)
-    job = job_rows.requeue_job(store, job_id)
-    launch_worker(store, job_id, accelerate_config)
-    return job
+    recorded = job_rows.get_job(store, job_id).launch
+    path = accelerate_config if accelerate_config is not None else (recorded or {}).get("config_file")
+    launch = read_launch_config(path).to_dict() if path is not None else None
+    job_rows.requeue_job(store, job_id)
+    if launch != recorded:
+        job_rows.set_launch(store, job_id, launch)
+    launch_worker(store, job_id)
+    return job_rows.get_job(store, job_id)
 
 
 def stop_job(store: Store, job_id: int) -> Job:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -116,10 +117,11 @@ class ReporterCallback(TrainerCallback):
 
 
 def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat, train: list[PreferenceExample],
-                 val: list[PreferenceExample], out_dir: Path, reporter: Reporter) -> dict:
+                 val: list[PreferenceExample], out_dir: Path, reporter: Reporter,
+                 on_trained: Callable[[torch.nn.Module], None] | None = None) -> dict:
     """Train member `k` of `config.ensemble` from the model in `init_dir` (texts tokenized by its `chat` format) and
     save it (plain HF directory, tokenizer included) into `out_dir`; returns its final metrics (train_loss,
-    train_accuracy, val_*). Raises JobCancelled when stopped."""
+    train_accuracy, val_*); `on_trained` sees the trained model. Raises JobCancelled when stopped."""
     torch.manual_seed(config.seed + k)  # the new head's initialisation
     tokenizer = load_tokenizer(init_dir)
     with quiet_loading():  # "newly initialized: score.weight" is expected here
@@ -141,6 +143,8 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
                                "it again)")
         metrics = trainer.evaluate() if val else {}
         trainer.save_model(str(out_dir))
+        if on_trained is not None:
+            on_trained(model)
     (out_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle of our arguments; reward_info.json has them
     train_stats = [h for h in trainer.state.log_history if "loss" in h]
     last = train_stats[-1] if train_stats else {}
@@ -157,5 +161,6 @@ def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val
         eval_steps=config.logging_steps if has_val else None, save_strategy="no", report_to="none",
         seed=seed, data_seed=seed, disable_tqdm=True, remove_unused_columns=False, bf16=config.bf16,
         activation_checkpointing=config.activation_checkpointing, dataloader_pin_memory=torch.cuda.is_available(),
+        use_cpu=not torch.cuda.is_available(),  # else, launched on CPUs, each process trains alone on every batch
         label_names=[], train_sampling_strategy="group_by_length" if config.group_by_length else "random",
     )

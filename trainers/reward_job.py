@@ -23,7 +23,7 @@ import shutil
 import uuid
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-
+from typing import Callable
 
 from labeling.conversations import PromptInput
 from storage import Store
@@ -38,9 +38,10 @@ from storage.settings import REWARD_BASE_SETTING, get_setting
 from storage.types import Job, Policy
 
 from .chat_format import ChatFormat, model_context
-from .job_layer import is_main_process, job_reporter
+from .job_layer import is_main_process, job_reporter, staging_path
 from .models import default_device, load_chat_format
-from .reporting import Reporter, same_on_all_ranks
+from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
+from .reporting import Reporter
 from .reward import train_member
 from .reward_config import RewardConfig
 from .reward_data import PreferenceExample, bootstrap, check_examples_fit, split_by_pair
@@ -115,50 +116,106 @@ def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.
     raise InvalidInput("no labels to train a reward model on (skips do not count); label some pairs first")
 
 
+@dataclass
+class RewardPlan:
+    """Everything every process of a reward training needs, resolved from the store and checked: JSON-able, so every
+    process of a launched phase trains from it without the store."""
+
+    config: dict  # RewardConfig settings
+    init_dir: str  # the model the members start from
+    policy_id: int  # the policy whose samples normalise the scores
+    train: list[PreferenceExample]
+    val: list[PreferenceExample]
+    norm_texts: tuple[list, list[str], str]  # (prompts, responses, source) the scores are normalised on
+    staged: list[str]  # where each member is written before it is registered
+
+    @property
+    def members(self) -> list[list[PreferenceExample]]:
+        """Each member's training examples: all of them, or (K > 1) a bootstrap resample each."""
+        seed, ensemble = self.config["seed"], self.config["ensemble"]
+        return [self.train] if ensemble == 1 else [bootstrap(self.train, seed + k) for k in range(ensemble)]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> RewardPlan:
+        examples = {name: [PreferenceExample(**e) for e in values[name]] for name in ("train", "val")}
+        return cls(**{**values, **examples})
+
+
+def plan_reward_training(store: Store, config: RewardConfig) -> RewardPlan:
+    """The plan of a reward training: the checked inputs, split by pair, and the normalisation texts."""
+    inputs = check_reward_inputs(store, config)
+    examples = inputs.examples
+    train, val = split_by_pair(examples, config.val_fraction, config.seed)
+    norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
+    staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
+              for _ in range(config.ensemble)]
+    return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged)
+
+
 def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
                        listener: Reporter | None = None) -> RewardTrainingResult:
     """Train `config.ensemble` members from the SFT policy, checkpoint them and register them in the store.
 
     Metrics go to the store under `job_id` (steps continue after the job's earlier `reward/` steps); `listener`
     hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
+    A job with an accelerate config trains in a launched phase (`trainers.phase_launch`), here otherwise.
     """
-    inputs = check_reward_inputs(store, config)
-    examples, policy_id, init_dir = inputs.examples, inputs.policy.id, inputs.init_dir
-    train, val = split_by_pair(examples, config.val_fraction, config.seed)
-    members = [train] if config.ensemble == 1 else [bootstrap(train, config.seed + k) for k in range(config.ensemble)]
+    plan = plan_reward_training(store, config)
     step_offset = 0 if job_id is None else (last_step(store, job_id, "reward/") or 0)
-    reporter = job_reporter(store, job_id, step_offset, listener=listener)
-    staging = []
+    launch = job_launch(store, job_id)
     try:
-        for k, member_examples in enumerate(members):
-            name = same_on_all_ranks(f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}")  # the main process's, everywhere
-            staged = store.data_dir / REWARD_MODELS_FOLDER / name
-            staging.append(staged)
-            metrics = train_member(config, k, init_dir, inputs.chat, member_examples, val, staged, reporter)
-            if is_main_process():
-                _finish_member(store, staged, config, k, policy_id, examples, member_examples, val, metrics)
-        if not is_main_process():  # the main process registers; the others only helped to train
-            return RewardTrainingResult([], [], [], len(examples), 0, 0)
-        return register_reward_models(store, config, job_id, policy_id, staging, len(examples),
-                                      len({e.pair_id for e in train}), len({e.pair_id for e in val}))
+        if launch is not None:
+            plan.config = with_launch_precision(plan.config, launch)
+            launch_phase(store, job_id, launch, f"reward-r{config.round}", {"kind": "reward", "plan": plan.to_dict()},
+                         {"step_offset": step_offset}, listener)
+        else:
+            train_plan(plan, job_reporter(store, job_id, step_offset, listener=listener))
+        return register_reward_models(store, config, job_id, plan.policy_id, [Path(p) for p in plan.staged],
+                                      len(plan.train) + len(plan.val), len({e.pair_id for e in plan.train}),
+                                      len({e.pair_id for e in plan.val}))
     finally:
-        for staged in staging:
+        for staged in plan.staged:
             shutil.rmtree(staged, ignore_errors=True)
 
 
-def _finish_member(store: Store, out_dir: Path, config: RewardConfig, k: int, policy_id: int,
-                   examples: list[PreferenceExample], member_examples: list[PreferenceExample],
-                   val: list[PreferenceExample], metrics: dict) -> None:
-    """Score the policy's samples with the saved member (mean/std) and write reward_info.json beside it."""
-    prompts, responses, source = _normalisation_texts(store, policy_id, examples, config.norm_samples, config.seed)
+def train_plan(plan: RewardPlan, reporter: Reporter, on_trained: Callable | None = None) -> list[dict]:
+    """Train every member of `plan` on this process (the main process also writes each one's reward_info.json);
+    returns each member's metrics; `on_trained` sees each trained model. Raises JobCancelled when stopped."""
+    config, init_dir = RewardConfig(**plan.config), Path(plan.init_dir)
+    chat = load_chat_format(init_dir)
+    metrics = []
+    for k, member_examples in enumerate(plan.members):
+        staged = Path(plan.staged[k])
+        metrics.append(train_member(config, k, init_dir, chat, member_examples, plan.val, staged, reporter,
+                                    on_trained))
+        if is_main_process():
+            _finish_member(staged, plan, k, member_examples, metrics[-1])
+    return metrics
+
+
+def run_phase(spec: dict, reporter: Reporter) -> dict:
+    """One process of a launched reward-model phase (`trainers.phase_worker`): the plan in `spec["plan"]`."""
+    digests = []
+    metrics = train_plan(RewardPlan.from_dict(spec["plan"]), reporter, lambda model: digests.append(weights_digest(model)))
+    return {"metrics": metrics, "digest": "/".join(digests)}
+
+
+def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[PreferenceExample],
+                   metrics: dict) -> None:
+    """Score the normalisation texts with the saved member (mean/std) and write reward_info.json beside it."""
+    prompts, responses, source = plan.norm_texts
+    examples = plan.train + plan.val
     scorer = RewardScorer.from_dirs([out_dir], norms=[(0.0, 1.0)], device=default_device())
     raw = scorer.raw_scores(prompts, responses)[0]  # (N,)
     info = {
         "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
-        "member_label_ids": [e.label_id for e in member_examples], "val_pair_ids": sorted({e.pair_id for e in val}),
+        "member_label_ids": [e.label_id for e in member_examples], "val_pair_ids": sorted({e.pair_id for e in plan.val}),
         "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
-        "norm_samples": len(responses), "norm_source": source, "policy_id": policy_id,
-        "ensemble_index": k, "ensemble_size": config.ensemble, "config": asdict(config),
+        "norm_samples": len(responses), "norm_source": source, "policy_id": plan.policy_id,
+        "ensemble_index": k, "ensemble_size": len(plan.staged), "config": plan.config,
     }
     (out_dir / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
 

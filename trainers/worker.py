@@ -1,8 +1,10 @@
 """The job worker: `python -m trainers.worker --db PATH --job ID` claims a job and runs it to an end state.
 
 It heartbeats from a background thread, and records `completed`, `cancelled` (the runner raised JobCancelled, or
-the cancel flag was set) or `failed` with the tail of the traceback. `RUNNERS` is the one table of what each job
-kind runs. Under `accelerate launch` only the main process writes job state.
+the cancel flag was set), `interrupted` (a process of a launched training phase was killed: resume continues) or
+`failed` with the tail of the traceback. `RUNNERS` is the one table of what each job kind runs. The worker is one
+process; a job with an accelerate config runs its training phases under `accelerate launch`
+(`trainers.phase_launch`), and a config asking for more GPUs than this machine has fails the job at once.
 Before running, it removes the partial checkpoints a killed worker left behind (never registered, only disk).
 """
 
@@ -13,7 +15,6 @@ import os
 import shutil
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -24,17 +25,17 @@ from storage.reward_models import list_reward_models
 from storage.types import Job, JobStatus
 
 from . import loop, ppo_job, reward_job
-from .job_layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, is_main_process
+from .job_layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
+from .phase_launch import PhaseFailed, PhaseInterrupted, check_machine
 from .reporting import JobCancelled
 
 Runner = Callable[[Store, Job], None]
-RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job (every process under accelerate)
+RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
     JobKind.REWARD: reward_job.run_job,
     JobKind.PPO: ppo_job.run_job,
     JobKind.LOOP: loop.run_job,
 }
 HEARTBEAT_S = 2.0
-TRACEBACK_LINES = 15
 # What a worker killed mid-write leaves in the data folder: a policy saved under a temporary name before its rename
 # (trainers.ppo_job), reward-model members staged before registration (trainers.reward_job), PPO state being written.
 # One job runs per store at a time, so when a job starts none of these belongs to a live writer.
@@ -85,15 +86,19 @@ def run_job(store: Store, job: Job, runner: Runner | None = None) -> JobStatus:
     heartbeat = Heartbeat(store, job.id)
     heartbeat.start()
     try:
+        if job.launch is not None:
+            check_machine(job.launch)
         (runner or RUNNERS[job.kind])(store, job)
     except JobCancelled:
         job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
         return JobStatus.CANCELLED
+    except PhaseInterrupted as exc:
+        job_rows.finish_job(store, job.id, JobStatus.INTERRUPTED, str(exc))
+        return JobStatus.INTERRUPTED
     except BaseException as exc:
         status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.FAILED
-        tail = "".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:]
-        error = None if status is JobStatus.CANCELLED else "\n".join(tail)  # its last line names the error
-        job_rows.finish_job(store, job.id, status, error)
+        tail = exc.tail if isinstance(exc, PhaseFailed) else error_tail(exc)  # its last line names the error
+        job_rows.finish_job(store, job.id, status, None if status is JobStatus.CANCELLED else tail)
         if not isinstance(exc, Exception):
             raise
         return status
@@ -110,21 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", type=int, required=True)
     args = parser.parse_args(argv)
     store = Store(args.db)
-    if is_main_process():
-        job = job_rows.claim_job(store, args.job, os.getpid())
-    else:
-        job = job_rows.get_job(store, args.job)
-    status = run_job(store, job) if is_main_process() else run_as_helper(store, job)
-    print(f"job {args.job}: {status.value if status else 'done'}", file=sys.stderr)
-    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, None) else 1
-
-
-def run_as_helper(store: Store, job: Job) -> None:
-    """A non-main process of a distributed job: run its part; a stop (decided by the main process) ends it cleanly."""
-    try:
-        RUNNERS[job.kind](store, job)
-    except JobCancelled:
-        pass
+    status = run_job(store, job_rows.claim_job(store, args.job, os.getpid()))
+    print(f"job {args.job}: {status.value}", file=sys.stderr)
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED) else 1
 
 
 if __name__ == "__main__":
