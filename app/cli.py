@@ -55,8 +55,13 @@ def store_is_empty(store: Store) -> bool:
 
 
 def open_store(args: argparse.Namespace) -> Store:
-    """Open (and migrate) the store. Only `serve` seeds the demo (into an empty store, unless --no-demo), so a
-    project's store never receives demo prompts or the demo policy by accident."""
+    """Open (and migrate) the store, once the command's --accelerate-config (if any) is known good. Only `serve`
+    seeds the demo (into an empty store, unless --no-demo), so a project's store never receives demo prompts or the
+    demo policy by accident."""
+    if getattr(args, "accelerate_config", None) is not None:
+        from trainers.launch_config import read_launch_config
+
+        read_launch_config(args.accelerate_config)  # one line, before the store is created or changed
     store = Store(args.db)
     if getattr(args, "seed_demo", False) and store_is_empty(store):
         seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path.resolve())], cwd=ROOT)
@@ -113,6 +118,9 @@ def serve_arguments(parser: argparse.ArgumentParser):
                         help="with --auth, a login unused this many minutes ends (default: %(default)g)")
     parser.add_argument("--login-backoff-max-s", type=float, default=LOGIN_BACKOFF_MAX_S,
                         help="with --auth, the longest pause after repeated failed logins, in s (default: %(default)g)")
+    parser.add_argument("--accelerate-config", default=None, metavar="FILE",
+                        help="jobs started from the Train tab run each training phase under `accelerate launch "
+                             "--config_file FILE` (several GPUs or machines; see the README's Scale out)")
 
     def run(args: argparse.Namespace) -> int:
         from app.auth import AuthFile
@@ -128,7 +136,8 @@ def serve_arguments(parser: argparse.ArgumentParser):
         store = open_store(args)
         serve(store, host=args.host, port=args.port, users=users, max_upload_mb=args.max_upload_mb,
               root_path=args.root_path, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
-              idle_timeout_s=args.idle_timeout_min * 60, backoff_max_s=args.login_backoff_max_s)
+              idle_timeout_s=args.idle_timeout_min * 60, backoff_max_s=args.login_backoff_max_s,
+              accelerate_config=args.accelerate_config)
         return 0
 
     return run

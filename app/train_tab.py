@@ -1,6 +1,7 @@
 """Train tab: loop settings with presets (the policy optimiser among them: PPO or GRPO), start/stop/resume buttons,
 live job status; API start_loop, stop_job, job_status, resume_job. Jobs run in a worker process that
-`trainers.launcher` starts, stops and resumes; this tab only reads their state."""
+`trainers.launcher` starts, stops and resumes (under `serve --accelerate-config FILE`, each training phase on the
+processes FILE asks for: the tab and the job's status say how many); this tab only reads their state."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from storage.prompts import list_prompts
 from storage.types import Job
 from trainers.chat_format import prompt_budget
 from trainers.job_layer import JobKind, job_kind_label
+from trainers.launch_config import AccelerateLaunch, read_launch_config
 from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
 from trainers.loop_config import PRESETS, Annotator, LoopConfig, check_against_store, job_settings, settings_from_json
 from trainers.ppo_config import Algorithm
@@ -44,7 +46,24 @@ def job_status_dict(studio: Studio, job: Job | None) -> dict:
     error = job.error.strip().splitlines()[-1] if job.error else None
     return {"job_id": job.id, "kind": job.kind, "status": job.status.value, "phase": job.phase,
             "progress": job.progress, "elapsed_s": round(end - (job.started or job.created), 1), "error": error,
-            "logs": job_rows.tail_logs(studio.store, job.id, LOG_LINES)}
+            "runs_on": runs_on(job.launch), "logs": job_rows.tail_logs(studio.store, job.id, LOG_LINES)}
+
+
+def runs_on(launch: dict | None) -> str:
+    """How a job's training phases run, in words (the job row keeps its accelerate config, described)."""
+    if launch is None:
+        return "1 process (the job's worker)"
+    return f"{AccelerateLaunch.from_dict(launch).describe()}, accelerate config {launch['config_file']}"
+
+
+def new_jobs_run_on(studio: Studio) -> str:
+    """How jobs started here will run (serve --accelerate-config, read again: the file may have changed)."""
+    if studio.accelerate_config is None:
+        return runs_on(None)
+    try:
+        return runs_on(read_launch_config(studio.accelerate_config).to_dict())
+    except InvalidInput as exc:
+        return f"no processes until the accelerate config is fixed ({exc})"
 
 
 def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
@@ -67,7 +86,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
     policy = latest_policy(store)
     check_against_store(config, list_prompts(store), policy.path if policy else None)
     reap_orphans(store)
-    job_id = start_job(store, kind, job_settings(kind, config))
+    job_id = start_job(store, kind, job_settings(kind, config), studio.accelerate_config)
     defaults = LoopConfig().to_dict()
     studio.record(request, AuditAction.JOB_STARTED, job_id=job_id, kind=kind,
                   settings={name: value for name, value in config.to_dict().items() if value != defaults[name]})
@@ -155,9 +174,10 @@ class TrainLayout:
         return [getattr(self, name) for name in FORM]
 
 
-def layout() -> TrainLayout:
+def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
     """Preset and settings (the demo preset's values), advanced JSON, the job buttons, then the job's status."""
-    gr.Markdown("Launch training. Jobs run in a separate worker process; labeling goes on while they train.")
+    gr.Markdown("Launch training. Jobs run in a separate worker process; labeling goes on while they train. "
+                f"Training phases run on {html.escape(runs_on_line)}.", elem_id="train-runs-on")
     defaults = PRESETS["demo"]
     with gr.Row():
         preset = gr.Dropdown(list(PRESETS), value="demo", label="Preset")
@@ -207,7 +227,7 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
     if state["phase"]:
         line += f" — {html.escape(state['phase'])}"
-    line += f" — {state['elapsed_s']:.0f} s"
+    line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {html.escape(state['runs_on'])}."
     if state["error"]:
         line += f"\n\n❌ {html.escape(state['error'])}"
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
@@ -287,7 +307,7 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(api_resume_job, studio), api_name="resume_job")
     gr.api(bind(api_job_status, studio), api_name="job_status")
 
-    ui = layout()
+    ui = layout(new_jobs_run_on(studio))
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(fill_preset, ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, ui.run_ppo, **private)

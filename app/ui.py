@@ -22,8 +22,9 @@ TABS: list = [label_tab, train_tab, curves_tab, samples_tab, data_tab]  # module
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 
 
-def build_app(store: Store, users: AuthFile | Users | None = None) -> gr.Blocks:
-    studio = Studio(store, users)
+def build_app(store: Store, users: AuthFile | Users | None = None,
+              accelerate_config: str | None = None) -> gr.Blocks:
+    studio = Studio(store, users, accelerate_config)
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")
         with gr.Tabs():

@@ -30,7 +30,8 @@ def studio(store, monkeypatch):
     """A studio under --auth on a store with training prompts and the demo policy; jobs get no worker."""
     add_prompts(store, [f"Review {i}: the film" for i in range(16)])
     add_policy(store, str(ROOT / "assets" / "demo_policy"), round=0, note="SFT")
-    monkeypatch.setattr(train_tab, "start_job", lambda store, kind, config: job_rows.create_job(store, kind, config))
+    monkeypatch.setattr(train_tab, "start_job",
+                        lambda store, kind, config, accelerate_config: job_rows.create_job(store, kind, config))
     return Studio(store, USERS)
 
 

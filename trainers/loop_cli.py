@@ -2,8 +2,9 @@
 
 Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round`, `--annotator`, `--selector`, `--ensemble`,
 `--ppo-iterations`, `--seed`, ...), its help and default the field's; `--config JSON` sets any of them on top.
-`--selector disagreement` without `--ensemble` trains an ensemble of 3. Imports nothing heavy at module level
-(app.py builds its parser from here)."""
+`--selector disagreement` without `--ensemble` trains an ensemble of 3. `--accelerate-config FILE` starts the job
+through the launcher (each training phase under `accelerate launch`) and follows it here. Imports nothing heavy at
+module level (app.py builds its parser from here)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from storage import jobs as job_rows
 from storage.types import JobStatus
 
 from .cli_options import add_options, given_options
+from .job_follow import add_accelerate_option, launch_and_follow
 from .job_layer import JobKind
 from .loop_config import LoopConfig, settings_from_json
 
@@ -29,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='LoopConfig settings as a JSON object, applied on top of the options, e.g. '
                              '\'{"kl_coef": 0.2, "lora": true}\'')
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or killed loop job")
+    add_accelerate_option(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> LoopConfig:
@@ -41,6 +44,15 @@ def config_from_args(args: argparse.Namespace) -> LoopConfig:
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
+    if args.accelerate_config is not None:
+        settings = None if args.resume is not None else config_from_args(args).to_dict()
+        job = launch_and_follow(store, JobKind.LOOP, settings, args.accelerate_config, resume=args.resume)
+        return report_end(store, job.id, job.status)
+    return run_here(args, store)
+
+
+def run_here(args: argparse.Namespace, store: Store) -> int:
+    """The loop in this process, with a progress bar."""
     from tqdm import tqdm
 
     from .loop import Loop
@@ -59,7 +71,11 @@ def run(args: argparse.Namespace, store: Store) -> int:
 
     status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=bar.write, progress=progress).run())
     bar.close()
+    return report_end(store, job_id, status)
+
+
+def report_end(store: Store, job_id: int, status: JobStatus) -> int:
     print(f"loop job {job_id}: {status.value}")
-    if status is JobStatus.FAILED:
+    if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
         print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
     return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED) else 1

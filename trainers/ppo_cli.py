@@ -9,6 +9,7 @@ fields'. Imports nothing heavy at module level (app.py builds its parser from he
     python app.py ppo --db studio.db --iterations 20 --reward oracle --batch-size 32 --learning-rate 3e-4
     python app.py ppo --db studio.db --iterations 20 --algorithm grpo --group-size 8 --batch-size 8
     python app.py ppo --db studio.db --resume 7        # continue job 7 after a stop or a crash
+    python app.py ppo --db studio.db --iterations 20 --accelerate-config accelerate/cpu-2proc.yaml   # 2 processes
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from dataclasses import asdict
 from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
-from storage.types import JobStatus
+from storage.types import Job, JobStatus
 
 from .cli_options import add_options, given_options
+from .job_follow import add_accelerate_option, launch_and_follow
 from .job_layer import JobKind
 from .ppo_config import Algorithm, PPOConfig, PPORun
 from .reporting import Reporter
@@ -36,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `PPORun` options, `--resume`, and one option per PPOConfig field (`--batch-size`...)."""
     add_options(parser, PPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
+    add_accelerate_option(parser)
     add_options(parser.add_argument_group("PPO and GRPO settings"), PPOConfig)
 
 
@@ -57,22 +60,48 @@ class ProgressBar(Reporter):
         self.bar.set_postfix(score=f"{metrics[f'{self.prefix}/score']:.3f}", kl=f"{metrics[f'{self.prefix}/kl']:.2f}")
 
 
-def run(args: argparse.Namespace, store: Store) -> int:
-    """Train in this process with a progress bar; every check runs before the job row is written."""
-    from .ppo_job import build_trainer, start_policy, train_ppo
-    from .worker import run_job as run_claimed_job
+def checked_run(args: argparse.Namespace, store: Store) -> PPORun:
+    """The run to start (its start policy fixed now, so a resume trains the same version) or to resume."""
+    from .ppo_job import start_policy
 
     if args.resume is not None:
         job = job_rows.get_job(store, args.resume)
         if job.kind != JobKind.PPO:
             raise InvalidInput(f"job {job.id} is a {job.kind} job, not a PPO job; give the id of a PPO job")
-        run = PPORun.from_dict(job.config)
-        trainer, _ = build_trainer(store, run)
-        job_id = job_rows.requeue_job(store, job.id).id
+        return PPORun.from_dict(job.config)
+    run = run_from_args(args)
+    run.policy_id = start_policy(store, run.policy_id).id
+    return run
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    """Train in this process with a progress bar, or (--accelerate-config) through the launcher, followed here;
+    every check runs before the job row is written."""
+    from .ppo_job import plan_ppo
+
+    run = checked_run(args, store)
+    if args.accelerate_config is None:
+        return run_here(args, store, run)
+    plan_ppo(store, run)  # every check that loads no model; the phase's processes load them
+    job = launch_and_follow(store, JobKind.PPO, asdict(run), args.accelerate_config, resume=args.resume)
+    name = PPOConfig(**run.ppo).algorithm
+    if job.status is JobStatus.COMPLETED:
+        from storage.policies import latest_policy
+
+        print(f"{name} job {job.id}: completed; registered policy version {latest_policy(store).id}")
+        return 0
+    return report_unfinished(name, job)
+
+
+def run_here(args: argparse.Namespace, store: Store, run: PPORun) -> int:
+    """Train in this process with a progress bar."""
+    from .ppo_job import build_trainer, train_ppo
+    from .worker import run_job as run_claimed_job
+
+    trainer, _ = build_trainer(store, run)
+    if args.resume is not None:
+        job_id = job_rows.requeue_job(store, args.resume).id
     else:
-        run = run_from_args(args)
-        run.policy_id = start_policy(store, run.policy_id).id  # fixed now, so a resume trains the same version
-        trainer, _ = build_trainer(store, run)
         job_id = job_rows.create_job(store, JobKind.PPO.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())
     name = trainer.algorithm.value
@@ -84,8 +113,13 @@ def run(args: argparse.Namespace, store: Store) -> int:
     if status is JobStatus.COMPLETED:
         print(f"{name} job {job_id}: completed; registered policy version {outcome[0].policy_id}")
         return 0
-    if status is JobStatus.CANCELLED:
-        print(f"{name} job {job_id}: cancelled after {trainer.iteration} iterations; resume with --resume {job_id}")
+    return report_unfinished(name, job_rows.get_job(store, job_id))
+
+
+def report_unfinished(name: str, job: Job) -> int:
+    """The last line of a job that did not complete: where it stopped and how to resume, or its error."""
+    if job.status is JobStatus.CANCELLED:
+        print(f"{name} job {job.id}: cancelled at {job.phase or 'its start'}; resume with --resume {job.id}")
         return 0
-    print(f"{name} job {job_id}: failed: {job_rows.get_job(store, job_id).error.splitlines()[-1]}", file=sys.stderr)
+    print(f"{name} job {job.id}: {job.status.value}: {job.error.splitlines()[-1]}", file=sys.stderr)
     return 1
