@@ -4,6 +4,7 @@ launcher, the job's status, admins only under --auth."""
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +18,7 @@ from storage import jobs as job_rows
 from storage.policies import add_policy
 from storage.prompts import add_prompts
 from storage.types import JobStatus
+from trainers.launch_config import read_launch_config
 from trainers.loop_config import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,3 +158,28 @@ def test_the_tab_shows_the_token_limits_of_the_settings_and_the_longest_prompt(d
     assert "responses up to 60, prompts up to 4 " in show_limits(studio, "demo", '{"response_length": 60}')
     assert "does NOT fit" in show_limits(studio, "demo", '{"response_length": 60}')
     assert "fix the advanced settings" in show_limits(studio, "demo", "{not json")
+
+
+def test_the_tab_and_the_job_status_say_how_jobs_run(studio, store, monkeypatch):
+    assert train_tab.new_jobs_run_on(studio) == "1 process (the job's worker)"
+    missing = ROOT / "accelerate" / "missing.yaml"
+    assert train_tab.new_jobs_run_on(replace(studio, accelerate_config=str(missing))).startswith("no processes until the accelerate config is fixed "
+                                                        f"(accelerate config {missing} does not exist")
+    studio = replace(studio, accelerate_config=str(ROOT / "accelerate" / "cpu-2proc.yaml"))
+    two = "2 processes on 1 machine (CPU), mixed precision no, DeepSpeed off"
+    assert train_tab.new_jobs_run_on(studio).startswith(two)
+    started = []
+
+    def start_job(store, kind, config, accelerate_config):  # as the launcher records it, without a worker
+        started.append(accelerate_config)
+        return job_rows.create_job(store, kind, config, read_launch_config(accelerate_config).to_dict())
+
+    monkeypatch.setattr(train_tab, "start_job", start_job)
+    status = train_tab.api_start_loop(studio, json.dumps(SMALL), OWNER)
+    assert started == [studio.accelerate_config]
+    assert status["runs_on"] == f"{two}, accelerate config {studio.accelerate_config}"
+    assert f"Trains on {two}" in train_tab.newest_job(studio).status
+    with gr.Blocks() as blocks:
+        train_tab.layout(train_tab.new_jobs_run_on(studio))
+    [intro] = [b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "train-runs-on"]
+    assert f"Training phases run on {two}" in intro.value
