@@ -170,6 +170,17 @@ def app(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
 
 
+def test_ppo_with_a_config_goes_through_the_launcher_and_says_how_many_processes(demo_store, launched_env):
+    done = app("ppo", "--db", str(demo_store.path), "--iterations", "1", "--reward", "oracle", "--batch-size", "4",
+               "--response-length", "4", "--accelerate-config", str(CPU_2PROC))
+    assert done.returncode == 0, done.stderr[-2000:]
+    [job] = job_rows.list_jobs(demo_store)
+    assert f"ppo job {job.id} trains on 2 processes on 1 machine (CPU)" in done.stderr
+    assert done.stdout.strip().endswith(f"ppo job {job.id}: completed; registered policy version "
+                                        f"{list_policies(demo_store)[-1].id}")
+    assert job.launch["processes"] == 2 and len(phase_folders(demo_store, job.id)) == 1  # trained in a launched phase
+
+
 @pytest.mark.parametrize("command", [["ppo", "--iterations", "1", "--reward", "oracle"], ["train-reward"],
                                      ["loop", "--rounds", "1"]])
 def test_a_missing_config_is_refused_in_one_line_before_any_store_exists(tmp_path, command):
