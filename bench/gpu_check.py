@@ -6,7 +6,15 @@ conversational prompts), measures generation tokens/s, then runs a 2-round oracl
 annotator, HF generation, bf16), stopped during round 1's PPO and resumed once, and prints episodes/s, generation
 tokens/s and peak GPU memory as a markdown table. `--size tiny` runs the same steps on a CPU in a minute or two.
 
+`--accelerate FILE` then runs a 1-round loop job on the same project through the launcher, as `serve
+--accelerate-config FILE` runs the Train tab's jobs: its reward and PPO phases under `accelerate launch --config_file
+FILE` (issue 16), and adds a row: how it ran, PPO episodes/s and the peak GPU memory the job's processes took
+(device-wide, polled, above what was in use before it started). Written for a lent GPU with accelerate/gpu-1.yaml;
+never run on one yet (no GPU was lent to the task that wrote it); on a CPU, `--size tiny --accelerate
+accelerate/cpu-2proc.yaml` runs the same steps.
+
     python bench/gpu_check.py                      # on the GPU machine (about 5 minutes on one H200)
+    python bench/gpu_check.py --accelerate accelerate/gpu-1.yaml    # the same, then the loop under accelerate
     python bench/gpu_check.py --size tiny          # the same steps on a CPU, as a smoke test
 """
 
@@ -33,6 +41,8 @@ from storage.policies import list_policies  # noqa: E402
 from storage.prompts import list_prompts  # noqa: E402
 from tests.tiny_models import build_tiny_qwen  # noqa: E402
 from trainers.generation import HFGenerator  # noqa: E402
+from trainers.launch_config import read_launch_config  # noqa: E402
+from trainers.launcher import start_job  # noqa: E402
 from trainers.loop_config import LoopConfig  # noqa: E402
 from trainers.models import load_sampler_policy, load_tokenizer  # noqa: E402
 from trainers.project import start_project  # noqa: E402
@@ -100,11 +110,56 @@ def run_loop(store: Store, settings: dict) -> tuple[int, list[str], float]:
     return job_id, states, time.perf_counter() - started
 
 
+class GPUMemoryPeak(threading.Thread):
+    """Polls the device-wide GPU memory in use (every process's), keeping its peak above the level at the start."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.done, self.base, self.peak = threading.Event(), self.in_use(), 0
+
+    @staticmethod
+    def in_use() -> int:
+        if not torch.cuda.is_available():
+            return 0
+        free, total = torch.cuda.mem_get_info()
+        return total - free
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self.peak = max(self.peak, self.in_use() - self.base)
+
+
+def run_launched_loop(store: Store, settings: dict, config: str) -> tuple[int, str, float, float]:
+    """A 1-round loop job through the launcher under `config`; (job id, end state, seconds, peak GPU GiB)."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    peak = GPUMemoryPeak()
+    peak.start()
+    started = time.perf_counter()
+    job_id = start_job(store, "loop", LoopConfig.from_dict({**settings, "rounds": 1}).to_dict(), config)
+    while job_rows.get_job(store, job_id).status.active:
+        time.sleep(0.5)
+    peak.done.set()
+    peak.join()
+    job = job_rows.get_job(store, job_id)
+    if job.error:
+        print(job.error, file=sys.stderr)
+    return job_id, job.status.value, time.perf_counter() - started, peak.peak / 2**30
+
+
+def median_episodes_per_s(store: Store, job_id: int) -> float:
+    episodes = sorted(r["value"] for r in read_metrics(store, job_id, names=["ppo/episodes_per_s"]))
+    return episodes[len(episodes) // 2] if episodes else float("nan")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=list(SIZES), default="0.5b" if torch.cuda.is_available() else "tiny")
     parser.add_argument("--work", default=None, help="folder for the model and the store (default: a temp folder)")
+    parser.add_argument("--accelerate", default=None, metavar="FILE",
+                        help="then run a 1-round loop job with its training phases under accelerate launch --config_file FILE")
     args = parser.parse_args()
+    launch = read_launch_config(args.accelerate) if args.accelerate else None  # a bad file: one line, before any work
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu-check-"))
     sizes, rows = SIZES[args.size]
     settings = LOOPS[args.size]
@@ -118,16 +173,23 @@ def main() -> int:
     prompts = [p.content for p in list_prompts(store, heldout=False)][:64]
     tokens_per_s = generation_tokens_per_s(model_dir, prompts, settings.get("bf16", False), settings["response_length"])
     job_id, states, seconds = run_loop(store, settings)
-    episodes = [r["value"] for r in read_metrics(store, job_id, names=["ppo/episodes_per_s"])]
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else float("nan")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     print("\n| model | device | parameters | loop states | policy versions | PPO episodes/s (median) | "
           "generation tokens/s | peak GPU memory GiB | loop seconds |")
     print("|---|---|---:|---|---:|---:|---:|---:|---:|")
     print(f"| Qwen2-shaped {args.size} | {device} | {parameters / 1e6:.1f}M | {' -> '.join(states)} | "
-          f"{len(list_policies(store))} | {sorted(episodes)[len(episodes) // 2]:.1f} | {tokens_per_s:.0f} | "
+          f"{len(list_policies(store))} | {median_episodes_per_s(store, job_id):.1f} | {tokens_per_s:.0f} | "
           f"{peak:.1f} | {seconds:.0f} |")
-    return 0 if states == ["cancelled", "completed"] and len(list_policies(store)) == 3 else 1
+    ok = states == ["cancelled", "completed"] and len(list_policies(store)) == 3
+    if launch is not None:
+        launched_id, state, launched_s, launched_peak = run_launched_loop(store, settings, args.accelerate)
+        print(f"| Qwen2-shaped {args.size}, 1 round under accelerate launch: {launch.describe()} | {device} | "
+              f"{parameters / 1e6:.1f}M | {state} | {len(list_policies(store))} | "
+              f"{median_episodes_per_s(store, launched_id):.1f} | | {launched_peak:.1f} (its processes, polled) | "
+              f"{launched_s:.0f} |")
+        ok = ok and state == "completed" and len(list_policies(store)) == 4
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
