@@ -4,7 +4,8 @@
 A whole 1-round loop job (a reward phase, then a PPO phase) through the launcher: both ranks end each phase with the
 same weights, each metric step is stored once, one reward model and one policy version are registered, and rank 1
 trains with no store at all (its sqlite3 refuses to connect). A PPO job: a SIGKILL of one rank interrupts the job,
-resume continues it, a stop cancels both ranks within one iteration, and a second resume completes it.
+resume continues it, a stop cancels both ranks within one iteration, and a second resume completes it. A stop
+reaches both ranks of a reward phase within one logging step. `ppo --accelerate-config` goes through the launcher.
 """
 
 import json
@@ -163,6 +164,30 @@ def test_a_killed_rank_interrupts_a_stop_cancels_both_and_resume_completes(demo_
     assert job.status is JobStatus.COMPLETED, job.error
     assert kl_steps() == list(range(1, PPO["iterations"] + 1))  # each iteration logged once, none missing
     assert len(list_policies(store)) == policies_before + 1
+
+
+def test_a_stop_reaches_both_ranks_of_a_reward_phase_within_one_logging_step(demo_store, launched_env):
+    store = demo_store
+    labelled = app("label", "--db", str(store.path), "--annotator", "oracle", "--n", "40")
+    assert labelled.returncode == 0, labelled.stderr
+    settings = {"epochs": 200.0, "batch_size": 4, "logging_steps": 1, "norm_samples": 8}
+    job_id = start_job(store, "reward", settings, CPU_2PROC)
+
+    def logged_steps() -> int:
+        return len(read_metrics(store, job_id, names=["reward/loss"]))
+
+    try:
+        wait_for(lambda: logged_steps() >= 2 or finished(store, job_id))
+        at_stop = logged_steps()
+        stop_job(store, job_id)
+        job = wait_for(partial(finished, store, job_id))
+    finally:
+        kill_job(store, job_id)
+    assert job.status is JobStatus.CANCELLED, job.error
+    assert logged_steps() <= at_stop + 1  # stopped within one logging step
+    assert phase_processes(store, job_id) == [] and list_reward_models(store) == []
+    [folder] = phase_folders(store, job_id)
+    assert all(record.get("cancelled") for record in rank_records(folder))  # each rank saw the stop
 
 
 def app(*args: str) -> subprocess.CompletedProcess:
