@@ -30,7 +30,7 @@ from tests import helpers
 from trainers.launch_config import read_launch_config
 from trainers.launcher import resume_job, start_job, stop_job
 from trainers.loop_config import LoopConfig
-from trainers.phase_launch import PHASES_FOLDER, check_machine
+from trainers.phase_launch import PHASES_FOLDER, check_machine, phase_command
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_2PROC = ROOT / "accelerate" / "cpu-2proc.yaml"
@@ -251,6 +251,17 @@ def test_more_gpus_than_the_machine_has_fails_in_one_line(tmp_path, demo_store, 
                "--accelerate-config", str(two_gpus))
     assert done.returncode == 2 and "asks for 2 GPUs" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert job_rows.list_jobs(demo_store) == []
+
+
+def test_a_phase_is_an_accelerate_launch_of_the_phase_worker_and_a_bad_config_starts_no_job(store, tmp_path):
+    spec = tmp_path / "spec.json"
+    argv = phase_command(read_launch_config(CPU_2PROC).to_dict(), spec)  # no shell: an argv
+    assert argv[:5] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC)]
+    assert argv[-4:] == ["-m", "trainers.phase_worker", "--spec", str(spec)]
+    assert argv[argv.index("--main_process_port") + 1].isdigit()  # one machine: a free port of its own
+    with pytest.raises(InvalidInput, match="accelerate config .*missing.yaml does not exist"):
+        start_job(store, "ppo", {}, tmp_path / "missing.yaml")
+    assert job_rows.list_jobs(store) == []
 
 
 def test_the_shipped_configs_describe_how_a_job_runs():
