@@ -63,7 +63,7 @@ def studio(tmp_path_factory):
     add_policy(store, str(ROOT / "assets" / "demo_policy"), round=0, note="SFT")
     started = []
 
-    def start_without_worker(store, kind, config):
+    def start_without_worker(store, kind, config, accelerate_config=None):
         started.append((kind, config))
         return job_rows.create_job(store, kind, config)
 
