@@ -23,17 +23,18 @@ from storage import jobs as job_rows
 from storage.generations import (EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples,
                                  list_generations)
 from storage.metrics import log_metrics, read_metrics
-from storage.pairs import add_pairs, list_pairs
+from storage.pairs import list_pairs
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
+from .audit_pairs import queue_round_pairs
 from .loop_config import Annotator, LoopConfig, check_against_store, ppo_settings, reward_settings, round_seed
 from .ppo_config import PPORun, RewardSource
 from .reporting import JobCancelled, Reporter
-from .sampling import SamplingConfig, queue_random_pairs, sample_policy
+from .sampling import SamplingConfig, random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
 EVAL_SEED = 12345
@@ -123,9 +124,11 @@ class Loop:
             candidates = candidate_pairs(samples, exclude=queued)
             scorer = RewardScorer.from_dirs([m.path for m in ensemble])
             probs = pair_probabilities(scorer, candidates, {p.id: p.content for p in chosen})
-            add_pairs(self.store, select_by_disagreement(candidates, probs, wanted, round=g))
+            regular = select_by_disagreement(candidates, probs, wanted, round=g)
         else:
-            queue_random_pairs(self.store, samples, wanted, seed, g)
+            regular = random_pairs(self.store, samples, wanted, seed, g)
+        queue_round_pairs(self.store, regular, samples, {p.id: p.content for p in chosen}, config.audit_share,
+                          config.labels_per_round, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config = self.config
