@@ -31,9 +31,12 @@ from storage.rounds import add_round, list_rounds, max_policy_round_before, roun
 from storage.types import Generation, Job, Policy
 
 from .audit_pairs import queue_round_pairs
-from .loop_config import Annotator, LoopConfig, check_against_store, ppo_settings, reward_settings, round_seed
+from .loop_config import (Annotator, LoopConfig, OnWarning, check_against_store, ppo_settings, reward_settings,
+                          round_seed)
+from .loop_warnings import (VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings,
+                            warning_line)
 from .ppo_config import PPORun, RewardSource
-from .reporting import JobCancelled, Reporter
+from .reporting import JobCancelled, JobPaused, Reporter
 from .sampling import SamplingConfig, random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
@@ -92,13 +95,28 @@ class Loop:
         if not members:
             self.step(index, "training the reward model", 0.3)
             self.train_reward(g)
+        self.warn(reward_phase_warnings(self.store, self.job.id, config, g))
         new_policy = latest_policy(self.store)
         if new_policy.round != g or new_policy.created < self.job.created:
+            self.pause_if_warned()
             self.step(index, self.optimiser, 0.5)
             self.run_ppo(index, g)
             new_policy = latest_policy(self.store)
         self.step(index, "summarising", 0.95)
         self.summarise(index, g, new_policy)
+        self.warn(policy_phase_warnings(self.store, self.job.id, config, g, self.first_round))
+
+    def warn(self, warnings) -> None:
+        """Print and log each new warning (`warning: <rule>: <title> ...`)."""
+        for warning in warnings:
+            self.log(warning_line(warning))
+            job_rows.add_log(self.store, self.job.id, warning_line(warning))
+
+    def pause_if_warned(self) -> None:
+        """With `on_warning: pause`, stop before a PPO/GRPO phase while a warning is not acknowledged by a resume."""
+        reason = pause_reason(self.store, self.job.id) if self.config.on_warning == OnWarning.PAUSE else None
+        if reason:
+            raise JobPaused(reason)
 
     def queue_pairs(self, policy: Policy, g: int, seed: int) -> None:
         config = self.config
@@ -148,6 +166,7 @@ class Loop:
         from .reward_job import train_reward_model
 
         result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
+        log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
 

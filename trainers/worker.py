@@ -25,7 +25,7 @@ from storage.types import Job, JobStatus
 
 from . import loop, ppo_job, reward_job
 from .job_layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, is_main_process
-from .reporting import JobCancelled
+from .reporting import JobCancelled, JobPaused
 
 Runner = Callable[[Store, Job], None]
 RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job (every process under accelerate)
@@ -89,6 +89,9 @@ def run_job(store: Store, job: Job, runner: Runner | None = None) -> JobStatus:
     except JobCancelled:
         job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
         return JobStatus.CANCELLED
+    except JobPaused as paused:
+        job_rows.pause_job(store, job.id, str(paused))
+        return JobStatus.PAUSED
     except BaseException as exc:
         status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.FAILED
         tail = "".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:]
@@ -116,14 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         job = job_rows.get_job(store, args.job)
     status = run_job(store, job) if is_main_process() else run_as_helper(store, job)
     print(f"job {args.job}: {status.value if status else 'done'}", file=sys.stderr)
-    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, None) else 1
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED, None) else 1
 
 
 def run_as_helper(store: Store, job: Job) -> None:
     """A non-main process of a distributed job: run its part; a stop (decided by the main process) ends it cleanly."""
     try:
         RUNNERS[job.kind](store, job)
-    except JobCancelled:
+    except (JobCancelled, JobPaused):
         pass
 
 
