@@ -20,15 +20,15 @@ A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive step
 
 | rule | fires when | why this threshold |
 |---|---|---|
-| `kl_per_token` | KL to the reference / response length > 0.5 nats per token | the demo's healthy runs stay below 0.1 and large-model runs report ~0.05-0.2; at 0.5 every token is on average 1.6x likelier under the policy than the reference: it writes something else |
-| `kl_growth` | within one phase the KL per token grew 5-fold from the phase's first steps, to 0.2 or more | a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters means nothing holds it |
+| `kl_per_token` | KL to the reference / response length > 0.5 nats per token | the demo's healthy rounds end at 0.12-0.18 while β = 0 with lr 1e-3 passes 0.5 within 2-3 iterations; at 0.5 every token is on average 1.6x likelier under the policy than the reference: it writes something else |
+| `kl_growth` | within one phase the KL per token grew 5-fold from the phase's first steps, to 0.3 or more | a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters means nothing holds it (healthy demo rounds reach 0.12-0.18 from ~0) |
 | `score_beyond_range` | normalised reward-model score > 3 | rewards are normalised to mean 0, std 1 on the samples the reward model was fitted to; 3 std above their mean is beyond ~all of them: the reward model is extrapolating |
 | `oracle_falls` | the oracle's score fell 0.3 or more (demo oracle units, ~1/3 of its samples' std) below the phase's first steps, or below the previous round's held-out score, while the reward-model score rose | the policy is learning what the reward model gets wrong; a healthy phase moves the oracle up with the score |
 | `entropy_floor` | per-token entropy < 0.1 nats | ~0.1 nats means the likeliest token takes ~99% of the mass: sampling is nearly greedy and the samples stop varying |
 | `length_collapse` | mean response length < 2 tokens | the policy answers with (almost) nothing: a reward found in ending at once |
 | `never_ending` | fewer than 20% of responses end with EOS | the policy runs into the length limit instead of finishing (its scores are then cut texts) |
 | `validation_too_small` | fewer than 20 held-out pairs | the accuracy on n pairs has a standard error of ~0.5/sqrt(n): below 20 pairs (±0.22 at 95%) it cannot tell a useful reward model from a coin |
-| `reward_model_near_chance` | validation accuracy < 60% on 20 pairs or more | see above; 60% is the old rule's threshold |
+| `reward_model_near_chance` | validation accuracy < 60% on 50 pairs or more | 60% is the whole-job rule's threshold; on fewer than 50 pairs (±0.14 at 95%) a sound round-1 demo reward model often scores 50-56%, so less says too little to warn |
 | `audit_agreement_low` | people agree with the reward model on fewer than `audit_min_agreement` (60%) of its confident audit pairs, over 5 labels or more | on the pairs it is surest of, a sound reward model agrees with people far above 60%; below it, it rewards what people do not want |
 """
 
@@ -51,13 +51,14 @@ ORACLE_ROUNDS = 3
 WINDOW = 2  # consecutive PPO/GRPO steps a per-phase condition must hold for
 KL_PER_TOKEN_MAX = 0.5
 KL_PHASE_GROWTH = 5.0
-KL_GROWTH_FLOOR = 0.2
+KL_GROWTH_FLOOR = 0.3
 SCORE_RANGE = 3.0
 ORACLE_DROP = 0.3
 ENTROPY_FLOOR = 0.1
 MIN_LENGTH = 2.0
 MIN_EOS_RATE = 0.2
 MIN_VAL_PAIRS = 20
+MIN_CHANCE_PAIRS = 50
 MIN_AUDIT_LABELS = 5
 
 
@@ -288,13 +289,16 @@ def phase_findings(phase: Phase) -> list[Finding]:
 
 
 def reward_model_findings(round: int, step: int | None, val_accuracy: float | None, val_pairs: int) -> list[Finding]:
-    """A round's reward model validated on too few pairs to say anything, or near chance on enough of them."""
+    """A round's reward model validated on too few pairs to say anything, or near chance on enough of them (a count
+    in between says nothing either way)."""
     if val_pairs < MIN_VAL_PAIRS:
         accuracy = f" its accuracy of {val_accuracy:.0%} says nothing" if val_accuracy is not None else ""
         return [Finding("validation_too_small", "Reward model validated on too few pairs",
                         f"The reward model was validated on {val_pairs} held-out pair(s) (< {MIN_VAL_PAIRS}):{accuracy}.",
                         "Collect more labels per round (a fifth of them are held out for validation) before trusting "
                         "the reward model.", round, step)]
+    if val_pairs < MIN_CHANCE_PAIRS:
+        return []
     found = reward_model_near_chance([] if val_accuracy is None else [val_accuracy])
     return [replace(found, round=round, step=step)] if found else []
 

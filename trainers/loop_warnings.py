@@ -41,15 +41,21 @@ def _values(store: Store, job_id: int, names: list[str]) -> dict[str, dict[int, 
 
 
 def reward_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: int) -> list[JobWarning]:
+    """Record what `reward_phase_findings` finds; returns the new warnings."""
+    return record(store, job_id, reward_phase_findings(store, job_id, config, round))
+
+
+def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int) -> list[Finding]:
     """Round `round`'s reward model (validation size and accuracy) and its audit pairs' agreement."""
     series = _values(store, job_id, ["reward/val_accuracy", VAL_PAIRS_METRIC])
     accuracy = series["reward/val_accuracy"]
     step = max(accuracy) if accuracy else None
-    val_pairs = int(series[VAL_PAIRS_METRIC].get(round, 0))
+    if round not in series[VAL_PAIRS_METRIC]:
+        return []  # no reward model of this round yet
+    val_pairs = int(series[VAL_PAIRS_METRIC][round])
     found = reward_model_findings(round, step, accuracy.get(step) if step is not None else None, val_pairs)
     audit = agreement(audit_votes(store, round=round))
-    found += audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
-    return record(store, job_id, found)
+    return found + audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
 
 
 def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int) -> Phase:
@@ -67,6 +73,12 @@ def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_ro
 
 def policy_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int
                           ) -> list[JobWarning]:
+    """Record what `policy_phase_findings` finds; returns the new warnings."""
+    return record(store, job_id, policy_phase_findings(store, job_id, config, round, first_round))
+
+
+def policy_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int
+                          ) -> list[Finding]:
     """Round `round`'s PPO/GRPO phase, and its new policy's held-out oracle score against the last policy's."""
     phase = phase_of(store, job_id, config, round, first_round)
     found = phase_findings(phase)
@@ -76,7 +88,7 @@ def policy_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: 
         last_step = phase.steps[-1] if phase.steps else None
         crossing = held_out_oracle_falls(round, last_step, held_out[round - 1], held_out[round], score[-1] - score[0])
         found += [crossing] if crossing else []
-    return record(store, job_id, found)
+    return found
 
 
 def pause_reason(store: Store, job_id: int) -> str | None:
