@@ -31,6 +31,7 @@ from storage.types import Outcome
 from .selection import Candidate
 
 AUDIT = "audit"  # the selector value of an audit pair in the store (annotators never see selectors)
+DEFAULT_MIN_AGREEMENT = 0.6  # below this share of audit labels siding with the reward model, the loop warns
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config
 
 
 def resume_job(store: Store, job_id: int, accelerate_config: str | None = None) -> Job:
-    """Offer a cancelled, failed or interrupted job to a new worker; it continues from its last completed step."""
+    """Offer a cancelled, failed, interrupted or paused job to a new worker; it continues from its last completed
+    step."""
     reap_orphans(store)
     job = job_rows.requeue_job(store, job_id)
     launch_worker(store, job_id, accelerate_config)

@@ -17,9 +17,11 @@ import time
 import numpy as np
 import torch
 
+from labeling.audit_pairs import agreement
 from labeling.selection import Selector, candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
+from storage.audit_pairs import audit_votes
 from storage.generations import (EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples,
                                  list_generations)
 from storage.metrics import log_metrics, read_metrics
@@ -197,6 +199,9 @@ class Loop:
         oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == Annotator.ORACLE)
         if oracle_score is not None:
             summary["oracle_score"] = oracle_score
+        audit = agreement(audit_votes(self.store, round=g))
+        if audit.value is not None:
+            summary["audit_agreement"] = audit.value
         add_round(self.store, self.job.id, g, self.config.to_dict(), summary, new_policy.id,
                   members[0].id if members else None)
         log_metrics(self.store, self.job.id, g, {f"round/{k}": v for k, v in summary.items() if v is not None})

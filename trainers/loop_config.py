@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
+from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import Store
@@ -78,7 +79,7 @@ class LoopConfig:
     seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
     audit_share: float = field(default=0.1, metadata={
         "help": "share of each round's labels on audit pairs (pairs the reward model ranks confidently; 0: none)"})
-    audit_min_agreement: float = field(default=0.6, metadata={
+    audit_min_agreement: float = field(default=DEFAULT_MIN_AGREEMENT, metadata={
         "help": "warn when audit labels agree with the reward model less often than this"})
     on_warning: str = field(default=OnWarning.CONTINUE.value, metadata={
         "help": "on a failure warning: continue, or pause before the next PPO/GRPO phase", "choices": OnWarning})
