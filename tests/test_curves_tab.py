@@ -108,7 +108,8 @@ def test_points_are_tagged_with_their_round(store):
     kl = metric_series(store, run["job_id"], names=["ppo/kl"])["ppo/kl"]
     assert kl.steps == list(range(1, 11)) and kl.rounds == [1] * 5 + [2] * 5
     assert set(metric_series(store, run["job_id"], prefix="round/")) == {
-        "round/labels", "round/reward_val_accuracy", "round/score", "round/kl", "round/oracle_score"}
+        "round/labels", "round/reward_val_accuracy", "round/score", "round/kl", "round/oracle_score",
+        "round/audit_agreement"}
     assert metric_series(store, run["job_id"] + 1, prefix="ppo/") == {}
 
 
@@ -365,6 +366,6 @@ def test_metrics_api(client, run):
     assert [(r["step"], r["value"]) for r in as_list] == [(1, pytest.approx(0.5)), (2, pytest.approx(0.6)),
                                                          (3, pytest.approx(0.7))]
     everything = client.predict(job_id=job_id, names="", api_name="/metrics")
-    assert len(everything) == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12 + 3 * 5 + 3 * 2
+    assert len(everything) == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12 + 3 * 6 + 3 * 2  # 6 round summaries
     with pytest.raises(Exception, match="does not exist"):
         client.predict(job_id=job_id + 99, names="ppo/kl", api_name="/metrics")
