@@ -16,6 +16,7 @@ bench/out/failure_warnings.json.
     python bench/failure_warnings.py                       # every arm, ~30 min on 2 busy cores
     python bench/failure_warnings.py --arms no_kl --seeds 0
     python bench/failure_warnings.py --rejudge             # the stored runs judged again by the current rules
+    python bench/failure_warnings.py --arms flipped --config '{"rounds": 2}' --tag r2   # settings on top of each arm
 """
 
 from __future__ import annotations
@@ -109,10 +110,14 @@ def judge(arm: str, seed: int, folder: Path) -> dict:
             "fired": [{"rule": f.rule, "round": f.round, "step": f.step, "detail": f.detail} for f in found]}
 
 
-def _run_in_child(arm: str, seed: int) -> dict:
+def run_folder(arm: str, seed: int, tag: str) -> Path:
+    return WORK / (f"{arm}-{seed}" + (f"-{tag}" if tag else ""))
+
+
+def _run_in_child(arm: str, seed: int, config: str = "{}", tag: str = "") -> dict:
     """Each arm in its own process (the flipped arm patches the annotator)."""
-    result = subprocess.run([sys.executable, __file__, "--child", arm, str(seed)], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run([sys.executable, __file__, "--child", arm, str(seed), "--config", config, "--tag", tag],
+                            cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         return {"arm": arm, "seed": seed, "broken": ARMS[arm][2], "status": "error: " + result.stderr[-300:],
                 "rounds": 0, "fired": []}
@@ -141,21 +146,26 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=None, help="seeds of every arm (default: per arm)")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--rejudge", action="store_true", help="judge the stored runs again; train nothing")
+    parser.add_argument("--config", default="{}", metavar="JSON", help="loop settings on top of every arm's")
+    parser.add_argument("--tag", default="", help="names these runs' folders and JSON file apart")
     parser.add_argument("--child", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         arm, seed = args.child
-        print(json.dumps(run_arm(arm, int(seed), WORK / f"{arm}-{seed}")))
+        print(json.dumps(run_arm(arm, int(seed), run_folder(arm, int(seed), args.tag), json.loads(args.config))))
         return
     runs = [(arm, seed) for arm in args.arms for seed in (args.seeds or SEEDS.get(arm, (0,)))]
     if args.rejudge:
-        rows = [judge(arm, seed, WORK / f"{arm}-{seed}") for arm, seed in runs if (WORK / f"{arm}-{seed}").exists()]
+        rows = [judge(arm, seed, run_folder(arm, seed, args.tag)) for arm, seed in runs
+                if run_folder(arm, seed, args.tag).exists()]
     else:
         seeded_template()
         with ProcessPoolExecutor(args.workers) as pool:
-            rows = list(pool.map(_run_in_child, *zip(*runs)))
+            rows = list(pool.map(_run_in_child, *zip(*runs), [args.config] * len(runs), [args.tag] * len(runs)))
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "failure_warnings.json").write_text(json.dumps({"base": BASE, "runs": rows}, indent=1) + "\n")
+    name = "failure_warnings" + (f"-{args.tag}" if args.tag else "")
+    (OUT / f"{name}.json").write_text(json.dumps({"base": BASE, "config": json.loads(args.config), "runs": rows},
+                                                 indent=1) + "\n")
     print(table(rows))
 
 
