@@ -17,6 +17,7 @@ from itertools import groupby
 import numpy as np
 from gradio.components.plot import PlotData
 
+from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from storage.curves import Series
 from trainers.diagnostics import downsample, ema
 from trainers.ppo_config import Algorithm
@@ -34,7 +35,8 @@ GRPO_PANELS = {f"grpo/{k}": v for k, v in {**OPTIMISER_HEAD, "loss": "GRPO loss"
                                           "zero_variance_groups": "Groups with equal rewards", **OPTIMISER_TAIL}.items()}
 OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS}  # no value-function panels for GRPO
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
-                "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score"}
+                "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",
+                "audit_agreement": "Audit pairs: people agree with the RM"}
 PANEL_POINTS = 1000  # points sent per chart panel (shared by its lines), after smoothing
 MIN_LINE_POINTS = 100
 COLORS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777"]
@@ -187,8 +189,8 @@ def optimiser_figure(group: dict[str, list[Segment]], smoothing: float, name: st
 
 
 def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:
-    """Per round: labels, reward-model validation accuracy, mean score, KL and oracle score, with chance and the
-    SFT policy's oracle score as dotted reference lines."""
+    """Per round: labels, reward-model validation accuracy, mean score, KL, oracle score and audit agreement, with
+    chance, the SFT policy's oracle score and the audit warning level as dotted reference lines."""
     traces = {}
     for i, key in enumerate(ROUND_PANELS):
         points = [(r["round"], r["summary"][key]) for r in rounds if r["summary"].get(key) is not None]
@@ -202,8 +204,9 @@ def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> Pl
         else:
             line = _trace(x, y, ROUND_PANELS[key], color, 2.5, i + 1, mode="lines+markers", marker={"size": 7})
         traces[key] = [line]
-        reference = {"reward_val_accuracy": ("chance", 0.5), "oracle_score": ("SFT policy", sft_oracle)}.get(key)
+        reference = {"reward_val_accuracy": ("chance", 0.5), "oracle_score": ("SFT policy", sft_oracle),
+                     "audit_agreement": ("warning level", DEFAULT_MIN_AGREEMENT)}.get(key)
         if reference and reference[1] is not None:
             traces[key].append(_trace([min(x) - 0.2, max(x) + 0.2], [reference[1]] * 2, reference[0], MUTED, 1, i + 1,
                                       line={"color": MUTED, "width": 1.5, "dash": "dot"}))
-    return figure(ROUND_PANELS, traces, 5, "round", 230, name, x_axis={"dtick": 1, "tick0": 0})
+    return figure(ROUND_PANELS, traces, 3, "round", 230, name, x_axis={"dtick": 1, "tick0": 0})

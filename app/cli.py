@@ -337,6 +337,14 @@ def audit_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+@subcommand("status", "print the jobs (or one) with their status, progress and failure warnings")
+def status_arguments(parser: argparse.ArgumentParser):
+    from . import status_cli
+
+    status_cli.add_arguments(parser)
+    return status_cli.run
+
+
 def record_terminal_action(args: argparse.Namespace, started: float, exit_code: int) -> None:
     """Add a finished admin command to its store's audit trail: by `cli:<OS user>`, at its start, with its
     arguments, exit code and the jobs it ran. Nothing is recorded for a store that does not exist."""

@@ -19,6 +19,7 @@ from gradio.components.plot import PlotData
 from storage import jobs as job_rows
 from storage.curves import metric_series
 from storage.generations import eval_samples
+from storage.job_warnings import list_warnings
 from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
@@ -46,6 +47,7 @@ class Curves:
     algorithm: Algorithm
     rounds: list[dict]  # every round of the store, with its summary
     sft_oracle: float | None  # mean oracle score of the round-0 policy's held-out samples
+    fired: list[Finding]  # the warnings the job recorded when they fired, with their round and step
 
     @property
     def points(self) -> int:
@@ -75,12 +77,15 @@ def load_curves(studio: Studio, job_id: int | None) -> Curves:
     reward, optimiser = (align_rounds({name: segments(s, open_label) for name, s in by_prefix[p].items()})
                          for p in prefixes)
     sft = [s["oracle"] for s in eval_samples(store) if s["round"] == 0 and "oracle" in s]
-    return Curves(job, reward, optimiser, algorithm, list_rounds(store), float(np.mean(sft)) if sft else None)
+    fired = [Finding(w.rule, w.title, w.detail, w.advice, w.round, w.step) for w in list_warnings(store, job.id)
+             ] if job else []
+    return Curves(job, reward, optimiser, algorithm, list_rounds(store), float(np.mean(sft)) if sft else None, fired)
 
 
 def findings(curves: Curves, choice: str) -> list[Finding]:
-    """Run the warning rules on the shown PPO (or GRPO) curves, the finished rounds' reward-model validation accuracy
-    and the rounds' scores."""
+    """The warnings the job recorded (of the chosen round, or all), then the whole-job rules on the shown PPO (or GRPO)
+    curves, the finished rounds' reward-model validation accuracy and the rounds' scores (a rule already recorded
+    is not repeated)."""
     optimiser = curves.select(curves.optimiser, choice)
     series = {name: np.concatenate([s.values for s in segs]) for name, segs in optimiser.items() if segs}
     finished = [s.values[-1] for s in curves.select(curves.reward, choice).get("reward/val_accuracy", [])
@@ -88,7 +93,8 @@ def findings(curves: Curves, choice: str) -> list[Finding]:
     series["reward/val_accuracy"] = finished
     for key in ("score", "oracle_score"):
         series[f"round/{key}"] = [r["summary"][key] for r in curves.rounds if r["summary"].get(key) is not None]
-    return diagnose(series)
+    fired = [f for f in curves.fired if choice in (ALL, str(f.round))]
+    return fired + [f for f in diagnose(series) if f.rule not in {w.rule for w in fired}]
 
 
 # ---- text and files -----------------------------------------------------------------------------------------------
@@ -97,9 +103,17 @@ def warnings_html(found: list[Finding], has_data: bool) -> str:
     if not found:
         return ('<div class="curves-ok">✓ No known failure pattern in these curves.</div>' if has_data else "")
     cards = "".join(
-        f'<div class="curves-warning"><b>⚠ {html.escape(f.title)}.</b> {html.escape(f.detail)}'
+        f'<div class="curves-warning"><b>⚠ {html.escape(f.title)}.</b> {where(f)}{html.escape(f.detail)}'
         f'<br><span class="advice">{html.escape(f.advice)}</span></div>' for f in found)
     return cards
+
+
+def where(finding: Finding) -> str:
+    """`Round 2, step 14: ` for a warning that names where it fired."""
+    if finding.round is None:
+        return ""
+    step = f", step {finding.step}" if finding.step is not None else ""
+    return f"<i>Round {finding.round}{step}:</i> "
 
 
 WARNINGS_CSS = """

@@ -13,6 +13,7 @@ import gradio as gr
 
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from storage import JobStatus
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
@@ -230,6 +231,8 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {html.escape(state['runs_on'])}."
     if state["error"]:
         line += f"\n\n❌ {html.escape(state['error'])}"
+    if job.status is JobStatus.PAUSED:
+        line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
     return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active))
 

@@ -7,6 +7,7 @@ import time
 
 from .db import Store
 from .errors import Conflict, NotFound
+from .job_warnings import acknowledge_warnings
 from .types import Job, JobStatus
 
 ACTIVE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
@@ -90,20 +91,33 @@ def finish_job(store: Store, job_id: int, status: JobStatus, error: str | None =
                    [status.value, error, time.time(), status.value, job_id])
 
 
+def pause_job(store: Store, job_id: int, reason: str) -> None:
+    """A loop stopped itself on a failure warning: status `paused`, the reason (`paused: <rule>: <title>`) as its
+    phase; resume continues it."""
+    with store.write() as db:
+        db.execute("UPDATE jobs SET status = ?, phase = ?, error = NULL, finished = ? WHERE id = ?",
+                   [JobStatus.PAUSED.value, reason, time.time(), job_id])
+
+
 def requeue_job(store: Store, job_id: int) -> Job:
-    """Offer a stopped, failed or interrupted job to a worker again (resume), if no other job is active.
+    """Offer a stopped, failed, interrupted or paused job to a worker again (resume), if no other job is active.
+    Resuming a paused job acknowledges its warnings: it does not pause again for them.
 
     Its heartbeat is set to now: a queued job's worker is given from then on (not from `created`) to claim it.
     """
     job = get_job(store, job_id)
     if job.status.active or job.status is JobStatus.COMPLETED:
-        raise Conflict(f"job {job_id} is {job.status.value}; only a cancelled, failed or interrupted job can resume")
+        raise Conflict(f"job {job_id} is {job.status.value}; only a cancelled, failed, interrupted or paused job can "
+                       "resume")
     with store.write() as db:
         busy = db.execute("SELECT id FROM jobs WHERE status IN (?, ?) AND id != ?", [*ACTIVE, job_id]).fetchone()
         if busy:
             raise Conflict(f"job {busy[0]} is still running; stop it or wait for it before resuming job {job_id}")
+        now = time.time()
+        if job.status is JobStatus.PAUSED:
+            acknowledge_warnings(db, job_id, now)
         db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ? WHERE id = ?",
-                   [JobStatus.QUEUED.value, time.time(), job_id])
+                   [JobStatus.QUEUED.value, now, job_id])
     return get_job(store, job_id)
 
 

@@ -243,6 +243,34 @@ def m009_audit_trail(db: Database) -> None:
 
 
 @migrations()
+def m010_job_warnings_and_audit_pairs(db: Database) -> None:
+    """Failure warnings as a job fired them (once per rule and round), and the audit pairs of the label queue: pairs
+    the reward model ranked confidently, with its probability that the first response is better."""
+    _run(db,
+        """
+        CREATE TABLE job_warnings (
+            id INTEGER PRIMARY KEY,
+            job_id INTEGER NOT NULL REFERENCES jobs(id),
+            rule TEXT NOT NULL,
+            round INTEGER NOT NULL DEFAULT 0,
+            step INTEGER,
+            title TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            advice TEXT NOT NULL,
+            created REAL NOT NULL,
+            acknowledged REAL,
+            UNIQUE (job_id, rule, round)
+        );
+        CREATE TABLE audit_pairs (
+            pair_id INTEGER PRIMARY KEY REFERENCES pairs(id),
+            reward_model_id INTEGER REFERENCES reward_models(id),
+            prob_first REAL NOT NULL
+        )
+        """
+    )
+
+
+@migrations()
 def m011_job_launch(db: Database) -> None:
     """How a job's training phases run: its accelerate config's path and what it asks for (processes, machines,
     mixed precision, DeepSpeed stage), as JSON; NULL for a job that trains in its worker process."""

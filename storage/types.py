@@ -33,6 +33,7 @@ class JobStatus(str, enum.Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
+    PAUSED = "paused"  # a loop stopped itself on a failure warning (`on_warning: pause`); resume continues it
 
     @property
     def active(self) -> bool:
@@ -116,6 +117,22 @@ class RewardModel:
     ensemble_size: int
     job_id: int | None
     created: float
+
+
+@dataclass(frozen=True)
+class JobWarning:
+    """A failure warning a job recorded when it fired: its rule, the round and step where it fired, what it says.
+    `acknowledged` is when a resume continued past it (a paused loop does not pause again for it)."""
+
+    job_id: int
+    rule: str
+    round: int
+    step: int | None
+    title: str
+    detail: str
+    advice: str
+    created: float
+    acknowledged: float | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from labeling.conversations import conversation_text
 from labeling.synthetic import OracleAnnotator
 from storage import jobs as job_rows
 from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, eval_samples
+from storage.job_warnings import list_warnings
 from storage.metrics import log_metrics, read_metrics
 from storage.policies import add_policy, list_policies
 from storage.prompts import NewPrompt, add_prompts, list_prompts
@@ -73,7 +74,8 @@ def panel_pixels(page, chart: str) -> list[int]:
 
 
 def expected_warnings(store, job_id: int) -> list[str]:
-    """Titles of the diagnostics rules that fire on the job's PPO series and its rounds' summaries."""
+    """Titles of the warnings the loop recorded, then of the whole-job rules that fire on the job's PPO series and its
+    rounds' summaries (a rule already recorded is not repeated)."""
     series = defaultdict(list)
     for row in read_metrics(store, job_id, prefix="ppo/"):  # by name, then step
         series[row["name"]].append(row["value"])
@@ -81,7 +83,8 @@ def expected_warnings(store, job_id: int) -> list[str]:
     for name, key in {"reward/val_accuracy": "reward_val_accuracy", "round/score": "score",
                       "round/oracle_score": "oracle_score"}.items():
         series[name] = [r["summary"][key] for r in rounds if r["summary"].get(key) is not None]
-    return [finding.title for finding in diagnose(series)]
+    fired = list_warnings(store, job_id)
+    return [w.title for w in fired] + [f.title for f in diagnose(series) if f.rule not in {w.rule for w in fired}]
 
 
 def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_path):
@@ -110,6 +113,9 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     assert warnings.locator(".curves-warning").count() == len(expected)
     assert all(title in warnings.inner_text() for title in expected), (expected, warnings.inner_text())
     assert ("No known failure pattern" in warnings.inner_text()) == (not expected)
+    # the loop's own warning: 7 labels a round hold out 1 pair (round 1) to validate the reward model on
+    [first] = [w for w in list_warnings(loop_store, loop_job.id) if w.rule == "validation_too_small" and w.round == 1]
+    assert f"Round 1, step {first.step}:" in warnings.inner_text() and "1 held-out pair(s)" in warnings.inner_text()
     page.screenshot(path=str(tmp_path / "curves.png"), full_page=True)
     assert (tmp_path / "curves.png").stat().st_size > 10_000
 

@@ -61,7 +61,7 @@ def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_p
         policies.append(add_policy(store, f"/synthetic/policy-{g}", parent_id=policies[-1], round=g))
         add_eval_samples(store, policies[-1], heldout, g)
         summary = {"labels": 50 * g, "reward_val_accuracy": 0.6 + 0.05 * g, "score": 0.3 * g, "kl": 0.1 * g,
-                   "oracle_score": 0.4 + 0.1 * g}
+                   "oracle_score": 0.4 + 0.1 * g, "audit_agreement": 0.95 - 0.05 * g}
         add_round(store, job_id, g, {}, summary, policies[-1], rm)
         log_metrics(store, job_id, g, {f"round/{k}": v for k, v in summary.items()})
         log_metrics(store, job_id, g, {"annotator/alice/rm_agreement": 0.75, "annotator/bob/rm_agreement": 0.5 + 0.1 * g})
@@ -108,7 +108,8 @@ def test_points_are_tagged_with_their_round(store):
     kl = metric_series(store, run["job_id"], names=["ppo/kl"])["ppo/kl"]
     assert kl.steps == list(range(1, 11)) and kl.rounds == [1] * 5 + [2] * 5
     assert set(metric_series(store, run["job_id"], prefix="round/")) == {
-        "round/labels", "round/reward_val_accuracy", "round/score", "round/kl", "round/oracle_score"}
+        "round/labels", "round/reward_val_accuracy", "round/score", "round/kl", "round/oracle_score",
+        "round/audit_agreement"}
     assert metric_series(store, run["job_id"] + 1, prefix="ppo/") == {}
 
 
@@ -215,6 +216,22 @@ def test_warning_shows_in_plain_words_and_escaped(store):
     text = warnings_html(found, True)
     assert "KL is rising without bound" in text and "<script" not in warnings_html(
         [found[0].__class__("x", "<script>", "d", "a")], True)
+
+
+def test_recorded_warnings_show_with_their_round_and_step(store, run):
+    from app.context import Studio
+    from app.curves_tab import ALL, findings, load_curves, warnings_html
+    from storage.job_warnings import record_warnings
+    from storage.types import JobWarning
+
+    job_id = run["job_id"]
+    record_warnings(store, job_id, [JobWarning(job_id, "kl_per_token", 2, 37, "KL per token beyond healthy runs",
+                                               "0.9 nats per token", "raise beta", 1.0)])
+    curves = load_curves(Studio(store), job_id)
+    [fired] = findings(curves, ALL)
+    assert (fired.rule, fired.round, fired.step) == ("kl_per_token", 2, 37)
+    assert findings(curves, "2") == [fired] and findings(curves, "3") == []
+    assert "<i>Round 2, step 37:</i> 0.9 nats per token" in warnings_html([fired], True)
 
 
 def test_samples_side_by_side_shown_literally(store, run):
@@ -349,6 +366,6 @@ def test_metrics_api(client, run):
     assert [(r["step"], r["value"]) for r in as_list] == [(1, pytest.approx(0.5)), (2, pytest.approx(0.6)),
                                                          (3, pytest.approx(0.7))]
     everything = client.predict(job_id=job_id, names="", api_name="/metrics")
-    assert len(everything) == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12 + 3 * 5 + 3 * 2
+    assert len(everything) == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12 + 3 * 6 + 3 * 2  # 6 round summaries
     with pytest.raises(Exception, match="does not exist"):
         client.predict(job_id=job_id + 99, names="ppo/kl", api_name="/metrics")

@@ -59,7 +59,7 @@ def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config
 
 
 def resume_job(store: Store, job_id: int, accelerate_config: str | Path | None = None) -> Job:
-    """Offer a cancelled, failed or interrupted job to a new worker; it continues from its last completed step,
+    """Offer a cancelled, failed, interrupted or paused job to a new worker; it continues from its last completed step,
     under `accelerate_config` when given, else under the config it ran with (read again: it may have changed)."""
     reap_orphans(store)
     recorded = job_rows.get_job(store, job_id).launch

@@ -17,23 +17,29 @@ import time
 import numpy as np
 import torch
 
+from labeling.audit_pairs import agreement
 from labeling.selection import Selector, candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
+from storage.audit_pairs import audit_votes
 from storage.generations import (EVAL_SOURCE, SAMPLE_SOURCE, NewGeneration, add_generations, eval_samples,
                                  list_generations)
 from storage.metrics import log_metrics, read_metrics
-from storage.pairs import add_pairs, list_pairs
+from storage.pairs import list_pairs
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from .loop_config import Annotator, LoopConfig, check_against_store, ppo_settings, reward_settings, round_seed
+from .audit_pairs import queue_round_pairs
+from .loop_config import (Annotator, LoopConfig, OnWarning, check_against_store, ppo_settings, reward_settings,
+                          round_seed)
+from .loop_warnings import (VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings,
+                            warning_line)
 from .ppo_config import PPORun, RewardSource
-from .reporting import JobCancelled, Reporter
-from .sampling import SamplingConfig, queue_random_pairs, sample_policy
+from .reporting import JobCancelled, JobPaused, Reporter
+from .sampling import SamplingConfig, random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
 EVAL_SEED = 12345
@@ -91,13 +97,28 @@ class Loop:
         if not members:
             self.step(index, "training the reward model", 0.3)
             self.train_reward(g)
+        self.warn(reward_phase_warnings(self.store, self.job.id, config, g))
         new_policy = latest_policy(self.store)
         if new_policy.round != g or new_policy.created < self.job.created:
+            self.pause_if_warned()
             self.step(index, self.optimiser, 0.5)
             self.run_ppo(index, g)
             new_policy = latest_policy(self.store)
         self.step(index, "summarising", 0.95)
         self.summarise(index, g, new_policy)
+        self.warn(policy_phase_warnings(self.store, self.job.id, config, g, self.first_round))
+
+    def warn(self, warnings) -> None:
+        """Print and log each new warning (`warning: <rule>: <title> ...`)."""
+        for warning in warnings:
+            self.log(warning_line(warning))
+            job_rows.add_log(self.store, self.job.id, warning_line(warning))
+
+    def pause_if_warned(self) -> None:
+        """With `on_warning: pause`, stop before a PPO/GRPO phase while a warning is not acknowledged by a resume."""
+        reason = pause_reason(self.store, self.job.id) if self.config.on_warning == OnWarning.PAUSE else None
+        if reason:
+            raise JobPaused(reason)
 
     def queue_pairs(self, policy: Policy, g: int, seed: int) -> None:
         config = self.config
@@ -123,9 +144,11 @@ class Loop:
             candidates = candidate_pairs(samples, exclude=queued)
             scorer = RewardScorer.from_dirs([m.path for m in ensemble])
             probs = pair_probabilities(scorer, candidates, {p.id: p.content for p in chosen})
-            add_pairs(self.store, select_by_disagreement(candidates, probs, wanted, round=g))
+            regular = select_by_disagreement(candidates, probs, wanted, round=g)
         else:
-            queue_random_pairs(self.store, samples, wanted, seed, g)
+            regular = random_pairs(self.store, samples, wanted, seed, g)
+        queue_round_pairs(self.store, regular, samples, {p.id: p.content for p in chosen}, config.audit_share,
+                          config.labels_per_round, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config = self.config
@@ -145,6 +168,7 @@ class Loop:
         from .reward_job import train_reward_model
 
         result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
+        log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
 
@@ -175,6 +199,9 @@ class Loop:
         oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == Annotator.ORACLE)
         if oracle_score is not None:
             summary["oracle_score"] = oracle_score
+        audit = agreement(audit_votes(self.store, round=g))
+        if audit.value is not None:
+            summary["audit_agreement"] = audit.value
         add_round(self.store, self.job.id, g, self.config.to_dict(), summary, new_policy.id,
                   members[0].id if members else None)
         log_metrics(self.store, self.job.id, g, {f"round/{k}": v for k, v in summary.items() if v is not None})

@@ -78,4 +78,6 @@ def report_end(store: Store, job_id: int, status: JobStatus) -> int:
     print(f"loop job {job_id}: {status.value}")
     if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
         print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
-    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED) else 1
+    if status is JobStatus.PAUSED:
+        print(f"{job_rows.get_job(store, job_id).phase}; resume with --resume {job_id}")
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED) else 1

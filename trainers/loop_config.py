@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
+from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import Store
@@ -26,6 +27,13 @@ class Annotator(StrEnum):
 
     ORACLE = "oracle"
     HUMAN = "human"
+
+
+class OnWarning(StrEnum):
+    """What a loop does when a failure warning fires: go on, or pause before its next PPO/GRPO phase."""
+
+    CONTINUE = "continue"
+    PAUSE = "pause"
 
 
 def round_seed(seed: int, round: int) -> int:
@@ -69,6 +77,12 @@ class LoopConfig:
     lora: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision for reward training and PPO (GPUs)"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
+    audit_share: float = field(default=0.1, metadata={
+        "help": "share of each round's labels on audit pairs (pairs the reward model ranks confidently; 0: none)"})
+    audit_min_agreement: float = field(default=DEFAULT_MIN_AGREEMENT, metadata={
+        "help": "warn when audit labels agree with the reward model less often than this"})
+    on_warning: str = field(default=OnWarning.CONTINUE.value, metadata={
+        "help": "on a failure warning: continue, or pause before the next PPO/GRPO phase", "choices": OnWarning})
 
     def __post_init__(self):
         for f in fields(self):
@@ -114,6 +128,12 @@ class LoopConfig:
         if self.labels_per_round > most_pairs:
             raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most {most_pairs} pairs "
                                f"(prompts_per_round x K(K-1)/2); lower it or raise prompts_per_round")
+        if not 0 <= self.audit_share <= 0.5:
+            raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got {self.audit_share}")
+        if not 0 < self.audit_min_agreement < 1:
+            raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {self.audit_min_agreement}")
+        if self.on_warning not in {o.value for o in OnWarning}:
+            raise InvalidInput(f"on_warning must be one of {', '.join(OnWarning)}, got {self.on_warning!r}")
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
 
@@ -211,7 +231,7 @@ def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
-            "bf16": config.bf16,
+            "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
 
 

@@ -34,13 +34,14 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from labeling.conversations import PromptInput
+from labeling.synthetic import load_scorer
 
 from .chat_format import ChatFormat
 from .generation import left_pad, model_end_ids
 from .kl_control import make_kl_controller
 from .ppo_checkpoint import has_state, load_state, save_policy, save_state
 from .ppo_config import Algorithm, PPOConfig, PPOSetupError
-from .ppo_math import entropy_from_logits, kl_estimate, masked_mean, sampler_logprobs
+from .ppo_math import correlation, entropy_from_logits, kl_estimate, masked_mean, sampler_logprobs
 from .ppo_rollout import PolicyModel, Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
 from .ppo_setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 from .reporting import JobCancelled, Reporter, stop_requested
@@ -86,6 +87,8 @@ class PolicyOptimizer:
                                   [(0.0, 1.0)])
         check_reward_model(reward)
         self.reward = reward
+        self.monitor = load_scorer(config.monitor_oracle) if config.monitor_oracle else None
+        self.monitored: list[float] = []  # the monitor's scores of the latest rollout
         self.prompts = list(prompts)
         self.prompt_ids = self._tokenize_prompts(self.prompts, policy)
 
@@ -198,9 +201,21 @@ class PolicyOptimizer:
         return [self.chat.decode(row[m.bool()].tolist()) for row, m in zip(responses, mask)]
 
     def _score(self, prompts: list[PromptInput], responses: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The reward of each (prompt, decoded response), as the reward model was trained to read them."""
-        scores = self.reward(prompts, self.response_texts(responses, mask))
+        """The reward of each (prompt, decoded response), as the reward model was trained to read them; the monitor
+        (`monitor_oracle`) scores the same texts, for the metrics only."""
+        texts = self.response_texts(responses, mask)
+        scores = self.reward(prompts, texts)
+        if self.monitor is not None:
+            self.monitored = [float(self.monitor(text)) for text in texts]
         return torch.as_tensor(scores, dtype=torch.float32).to(responses.device)
+
+    def _monitor_metrics(self, scores: torch.Tensor) -> dict[str, float]:
+        """With a monitor: the rollout's mean monitor (oracle) score and its correlation with the reward `scores`
+        (how far the reward model agrees with the oracle on what the policy writes now)."""
+        if self.monitor is None:
+            return {}
+        oracle = torch.tensor(self.monitored)
+        return {"oracle_score": oracle.mean().item(), "oracle_correlation": correlation(scores.cpu(), oracle).item()}
 
     @torch.no_grad()
     def rollout(self, prompts: list[PromptInput], prompt_ids: list[list[int]]) -> Rollout:
@@ -285,6 +300,7 @@ class PolicyOptimizer:
         local = {"score": rollout.scores.mean().item(), "kl": kl.sum(dim=1).mean().item(),
                  "entropy": masked_mean(rollout.entropy, mask).item(),
                  "response_length": mask.sum(dim=1).mean().item(), "eos_rate": rollout.ended.float().mean().item()}
+        local.update(self._monitor_metrics(rollout.scores))
         local.update(self._learn(rollout, kl, kl_coef))
         del rollout, kl, mask  # the buffer is purged after each update
         values = torch.tensor(list(local.values()), device=self.accelerator.device)

@@ -79,6 +79,9 @@ class PPOConfig:
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
     top_k: int = field(default=0, metadata={
         "help": "Sample only among the k likeliest tokens (0: off). Log-probs are the sampler's only at top-p 1, top-k 0."})
+    monitor_oracle: str | None = field(default=None, metadata={
+        "help": "module:function also scoring every rollout response, logged as <algorithm>/oracle_score: a ground "
+                "truth to watch (the loop's failure warnings read it), never trained on."})
     missing_eos_penalty: float = field(default=1.0, metadata={
         "help": "Subtracted from the score of a response that ends without EOS."})
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of all weights."})

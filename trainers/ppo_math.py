@@ -154,3 +154,10 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """1 - Var(returns - values) / Var(returns) over real tokens (1 = perfect critic, <= 0 = no better than a mean)."""
     return 1.0 - masked_var(returns - values, mask) / masked_var(returns, mask).clamp(min=1e-8)
+
+
+def correlation(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation of two (N,) tensors: cov(x, y) / (std x * std y); 0 when either is constant."""
+    dx, dy = x.float() - x.float().mean(), y.float() - y.float().mean()
+    scale = torch.sqrt((dx**2).sum() * (dy**2).sum())
+    return (dx * dy).sum() / scale if scale > 0 else torch.zeros(())

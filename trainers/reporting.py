@@ -20,6 +20,11 @@ class JobCancelled(Exception):
     exception: the worker records the job as `cancelled`)."""
 
 
+class JobPaused(Exception):
+    """A loop stopped itself on a failure warning (`on_warning: pause`); the message, `paused: <rule>: <title>`, becomes
+    the job's phase. The worker records the job as `paused`; a resume continues it past the warning."""
+
+
 class Reporter:
     """Where a trainer reports. This base reports nowhere and never stops: the null reporter (tests, benches, and
     every process but the main one in a distributed run)."""

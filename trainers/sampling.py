@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from labeling.selection import candidate_pairs, select_random
 from storage import Store
 from storage.generations import SAMPLE_SOURCE, NewGeneration, add_generations
-from storage.pairs import add_pairs, list_pairs
+from storage.pairs import NewPair, add_pairs, list_pairs
 from storage.types import Generation, Policy, Prompt
 
 from .generation import HFGenerator
@@ -43,8 +43,12 @@ def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: S
     return add_generations(store, rows)
 
 
+def random_pairs(store: Store, samples: list[Generation], n: int, seed: int, round: int) -> list[NewPair]:
+    """Up to `n` new random pairs of two `samples` of one prompt (pairs already queued are not repeated)."""
+    queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
+    return select_random(candidate_pairs(samples, exclude=queued), n, seed, round)
+
+
 def queue_random_pairs(store: Store, samples: list[Generation], n: int, seed: int, round: int) -> list[int]:
     """Queue up to `n` new random pairs of two `samples` of one prompt (pairs already queued are not repeated)."""
-    queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
-    candidates = candidate_pairs(samples, exclude=queued)
-    return add_pairs(store, select_random(candidates, n, seed, round))
+    return add_pairs(store, random_pairs(store, samples, n, seed, round))

@@ -27,7 +27,7 @@ from storage.types import Job, JobStatus
 from . import loop, ppo_job, reward_job
 from .job_layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
 from .phase_launch import PhaseFailed, PhaseInterrupted, check_machine
-from .reporting import JobCancelled
+from .reporting import JobCancelled, JobPaused
 
 Runner = Callable[[Store, Job], None]
 RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
@@ -95,6 +95,9 @@ def run_job(store: Store, job: Job, runner: Runner | None = None) -> JobStatus:
     except PhaseInterrupted as exc:
         job_rows.finish_job(store, job.id, JobStatus.INTERRUPTED, str(exc))
         return JobStatus.INTERRUPTED
+    except JobPaused as paused:
+        job_rows.pause_job(store, job.id, str(paused))
+        return JobStatus.PAUSED
     except BaseException as exc:
         status = JobStatus.CANCELLED if job_rows.cancel_requested(store, job.id) else JobStatus.FAILED
         tail = exc.tail if isinstance(exc, PhaseFailed) else error_tail(exc)  # its last line names the error
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(args.db)
     status = run_job(store, job_rows.claim_job(store, args.job, os.getpid()))
     print(f"job {args.job}: {status.value}", file=sys.stderr)
-    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED) else 1
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED) else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""`python app.py status`: the store's jobs (or one) with their status, progress and failure warnings, for headless
+use (a paused loop says why; resume it with `python app.py loop --resume JOB` or the Train tab's Resume).
+
+    python app.py status --db studio.db            # every job, newest first
+    python app.py status --db studio.db --job 3    # one job
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from storage import Store
+from storage import jobs as job_rows
+from storage.errors import InvalidInput
+from storage.job_warnings import list_warnings
+from storage.types import Job
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default="studio.db", help="store file to read the jobs from")
+    parser.add_argument("--job", type=int, default=None, help="show this job only")
+
+
+def job_lines(store: Store, job: Job) -> list[str]:
+    """A job's headline (id, kind, status, progress, phase) and one line per warning, in the order they fired."""
+    progress = f" {job.progress:.0%}" if job.progress is not None else ""
+    phase = f" · {job.phase}" if job.phase else ""
+    lines = [f"job {job.id} {job.kind}: {job.status.value}{progress}{phase}"]
+    for w in list_warnings(store, job.id):
+        step = f", step {w.step}" if w.step is not None else ""
+        seen = " (acknowledged)" if w.acknowledged is not None else ""
+        lines.append(f"  warning: {w.rule}: {w.title} (round {w.round}{step}){seen}: {w.detail}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    if not Path(args.db).is_file():
+        raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio")
+    store = Store(args.db)
+    jobs = [job_rows.get_job(store, args.job)] if args.job is not None else job_rows.list_jobs(store)
+    if not jobs:
+        print("no jobs yet")
+    for job in jobs:
+        print("\n".join(job_lines(store, job)))
+    return 0

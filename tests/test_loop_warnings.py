@@ -1,0 +1,66 @@
+"""The loop's warnings: a round's stored metrics run through the per-phase rules once; the worker pauses a loop on a
+warning, and a resume acknowledges it."""
+
+from storage import JobStatus
+from storage import jobs as job_rows
+from storage.job_warnings import list_warnings
+from storage.metrics import log_metrics
+from trainers import worker
+from trainers.loop_config import LoopConfig
+from trainers.loop_warnings import (VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings,
+                                    warning_line)
+from trainers.reporting import JobPaused
+
+CONFIG = LoopConfig(ppo_iterations=3)
+
+
+def log_phase(store, job, first_step, kl, length=8.0):
+    for i, value in enumerate(kl):
+        log_metrics(store, job, first_step + i, {"ppo/kl": value, "ppo/response_length": length, "ppo/score": 0.5,
+                                                 "ppo/entropy": 1.5, "ppo/eos_rate": 1.0})
+
+
+def test_a_rounds_ppo_phase_is_read_from_its_own_steps_and_recorded_once(store):
+    job = job_rows.create_job(store, "loop", {})
+    log_phase(store, job, 1, [0.0, 0.4, 0.8])        # round 1 (steps 1-3): healthy
+    log_phase(store, job, 4, [2.0, 6.0, 8.0])        # round 2 (steps 4-6): 0.75 and 1.0 nats per token
+    assert policy_phase_warnings(store, job, CONFIG, round=1, first_round=1) == []
+    [kl] = policy_phase_warnings(store, job, CONFIG, round=2, first_round=1)
+    assert (kl.rule, kl.round, kl.step) == ("kl_per_token", 2, 6)
+    assert policy_phase_warnings(store, job, CONFIG, round=2, first_round=1) == []  # already recorded
+    assert warning_line(kl).startswith("warning: kl_per_token: KL per token beyond healthy runs (round 2, step 6)")
+
+
+def test_a_held_out_oracle_falling_across_rounds_fires(store):
+    job = job_rows.create_job(store, "loop", {})
+    log_phase(store, job, 1, [0.0, 0.4, 0.8])
+    log_metrics(store, job, 3, {"ppo/score": 1.5})  # the score rose over the phase
+    log_metrics(store, job, 0, {"round/oracle_score": 0.2})
+    log_metrics(store, job, 1, {"round/oracle_score": -0.5})
+    [falls] = policy_phase_warnings(store, job, CONFIG, round=1, first_round=1)
+    assert (falls.rule, falls.round, falls.step) == ("oracle_falls", 1, 3)
+
+
+def test_a_reward_model_on_few_validation_pairs_warns_with_the_count(store):
+    job = job_rows.create_job(store, "loop", {})
+    log_metrics(store, job, 12, {"reward/val_accuracy": 1.0})
+    log_metrics(store, job, 1, {VAL_PAIRS_METRIC: 3})
+    [few] = reward_phase_warnings(store, job, CONFIG, round=1)
+    assert (few.rule, few.round, few.step) == ("validation_too_small", 1, 12) and "3 held-out" in few.detail
+    assert pause_reason(store, job) == "paused: validation_too_small: Reward model validated on too few pairs"
+
+
+def test_the_worker_pauses_a_job_and_a_resume_acknowledges_its_warnings(store):
+    job_id = job_rows.create_job(store, "loop", {})
+    log_metrics(store, job_id, 1, {VAL_PAIRS_METRIC: 3})
+    reward_phase_warnings(store, job_id, CONFIG, round=1)
+    job = job_rows.claim_job(store, job_id, pid=1)
+
+    def pausing(store, job):
+        raise JobPaused(pause_reason(store, job.id))
+
+    assert worker.run_job(store, job, runner=pausing) is JobStatus.PAUSED
+    paused = job_rows.get_job(store, job_id)
+    assert paused.status is JobStatus.PAUSED and paused.phase.startswith("paused: validation_too_small")
+    job_rows.requeue_job(store, job_id)
+    assert pause_reason(store, job_id) is None and len(list_warnings(store, job_id)) == 1
