@@ -21,6 +21,7 @@ Prints a table and writes bench/out/label_efficiency.png and .json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -132,13 +133,13 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
-    from trainers.loop_config import LoopConfig
+    from trainers.loop_config import LoopConfig, first_round_labels
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    per_round = max(1, labels // settings["rounds"])
     extra = {"selector": "disagreement", "ensemble": 2} if arm == "disagreement" else {}
-    config = LoopConfig.from_dict({**settings, "labels_per_round": per_round, "seed": seed, **extra})
+    config = LoopConfig.from_dict({**settings, "seed": seed, **extra})
+    config = dataclasses.replace(config, labels_per_round=first_round_labels(labels, config.label_decay, config.rounds))
     store = fresh_store(f"{arm}-L{labels}-s{seed}")
     try:
         labels_before = count_labels(store)

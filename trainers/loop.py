@@ -30,7 +30,8 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from .loop_config import Annotator, LoopConfig, check_against_store, ppo_settings, reward_settings, round_seed
+from .loop_config import (Annotator, LoopConfig, check_against_store, labels_in_round, ppo_settings, reward_settings,
+                          round_seed)
 from .ppo_config import PPORun, RewardSource
 from .reporting import JobCancelled, Reporter
 from .sampling import SamplingConfig, queue_random_pairs, sample_policy
@@ -77,14 +78,18 @@ class Loop:
             if self.first_round + index not in done:
                 self.run_round(index)
 
+    def labels_wanted(self, index: int) -> int:
+        """The labels round `index` of this job collects (the schedule: N, then N x decay each round)."""
+        return labels_in_round(self.config.labels_per_round, self.config.label_decay, index)
+
     def run_round(self, index: int) -> None:
         config, g = self.config, self.first_round + index
         seed = round_seed(config.seed, g)
         policy = latest_policy(self.store)
         if round_pair_count(self.store, g) == 0:
             self.step(index, "sampling responses", 0.0)
-            self.queue_pairs(policy, g, seed)
-        if round_label_count(self.store, g) < config.labels_per_round:
+            self.queue_pairs(policy, g, seed, self.labels_wanted(index))
+        if round_label_count(self.store, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -99,7 +104,7 @@ class Loop:
         self.step(index, "summarising", 0.95)
         self.summarise(index, g, new_policy)
 
-    def queue_pairs(self, policy: Policy, g: int, seed: int) -> None:
+    def queue_pairs(self, policy: Policy, g: int, seed: int, labels: int) -> None:
         config = self.config
         prompts = list_prompts(self.store, heldout=False)
         chosen = random.Random(seed).sample(prompts, config.prompts_per_round)
@@ -114,7 +119,7 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
-        wanted = config.labels_per_round + config.queue_reserve
+        wanted = labels + config.queue_reserve
         ensemble = latest_reward_models(self.store)
         if config.selector == Selector.DISAGREEMENT and len(ensemble) >= 2:
             from .reward_scorer import RewardScorer, pair_probabilities
@@ -128,15 +133,15 @@ class Loop:
             queue_random_pairs(self.store, samples, wanted, seed, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
-        config = self.config
+        config, wanted = self.config, self.labels_wanted(index)
         if config.annotator == Annotator.ORACLE:
             from labeling.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-            oracle.label(self.store, config.labels_per_round - round_label_count(self.store, g))
+            oracle.label(self.store, wanted - round_label_count(self.store, g))
             return
-        while (have := round_label_count(self.store, g)) < config.labels_per_round:
-            self.step(index, f"waiting for labels ({have}/{config.labels_per_round})", 0.1 + 0.2 * have / config.labels_per_round)
+        while (have := round_label_count(self.store, g)) < wanted:
+            self.step(index, f"waiting for labels ({have}/{wanted})", 0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
 
     def train_reward(self, g: int) -> None:

@@ -27,6 +27,17 @@ class Annotator(StrEnum):
     HUMAN = "human"
 
 
+def labels_in_round(first: int, decay: float, index: int) -> int:
+    """The labels round `index` (0 for the first) collects: `first` x decay^index, rounded, at least 1."""
+    return max(1, round(first * decay**index))
+
+
+def first_round_labels(total: int, decay: float, rounds: int) -> int:
+    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`."""
+    return min(range(1, max(1, total) + 1),
+               key=lambda n: abs(sum(labels_in_round(n, decay, i) for i in range(rounds)) - total))
+
+
 def round_seed(seed: int, round: int) -> int:
     """The seed of everything random in round `round` of a loop seeded `seed` (sampling, selection, training)."""
     return seed * 1000 + round
@@ -37,7 +48,9 @@ class LoopConfig:
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
-    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected each round"})
+    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
+    label_decay: float = field(default=1.0, metadata={
+        "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
     annotator: str = field(default=Annotator.ORACLE.value, metadata={
         "help": "oracle labels synthetically; human waits for labels from the studio's Label tab",
@@ -50,6 +63,11 @@ class LoopConfig:
     reward_epochs: int = field(default=4, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
+    reward_warm_start: bool = field(default=False, metadata={
+        "help": "start each round's reward model from the previous round's instead of the SFT policy"})
+    reward_patience: int = field(default=0, metadata={
+        "help": "stop reward training after this many validations without a lower validation loss, keeping the "
+                "best weights (0: off)"})
     ppo_iterations: int = field(default=10, metadata={"help": "M: PPO iterations per round"})
     ppo_batch_size: int = field(default=32, metadata={"help": "prompts per PPO rollout"})
     ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per PPO epoch (divides the batch)"})
@@ -82,6 +100,10 @@ class LoopConfig:
             raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {self.samples_per_prompt}")
         if self.queue_reserve < 0 or self.kl_coef < 0:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
+        if self.reward_patience < 0:
+            raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
+        if not 0 < self.label_decay <= 1:
+            raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
         if self.ppo_batch_size % self.ppo_mini_batches:
             raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size ({self.ppo_batch_size})")
         if not 0 < self.top_p <= 1:
@@ -188,7 +210,8 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.reward_config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": round_seed(config.seed, round), "bf16": config.bf16}
+            "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
+            "early_stopping_patience": config.reward_patience, "bf16": config.bf16}
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:

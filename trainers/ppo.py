@@ -67,6 +67,13 @@ class PPOResult:
     metrics: dict = field(metadata={"help": "The last iteration's metrics."})
 
 
+def parameter_groups(model: PolicyWithValueHead, config: PPOConfig) -> list[dict]:
+    """The optimiser's groups: the policy's trainable weights at `learning_rate`, the value head at `value_lr`."""
+    policy = [p for p in model.policy.parameters() if p.requires_grad]
+    value_lr = config.value_lr if config.value_lr is not None else config.learning_rate
+    return [{"params": policy}, {"params": list(model.value_head.parameters()), "lr": value_lr}]
+
+
 class PPOTrainer:
     """Trains `policy` with PPO against `reward`, reporting through a reporter; saves to and resumes from `state_dir`.
 
@@ -109,8 +116,7 @@ class PPOTrainer:
         if config.gradient_checkpointing:
             enable_activation_checkpointing(policy, model)
         model.eval()  # dropout off: rollout and update must see the same distribution
-        params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps)
+        optimizer = torch.optim.AdamW(parameter_groups(model, config), lr=config.learning_rate, eps=config.adam_eps)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.backend = backend or make_rollout_backend(self.actor_critic.policy, tokenizer, self.chat.end_ids, config,
                                                        max(len(ids) for ids in self.prompt_ids))

@@ -33,7 +33,7 @@ from storage.labels import count_labels, labeled_pairs
 from storage.metrics import last_step
 from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import get_prompt
-from storage.reward_models import add_reward_model
+from storage.reward_models import add_reward_model, latest_reward_models
 from storage.settings import REWARD_BASE_SETTING, get_setting
 from storage.types import Job, Policy
 
@@ -66,12 +66,18 @@ class RewardTrainingResult:
 @dataclass(frozen=True)
 class RewardInputs:
     """What a reward training starts from, checked: the examples, the policy to normalise on, the initial weights
-    (a model directory) and how that model reads prompts and responses."""
+    (a model directory; with a warm start, one per member of the newest reward model) and how they read prompts and
+    responses."""
 
     examples: list[PreferenceExample]
     policy: Policy
     init_dir: Path
     chat: ChatFormat
+    warm_dirs: tuple[Path, ...] = ()
+
+    def start_dir(self, k: int) -> Path:
+        """Where member k starts: the newest reward model's member k (its first when it had fewer), else the base."""
+        return self.warm_dirs[k % len(self.warm_dirs)] if self.warm_dirs else self.init_dir
 
 
 def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
@@ -82,10 +88,11 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
     if policy is None:
         raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
-    init_dir = Path(reward_base(store, config, policy))
+    warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if config.warm_start else ()
+    init_dir = warm_dirs[0] if warm_dirs else Path(reward_base(store, config, policy))
     chat = load_chat_format(init_dir)  # raises ModelError: no directory, no tokenizer, no pad token
     check_examples_fit(chat, examples, model_context(init_dir))
-    return RewardInputs(examples, policy, init_dir, chat)
+    return RewardInputs(examples, policy, init_dir, chat, warm_dirs)
 
 
 def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
@@ -117,14 +124,16 @@ def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.
 
 def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
                        listener: Reporter | None = None) -> RewardTrainingResult:
-    """Train `config.ensemble` members from the SFT policy, checkpoint them and register them in the store.
+    """Train `config.ensemble` members from the reward base (or, warm-started, from the newest reward model's),
+    checkpoint them and register them in the store.
 
     Metrics go to the store under `job_id` (steps continue after the job's earlier `reward/` steps); `listener`
     hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
     """
     inputs = check_reward_inputs(store, config)
-    examples, policy_id, init_dir = inputs.examples, inputs.policy.id, inputs.init_dir
-    train, val = split_by_pair(examples, config.val_fraction, config.seed)
+    examples, policy_id = inputs.examples, inputs.policy.id
+    split_seed = config.seed if config.split_seed is None else config.split_seed
+    train, val = split_by_pair(examples, config.val_fraction, split_seed, stable=config.warm_start)
     members = [train] if config.ensemble == 1 else [bootstrap(train, config.seed + k) for k in range(config.ensemble)]
     step_offset = 0 if job_id is None else (last_step(store, job_id, "reward/") or 0)
     reporter = job_reporter(store, job_id, step_offset, listener=listener)
@@ -134,7 +143,7 @@ def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = 
             name = same_on_all_ranks(f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}")  # the main process's, everywhere
             staged = store.data_dir / REWARD_MODELS_FOLDER / name
             staging.append(staged)
-            metrics = train_member(config, k, init_dir, inputs.chat, member_examples, val, staged, reporter)
+            metrics = train_member(config, k, inputs.start_dir(k), inputs.chat, member_examples, val, staged, reporter)
             if is_main_process():
                 _finish_member(store, staged, config, k, policy_id, examples, member_examples, val, metrics)
         if not is_main_process():  # the main process registers; the others only helped to train
