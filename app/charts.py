@@ -19,14 +19,20 @@ from gradio.components.plot import PlotData
 
 from storage.curves import Series
 from trainers.diagnostics import downsample, ema
+from trainers.ppo_config import Algorithm
 
 REWARD_PANELS = {"reward/loss": "Loss", "reward/accuracy": "Accuracy (training batches)",
                  "reward/val_accuracy": "Validation accuracy", "reward/val_loss": "Validation loss"}
-PPO_PANELS = {"ppo/score": "Reward-model score", "ppo/kl": "KL to reference (nats)", "ppo/kl_coef": "KL coefficient β",
-              "ppo/entropy": "Entropy (nats/token)", "ppo/clipfrac": "Clip fraction", "ppo/approx_kl": "Approx. KL per update",
-              "ppo/policy_loss": "Policy loss", "ppo/value_loss": "Value loss",
-              "ppo/explained_variance": "Explained variance", "ppo/response_length": "Response length (tokens)",
-              "ppo/eos_rate": "EOS rate", "ppo/episodes_per_s": "Episodes per second"}
+OPTIMISER_HEAD = {"score": "Reward-model score", "kl": "KL to reference (nats)", "kl_coef": "KL coefficient β",
+                  "entropy": "Entropy (nats/token)", "clipfrac": "Clip fraction", "approx_kl": "Approx. KL per update"}
+OPTIMISER_TAIL = {"response_length": "Response length (tokens)", "eos_rate": "EOS rate",
+                  "episodes_per_s": "Episodes per second"}
+PPO_PANELS = {f"ppo/{k}": v for k, v in {**OPTIMISER_HEAD, "policy_loss": "Policy loss", "value_loss": "Value loss",
+                                        "explained_variance": "Explained variance", **OPTIMISER_TAIL}.items()}
+GRPO_PANELS = {f"grpo/{k}": v for k, v in {**OPTIMISER_HEAD, "loss": "GRPO loss",
+                                          "kl_token": "k3 KL per token (in the loss)",
+                                          "zero_variance_groups": "Groups with equal rewards", **OPTIMISER_TAIL}.items()}
+OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS}  # no value-function panels for GRPO
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score"}
 PANEL_POINTS = 1000  # points sent per chart panel (shared by its lines), after smoothing
@@ -172,10 +178,12 @@ def reward_figure(group: dict[str, list[Segment]], smoothing: float, name: str) 
     return figure(REWARD_PANELS, traces, 4, "step within round", 230, name)
 
 
-def ppo_figure(group: dict[str, list[Segment]], smoothing: float, name: str) -> PlotData:
-    legend: set = set()
-    traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(PPO_PANELS)}
-    return figure(PPO_PANELS, traces, 4, "PPO iteration", 210, name)
+def optimiser_figure(group: dict[str, list[Segment]], smoothing: float, name: str,
+                     algorithm: Algorithm = Algorithm.PPO) -> PlotData:
+    """The policy optimiser's panels (PPO's, or GRPO's), x: its iterations across rounds."""
+    panels, legend = OPTIMISER_PANELS[algorithm], set()
+    traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(panels)}
+    return figure(panels, traces, 4, f"{algorithm.value.upper()} iteration", 210, name)
 
 
 def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:

@@ -1,5 +1,5 @@
-"""Curves tab: the rounds, reward-model and PPO charts of a job, warnings in plain words, live refresh while the
-job runs, the shown data as CSV (each chart exports itself as PNG); API `/metrics(job_id, names)`.
+"""Curves tab: the rounds, reward-model and PPO (or GRPO) charts of a job, warnings in plain words, live refresh
+while the job runs, the shown data as CSV (each chart exports itself as PNG); API `/metrics(job_id, names)`.
 
 The charts themselves are built in `app.charts`. Opening the tab shows the newest job (or the one picked by hand).
 """
@@ -23,8 +23,11 @@ from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.diagnostics import Finding, diagnose
+from trainers.job_layer import job_algorithm, job_kind_label
+from trainers.ppo_config import Algorithm
 
-from .charts import ROUND_PANELS, Segment, align_rounds, ppo_figure, reward_figure, round_order, rounds_figure, segments
+from .charts import (ROUND_PANELS, Segment, align_rounds, optimiser_figure, reward_figure, round_order, rounds_figure,
+                     segments)
 from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Curves"
@@ -39,17 +42,18 @@ class Curves:
 
     job: Job | None
     reward: dict[str, list[Segment]]
-    ppo: dict[str, list[Segment]]
+    optimiser: dict[str, list[Segment]]  # the policy optimiser's series: `ppo/...`, or `grpo/...` for a GRPO job
+    algorithm: Algorithm
     rounds: list[dict]  # every round of the store, with its summary
     sft_oracle: float | None  # mean oracle score of the round-0 policy's held-out samples
 
     @property
     def points(self) -> int:
-        return sum(len(s.steps) for group in (self.reward, self.ppo) for segs in group.values() for s in segs)
+        return sum(len(s.steps) for group in (self.reward, self.optimiser) for segs in group.values() for s in segs)
 
     def round_choices(self) -> list[tuple[str, str]]:
-        seen = sorted({(s.round, s.label) for group in (self.reward, self.ppo) for segs in group.values() for s in segs},
-                      key=lambda pair: round_order(pair[0]))
+        seen = sorted({(s.round, s.label) for group in (self.reward, self.optimiser) for segs in group.values()
+                       for s in segs}, key=lambda pair: round_order(pair[0]))
         return [("All rounds", ALL)] + [(label.capitalize(), IN_PROGRESS if r is None else str(r)) for r, label in seen]
 
     def select(self, group: dict[str, list[Segment]], choice: str) -> dict[str, list[Segment]]:
@@ -65,18 +69,20 @@ def load_curves(studio: Studio, job_id: int | None) -> Curves:
     job = job_rows.get_job(store, job_id) if job_id is not None else None
     open_label = ("in progress" if job.status.active else "unfinished round" if job.kind == "loop" else "this job"
                   ) if job else ""
-    by_prefix = {p: metric_series(store, job_id, prefix=p) if job else {} for p in ("reward/", "ppo/")}
-    reward, ppo = (align_rounds({name: segments(s, open_label) for name, s in by_prefix[p].items()})
-                   for p in ("reward/", "ppo/"))
+    algorithm = (job_algorithm(job) if job else None) or Algorithm.PPO
+    prefixes = ("reward/", f"{algorithm.value}/")
+    by_prefix = {p: metric_series(store, job_id, prefix=p) if job else {} for p in prefixes}
+    reward, optimiser = (align_rounds({name: segments(s, open_label) for name, s in by_prefix[p].items()})
+                         for p in prefixes)
     sft = [s["oracle"] for s in eval_samples(store) if s["round"] == 0 and "oracle" in s]
-    return Curves(job, reward, ppo, list_rounds(store), float(np.mean(sft)) if sft else None)
+    return Curves(job, reward, optimiser, algorithm, list_rounds(store), float(np.mean(sft)) if sft else None)
 
 
 def findings(curves: Curves, choice: str) -> list[Finding]:
-    """Run the warning rules on the shown PPO curves, the finished rounds' reward-model validation accuracy and
-    the rounds' scores."""
-    ppo = curves.select(curves.ppo, choice)
-    series = {name: np.concatenate([s.values for s in segs]) for name, segs in ppo.items() if segs}
+    """Run the warning rules on the shown PPO (or GRPO) curves, the finished rounds' reward-model validation accuracy
+    and the rounds' scores."""
+    optimiser = curves.select(curves.optimiser, choice)
+    series = {name: np.concatenate([s.values for s in segs]) for name, segs in optimiser.items() if segs}
     finished = [s.values[-1] for s in curves.select(curves.reward, choice).get("reward/val_accuracy", [])
                 if s.round is not None or not (curves.job and curves.job.status.active)]
     series["reward/val_accuracy"] = finished
@@ -108,7 +114,7 @@ def status_line(curves: Curves) -> str:
     job = curves.job
     if job is None:
         return "No training job yet: start one in the **Train** tab. The rounds chart fills in as rounds finish."
-    parts = [f"**Job {job.id}** · {job.kind} · **{job.status.value}**", f"{curves.points:,} metric points"]
+    parts = [f"**Job {job.id}** · {job_kind_label(job)} · **{job.status.value}**", f"{curves.points:,} metric points"]
     if job.phase and job.status.active:
         parts.append(html.escape(job.phase))
     if job.status.active:
@@ -126,7 +132,7 @@ def write_exports(curves: Curves, choice: str) -> list[str]:
     with paths[0].open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["job_id", "round", "step", "name", "value"])
-        for group in (curves.select(curves.reward, choice), curves.select(curves.ppo, choice)):
+        for group in (curves.select(curves.reward, choice), curves.select(curves.optimiser, choice)):
             for name, segs in sorted(group.items()):
                 for s in segs:
                     writer.writerows((curves.job.id, s.round, int(step), name, repr(float(value)))
@@ -140,7 +146,7 @@ def write_exports(curves: Curves, choice: str) -> list[str]:
 
 
 def job_choices(studio: Studio) -> list[tuple[str, int]]:
-    return [(f"Job {j.id} · {j.kind} · {j.status.value}", j.id) for j in job_rows.list_jobs(studio.store)]
+    return [(f"Job {j.id} · {job_kind_label(j)} · {j.status.value}", j.id) for j in job_rows.list_jobs(studio.store)]
 
 
 
@@ -175,13 +181,19 @@ class CurvesLayout:
     warnings: gr.HTML
     rounds_plot: gr.Plot
     reward_plot: gr.Plot
-    ppo_plot: gr.Plot
+    optimiser_title: gr.Markdown  # names the job's policy optimiser, PPO or GRPO
+    optimiser_plot: gr.Plot
     timer: gr.Timer  # on while the shown job is active
 
 
+def optimiser_title(algorithm: Algorithm) -> str:
+    return f"### {algorithm.value.upper()}: iterations across rounds, colored by round"
+
+
 def layout() -> CurvesLayout:
-    """Job, round and smoothing choices, the buttons, then warnings and the rounds, reward-model and PPO charts."""
-    gr.Markdown("How the reward model and PPO are learning. The **rounds** charts say whether the loop works: the "
+    """Job, round and smoothing choices, the buttons, then warnings and the rounds, reward-model and PPO (or GRPO)
+    charts."""
+    gr.Markdown("How the reward model and PPO (or GRPO) are learning. The **rounds** charts say whether the loop works: the "
                 "oracle score (or your own reading of the samples) should rise round after round. Hover to read values, "
                 "drag to zoom, click a round in the legend to hide it; the camera button saves a chart as PNG.")
     with gr.Row(equal_height=True):
@@ -197,24 +209,27 @@ def layout() -> CurvesLayout:
     warnings = gr.HTML(css_template=WARNINGS_CSS, elem_id="curves-warnings")
     plots = []
     for title, elem_id in (("Rounds: is the loop working?", "curves-rounds"),
-                           ("Reward model: one line per round", "curves-reward"),
-                           ("PPO: iterations across rounds, colored by round", "curves-ppo")):
+                           ("Reward model: one line per round", "curves-reward")):
         gr.Markdown(f"### {title}")
         plots.append(gr.Plot(show_label=False, elem_id=elem_id))
+    title = gr.Markdown(optimiser_title(Algorithm.PPO), elem_id="curves-optimiser-title")
     return CurvesLayout(job, gr.State(None), round_choice, smoothing, refresh, export, downloads, status, warnings,
-                        *plots, gr.Timer(LIVE_REFRESH_S, active=False))
+                        *plots, title, gr.Plot(show_label=False, elem_id="curves-optimiser"),
+                        gr.Timer(LIVE_REFRESH_S, active=False))
 
 
 @dataclass(frozen=True)
 class Charts(View):
-    """A job's charts as shown: the rounds to choose from, a status line, warnings, three charts, live refresh."""
+    """A job's charts as shown: the rounds to choose from, a status line, warnings, three charts (the last titled by
+    the job's policy optimiser), live refresh."""
 
     round_choice: gr.Dropdown
     status: str
     warnings: str
     rounds_plot: PlotData
     reward_plot: PlotData
-    ppo_plot: PlotData
+    optimiser_title: str
+    optimiser_plot: PlotData
     timer: gr.Timer
 
 
@@ -239,12 +254,14 @@ def show_charts(studio: Studio, job_id: int | None, choice: str, smoothing: floa
     choices = curves.round_choices()
     choice = choice if choice in {value for _, value in choices} else ALL
     smoothing = float(smoothing)
-    reward, ppo = curves.select(curves.reward, choice), curves.select(curves.ppo, choice)
+    reward, optimiser = curves.select(curves.reward, choice), curves.select(curves.optimiser, choice)
     stem = (f"job{curves.job.id}" if curves.job else "studio") + ("" if choice == ALL else f"-round-{choice}")
+    algorithm = curves.algorithm
     return Charts(gr.Dropdown(choices=choices, value=choice), status_line(curves),
                   warnings_html(findings(curves, choice), curves.points > 0 or bool(curves.rounds)),
                   rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
-                  reward_figure(reward, smoothing, f"{stem}-reward"), ppo_figure(ppo, smoothing, f"{stem}-ppo"),
+                  reward_figure(reward, smoothing, f"{stem}-reward"), optimiser_title(algorithm),
+                  optimiser_figure(optimiser, smoothing, f"{stem}-{algorithm.value}", algorithm),
                   gr.Timer(active=bool(curves.job and curves.job.status.active)))
 
 

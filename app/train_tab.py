@@ -1,6 +1,6 @@
-"""Train tab: loop settings with presets, start/stop/resume buttons, live job status; API start_loop,
-stop_job, job_status, resume_job. Jobs run in a worker process that `trainers.launcher` starts, stops and resumes;
-this tab only reads their state."""
+"""Train tab: loop settings with presets (the policy optimiser among them: PPO or GRPO), start/stop/resume buttons,
+live job status; API start_loop, stop_job, job_status, resume_job. Jobs run in a worker process that
+`trainers.launcher` starts, stops and resumes; this tab only reads their state."""
 
 from __future__ import annotations
 
@@ -18,17 +18,20 @@ from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
-from trainers.job_layer import JobKind
 from trainers.chat_format import prompt_budget
+from trainers.job_layer import JobKind, job_kind_label
 from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
 from trainers.loop_config import PRESETS, Annotator, LoopConfig, check_against_store, job_settings, settings_from_json
+from trainers.ppo_config import Algorithm
 
 from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Train"
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "selector", "ensemble", "kl_coef",
-        "reward_lr", "ppo_lr", "reward_epochs", "annotator")  # the form's LoopConfig fields, in the order it sends them
-WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs")
+        "reward_lr", "ppo_lr", "reward_epochs", "annotator", "algorithm",
+        "group_size")  # the form's LoopConfig fields, in the order it sends them
+WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs",
+         "group_size")
 LOG_LINES = 12
 POLL_S = 2.0
 
@@ -124,6 +127,7 @@ class TrainLayout:
     preset: gr.Dropdown
     annotator: gr.Radio
     selector: gr.Radio
+    algorithm: gr.Radio
     rounds: gr.Number
     samples_per_prompt: gr.Number
     labels_per_round: gr.Number
@@ -133,6 +137,7 @@ class TrainLayout:
     reward_lr: gr.Number
     ppo_lr: gr.Number
     reward_epochs: gr.Number
+    group_size: gr.Number
     advanced: gr.Code
     start_loop: gr.Button
     train_reward: gr.Button
@@ -158,6 +163,8 @@ def layout() -> TrainLayout:
         preset = gr.Dropdown(list(PRESETS), value="demo", label="Preset")
         annotator = gr.Radio([a.value for a in Annotator], value=defaults.annotator, label="Labels from")
         selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector")
+        algorithm = gr.Radio([a.value for a in Algorithm], value=defaults.algorithm, label="Policy optimiser",
+                             elem_id="train-algorithm")
     with gr.Row():
         counts = [gr.Number(getattr(defaults, name), label=label, precision=0, minimum=minimum)
                   for name, label, minimum in (("rounds", "Rounds", 1),
@@ -170,15 +177,17 @@ def layout() -> TrainLayout:
         reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
         ppo_lr = gr.Number(defaults.ppo_lr, label="PPO LR")
         reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0, minimum=1)
+        group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0, minimum=2,
+                               elem_id="train-group-size")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
         advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
-                   gr.Button("Run PPO now"), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
-    limits, status, progress = gr.Markdown(), gr.Markdown(), gr.HTML()
+                   gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
+    limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
-    return TrainLayout(preset, annotator, selector, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs, advanced,
-                       *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
+    return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs,
+                       group_size, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
 
 
 @dataclass(frozen=True)
@@ -195,7 +204,7 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     state = job_status_dict(studio, job)
     if job is None:
         return JobView("No job yet.", "", "", gr.Timer(active=False))
-    line = f"**Job {job.id}** ({job.kind}) — **{state['status']}**"
+    line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
     if state["phase"]:
         line += f" — {html.escape(state['phase'])}"
     line += f" — {state['elapsed_s']:.0f} s"
@@ -261,6 +270,15 @@ def fill_preset(name: str) -> list:
     return [getattr(PRESETS[name], field) for field in FORM]
 
 
+def run_now_label(algorithm: str) -> str:
+    """The policy-optimisation button names the chosen optimiser: "Run PPO now" or "Run GRPO now"."""
+    return f"Run {algorithm.upper()} now"
+
+
+def on_algorithm(algorithm: str) -> gr.Button:
+    return gr.Button(run_now_label(algorithm))
+
+
 # ---- wiring -------------------------------------------------------------------------------------------------------
 
 def build(studio: Studio) -> list[Refresh]:
@@ -272,6 +290,7 @@ def build(studio: Studio) -> list[Refresh]:
     ui = layout()
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(fill_preset, ui.preset, ui.form, **private)
+    ui.algorithm.change(on_algorithm, ui.algorithm, ui.run_ppo, **private)
     for changed in (ui.preset, ui.advanced):
         changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
     for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_ppo, JobKind.PPO)):

@@ -23,7 +23,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import numpy as np  # noqa: E402
 
 from app.context import Studio  # noqa: E402
-from app.charts import PPO_PANELS, ppo_figure, reward_figure, rounds_figure  # noqa: E402
+from app.charts import PPO_PANELS, optimiser_figure, reward_figure, rounds_figure  # noqa: E402
 from app.curves_tab import ALL, findings, load_curves  # noqa: E402
 from storage import Store  # noqa: E402
 from storage import jobs as job_rows  # noqa: E402
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = load_curves(studio, job_id)
             findings(shown, ALL)
             return (rounds_figure(shown.rounds, shown.sft_oracle, "rounds"), reward_figure(shown.reward, 0.6, "reward"),
-                    ppo_figure(shown.ppo, 0.6, "ppo"))
+                    optimiser_figure(shown.optimiser, 0.6, "ppo"))
 
         def size(plot) -> str:
             return f"{len(plot.plot) / 1024:,.0f} KiB"
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         def points(group) -> int:
             return sum(len(s.steps) for segs in group.values() for s in segs)
 
-        one_round = curves.select(curves.ppo, "3")
+        one_round = curves.select(curves.optimiser, "3")
         results = [
             ("read the job's series (store)", curves.points, "", timed(lambda: load_curves(studio, job_id), args.repeat)),
             ("warning rules", curves.points, "", timed(lambda: findings(curves, ALL), args.repeat)),
@@ -113,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
              timed(lambda: rounds_figure(curves.rounds, None, "r"), args.repeat)),
             ("reward chart (EMA 0.6)", points(curves.reward), size(reward_figure(curves.reward, 0.6, "r")),
              timed(lambda: reward_figure(curves.reward, 0.6, "r"), args.repeat)),
-            ("PPO chart (EMA 0.6)", points(curves.ppo), size(ppo_figure(curves.ppo, 0.6, "p")),
-             timed(lambda: ppo_figure(curves.ppo, 0.6, "p"), args.repeat)),
-            ("PPO chart, one round", points(one_round), size(ppo_figure(one_round, 0.6, "p")),
-             timed(lambda: ppo_figure(one_round, 0.6, "p"), args.repeat)),
+            ("PPO chart (EMA 0.6)", points(curves.optimiser), size(optimiser_figure(curves.optimiser, 0.6, "p")),
+             timed(lambda: optimiser_figure(curves.optimiser, 0.6, "p"), args.repeat)),
+            ("PPO chart, one round", points(one_round), size(optimiser_figure(one_round, 0.6, "p")),
+             timed(lambda: optimiser_figure(one_round, 0.6, "p"), args.repeat)),
             ("whole tab refresh", curves.points, size_all(refresh()), timed(refresh, args.repeat)),
         ]
         blocks = build_app(store)

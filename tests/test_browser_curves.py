@@ -32,7 +32,7 @@ from tests.test_curves_tab import fill_synthetic_run
 from trainers.diagnostics import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
-CHARTS = {"curves-rounds": ROUND_PANELS, "curves-reward": REWARD_PANELS, "curves-ppo": PPO_PANELS}
+CHARTS = {"curves-rounds": ROUND_PANELS, "curves-reward": REWARD_PANELS, "curves-optimiser": PPO_PANELS}
 MARKUP_PROMPT = "Say <i>as written</i> & <script>window.pwned=1</script>"
 MIN_PANEL_PIXELS = 20  # a lone point is a dot of about 40 colored pixels; an empty panel has none
 ROUNDS, LABELS_PER_ROUND = 2, 7
@@ -114,7 +114,7 @@ def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_pa
     assert (tmp_path / "curves.png").stat().st_size > 10_000
 
     with page.expect_download() as download:  # a chart as PNG, from its mode bar
-        page.locator("#curves-ppo [data-title='Download plot as a PNG']").click()
+        page.locator("#curves-optimiser [data-title='Download plot as a PNG']").click()
     assert download.value.suggested_filename == f"job{loop_job.id}-ppo.png"
     download.value.save_as(tmp_path / "ppo.png")
     assert (tmp_path / "ppo.png").read_bytes().startswith(b"\x89PNG")

@@ -7,13 +7,13 @@ import pytest
 
 
 def test_figures_smooth_downsample_and_color_by_round():
-    from app.charts import (PANEL_POINTS, align_rounds, ppo_figure, reward_figure, round_color, rounds_figure,
+    from app.charts import (PANEL_POINTS, align_rounds, optimiser_figure, reward_figure, round_color, rounds_figure,
                             segments)
     from storage.curves import Series
 
     steps = list(range(1, 20_001))
     kl = segments(Series("ppo/kl", steps, [float(i % 7) for i in steps], [1] * 10_000 + [2] * 10_000))
-    raw = json.loads(ppo_figure({"ppo/kl": kl}, 0.0, "ppo").plot)
+    raw = json.loads(optimiser_figure({"ppo/kl": kl}, 0.0, "ppo").plot)
     lines = [t for t in raw["data"] if t["xaxis"] == "x2"]  # ppo/kl is the second panel
     assert [(t["name"], t["line"]["color"], t["showlegend"]) for t in lines] == [("round 1", "#2563eb", True),
                                                                                   ("round 2", "#ea580c", True)]

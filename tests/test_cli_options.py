@@ -94,6 +94,8 @@ def test_ppo_policy_is_the_version_to_train_and_settings_go_to_the_ppo_config():
     assert run == PPORun(iterations=5, reward="oracle", policy_id=3, ppo={"batch_size": 4, "lora": True})
     assert "to train" in option_help(parser, "--policy")
     assert ppo_cli.run_from_args(parser.parse_args([])) == PPORun()
+    grpo = ppo_cli.run_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "8", "--loss-norm", "token"]))
+    assert grpo.ppo == {"algorithm": "grpo", "group_size": 8, "loss_norm": "token"}
 
 
 def test_loop_options_then_json_on_top():
@@ -104,6 +106,9 @@ def test_loop_options_then_json_on_top():
     config = loop_cli.config_from_args(args)
     assert (config.rounds, config.labels_per_round, config.annotator, config.ppo_iterations, config.seed,
             config.kl_coef) == (4, 40, "human", 3, 5, 0.2)
+    grpo = loop_cli.config_from_args(parser.parse_args(["--config", '{"algorithm": "grpo", "group_size": 8}']))
+    assert (grpo.algorithm, grpo.group_size) == ("grpo", 8)
+    assert loop_cli.config_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "3"])).group_size == 3
     assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement"])).ensemble == 3
     assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "2"])).ensemble == 2
     assert parser.parse_args(["--resume", "7"]).resume == 7

@@ -27,11 +27,11 @@ from tests.helpers import label_pairs
 HELDOUT = ["Describe the sea.", "Name a fruit.", "Say something <b>kind</b> & true."]
 
 
-def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_progress=False) -> dict:
+def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_progress=False, algorithm="ppo") -> dict:
     """A loop job's traces: per round, reward metrics (steps continue), a reward model, PPO metrics (iterations
-    continue), a new policy with held-out samples (reward and oracle scores) and a round row with its summary.
-    `in_progress` adds a running round's first reward steps and leaves the job running."""
-    job_id = job_rows.create_job(store, "loop", {"rounds": rounds})
+    continue; GRPO's with `algorithm="grpo"`), a new policy with held-out samples (reward and oracle scores) and a
+    round row with its summary. `in_progress` adds a running round's first reward steps and leaves the job running."""
+    job_id = job_rows.create_job(store, "loop", {"rounds": rounds, "algorithm": algorithm})
     job_rows.claim_job(store, job_id, os.getpid())
     add_prompts(store, ["Tell a story.", "Write a poem."])
     add_prompts(store, HELDOUT, heldout=True)
@@ -52,11 +52,12 @@ def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_p
         for i in range(ppo_iterations):
             ppo_step += 1
             t = ppo_step / (rounds * ppo_iterations)
-            log_metrics(store, job_id, ppo_step, {
-                "ppo/score": 0.2 + t + 0.05 * math.sin(i), "ppo/kl": 0.3 * t, "ppo/kl_coef": 0.05,
-                "ppo/entropy": 2.0 - 0.4 * t, "ppo/policy_loss": -0.01, "ppo/value_loss": 0.3 * (1 - t),
-                "ppo/clipfrac": 0.1, "ppo/approx_kl": 0.01, "ppo/explained_variance": t,
-                "ppo/response_length": 20 + 5 * t, "ppo/eos_rate": 0.8 + 0.1 * t, "ppo/episodes_per_s": 30.0})
+            own = ({"policy_loss": -0.01, "value_loss": 0.3 * (1 - t), "explained_variance": t} if algorithm == "ppo"
+                   else {"loss": -0.01, "kl_token": 0.01 * t, "zero_variance_groups": 0.25})
+            log_metrics(store, job_id, ppo_step, {f"{algorithm}/{name}": value for name, value in {
+                "score": 0.2 + t + 0.05 * math.sin(i), "kl": 0.3 * t, "kl_coef": 0.05, "entropy": 2.0 - 0.4 * t,
+                "clipfrac": 0.1, "approx_kl": 0.01, "response_length": 20 + 5 * t, "eos_rate": 0.8 + 0.1 * t,
+                "episodes_per_s": 30.0, **own}.items()})
         policies.append(add_policy(store, f"/synthetic/policy-{g}", parent_id=policies[-1], round=g))
         add_eval_samples(store, policies[-1], heldout, g)
         summary = {"labels": 50 * g, "reward_val_accuracy": 0.6 + 0.05 * g, "score": 0.3 * g, "kl": 0.1 * g,
@@ -131,7 +132,7 @@ def test_points_in_no_finished_round_are_named_by_the_job_state(store):
     ppo_job = job_rows.create_job(store, "ppo", {})
     log_metrics(store, ppo_job, 1, {"ppo/kl": 0.1})
     job_rows.finish_job(store, ppo_job, JobStatus.COMPLETED)
-    assert [s.label for s in load_curves(Studio(store), ppo_job).ppo["ppo/kl"]] == ["this job"]
+    assert [s.label for s in load_curves(Studio(store), ppo_job).optimiser["ppo/kl"]] == ["this job"]
 
 
 def test_steps_count_from_the_start_of_each_round(store, run):
@@ -161,7 +162,7 @@ def test_curves_selection_and_exports(store, run):
     assert findings(curves, ALL) == []
     assert "No known failure" in warnings_html([], True)
 
-    only_two = curves.select(curves.ppo, "2")
+    only_two = curves.select(curves.optimiser, "2")
     assert [s.round for s in only_two["ppo/kl"]] == [2] and only_two["ppo/kl"][0].steps.tolist() == list(range(21, 41))
 
     metrics_csv, rounds_csv = write_exports(curves, "2")
@@ -172,6 +173,34 @@ def test_curves_selection_and_exports(store, run):
     assert {r["job_id"] for r in rows} == {str(run["job_id"])}
     with open(rounds_csv, newline="") as f:
         assert [float(r["oracle_score"]) for r in csv.DictReader(f)] == pytest.approx([0.5, 0.6, 0.7])
+
+
+def test_a_grpo_job_has_its_own_panels_and_its_warnings(store):
+    import json
+
+    from app.charts import GRPO_PANELS
+    from app.context import Studio
+    from app.curves_tab import ALL, findings, load_curves, show_charts, write_exports
+
+    run = fill_synthetic_run(store, rounds=2, reward_steps=4, ppo_iterations=5, algorithm="grpo")
+    curves = load_curves(Studio(store), run["job_id"])
+    assert curves.algorithm == "grpo" and set(curves.optimiser) == set(GRPO_PANELS)
+    assert curves.points == 2 * (4 * 2 + 2) + 2 * 5 * 12  # reward: loss and accuracy, validation once per round
+    shown = show_charts(Studio(store), run["job_id"], ALL, 0.0)
+    assert shown.optimiser_title.startswith("### GRPO: iterations") and "· grpo loop ·" in shown.status
+    spec = json.loads(shown.optimiser_plot.plot)
+    titles = [a["text"] for a in spec["layout"]["annotations"] if a["text"].startswith("<b>")]
+    assert titles == [f"<b>{title}</b>" for title in GRPO_PANELS.values()]
+    assert not any("Value" in title or "Explained" in title for title in titles)  # no critic, no value panels
+    assert "no data yet" not in [a["text"] for a in spec["layout"]["annotations"]]
+    assert spec["config"]["toImageButtonOptions"]["filename"] == f"job{run['job_id']}-grpo"
+    with open(write_exports(curves, ALL)[0]) as f:
+        assert "grpo/zero_variance_groups" in f.read()
+
+    job_id = job_rows.create_job(store, "ppo", {"ppo": {"algorithm": "grpo"}})  # a GRPO run whose KL runs away
+    for step in range(1, 41):
+        log_metrics(store, job_id, step, {"grpo/kl": 0.2 * 1.12 ** step, "grpo/score": 0.0, "grpo/entropy": 2.0})
+    assert [f.rule for f in findings(load_curves(Studio(store), job_id), ALL)] == ["kl_runaway"]
 
 
 def test_warning_shows_in_plain_words_and_escaped(store):
@@ -257,7 +286,8 @@ def test_opening_the_curves_tab_shows_the_jobs_of_now(store):
     newer = job_rows.create_job(store, "ppo", {})
     assert show_jobs(studio, None, ALL, DEFAULT_SMOOTHING).job.value == newer  # nothing picked: the newest
     kept = show_jobs(studio, picked.picked_job, "2", DEFAULT_SMOOTHING)
-    assert kept.job.value == run["job_id"] and kept.round_choice.value == "2" and "round-2" in kept.ppo_plot.plot
+    assert kept.job.value == run["job_id"] and kept.round_choice.value == "2"
+    assert "round-2" in kept.optimiser_plot.plot
     assert [value for _, value in kept.job.choices] == [newer, run["job_id"]]
 
 

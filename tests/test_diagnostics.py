@@ -133,3 +133,12 @@ def test_downsample_bounds_on_any_length(n):
     assert len(s) <= 100 and np.all(np.diff(s) > 0)
     assert values.min() in v and values.max() in v and s[0] == 0 and s[-1] == n - 1
     assert np.array_equal(values[s], v)
+
+
+def test_a_grpo_jobs_series_are_read_like_ppos():
+    """GRPO logs the same quantities under grpo/ (grpo/kl the per-response KL, as ppo/kl): the same rules fire."""
+    kl, entropy = noisy(np.linspace(0.2, 8.0, 80)), np.concatenate([np.full(10, 2.0), np.full(90, 0.3)])
+    assert [f.rule for f in d.diagnose({"grpo/kl": kl, "grpo/entropy": entropy, "grpo/score": np.zeros(80)})] == \
+        ["kl_runaway", "entropy_collapse"]
+    assert d.diagnose({"grpo/kl_token": kl}) == []  # the loss's per-token k3 is not the sequence KL
+    assert d.optimiser_prefix(["ppo/kl", "reward/loss"]) == "ppo/" and d.optimiser_prefix(["grpo/kl"]) == "grpo/"

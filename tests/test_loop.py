@@ -3,7 +3,6 @@ completes while /next_pair keeps serving pairs; a worker killed in PPO is marked
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from storage.prompts import list_prompts
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from tests import helpers
+from tests.test_worker_faults import kill_in_policy_optimisation
 from trainers.launcher import reap_orphans, resume_job, start_job
 from trainers.loop import Loop, evaluate_policy
 from trainers.loop_config import LoopConfig
@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,
         "ppo_iterations": 3, "ppo_batch_size": 16, "ppo_epochs": 2}
 SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "ppo_iterations": 8, "ppo_batch_size": 16}  # ~2 min on 2 cores
+# 2 rounds of 100 labels, GRPO on 8 prompts x G 4 per iteration: ~1.5 min on one thread
+GRPO_SMALL = {"algorithm": "grpo", "group_size": 4, "prompts_per_round": 32, "queue_reserve": 10, "ppo_iterations": 8,
+              "ppo_batch_size": 8}
 
 
 wait_for = partial(helpers.wait_for, timeout=600, every=0.5)  # loops take minutes on a busy CPU
@@ -52,6 +55,24 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}
     assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
+
+
+def test_headless_grpo_loop_beats_the_sft_policy(demo_store):
+    result = subprocess.run([sys.executable, "app.py", "loop", "--db", str(demo_store.path), "--rounds", "2",
+                             "--labels-per-round", "100", "--config", json.dumps(GRPO_SMALL)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    [job] = job_rows.list_jobs(demo_store)
+    rounds = list_rounds(demo_store, job.id)
+    assert [r["round"] for r in rounds] == [1, 2]
+    assert "round 2: GRPO iteration 8/8" in job_rows.tail_logs(demo_store, job.id, 200)
+    policies = list_policies(demo_store)
+    assert len(policies) == 3 and all(p.note.startswith("GRPO") for p in policies[1:])
+    kl = read_metrics(demo_store, job.id, names=["grpo/kl"])
+    assert [row["step"] for row in kl] == list(range(1, 17)) and read_metrics(demo_store, job.id, prefix="ppo/") == []
+    assert rounds[-1]["summary"]["kl"] == kl[-1]["value"]  # the round's summary reads the GRPO series
+    scores = {row["step"]: row["value"] for row in read_metrics(demo_store, job.id, names=["round/oracle_score"])}
+    assert scores[2] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
 
 
 def test_api_start_stop_resume_while_pairs_keep_coming(demo_store, serve_studio):
@@ -86,15 +107,8 @@ def test_api_start_stop_resume_while_pairs_keep_coming(demo_store, serve_studio)
 
 def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
     job_id = start_job(demo_store, "loop", LoopConfig.from_dict(TINY).to_dict())
-
-    def in_ppo_after_a_logged_iteration() -> bool:
-        job = job_rows.get_job(demo_store, job_id)
-        assert job.status.active, f"the loop ended ({job.status.value}) before it could be killed in PPO: {job.error}"
-        return "PPO iteration" in (job.phase or "") and bool(read_metrics(demo_store, job_id, names=["ppo/kl"]))
-
-    wait_for(in_ppo_after_a_logged_iteration, every=0.1)  # an iteration can be shorter than a slow poll
+    kill_in_policy_optimisation(demo_store, job_id)  # after a logged iteration (one can be shorter than a poll)
     labels_before = count_labels(demo_store)
-    os.kill(job_rows.get_job(demo_store, job_id).pid, signal.SIGKILL)
     wait_for(lambda: reap_orphans(demo_store) == [job_id])
     assert job_rows.get_job(demo_store, job_id).status is JobStatus.INTERRUPTED
 

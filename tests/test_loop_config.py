@@ -40,6 +40,11 @@ def test_every_field_documents_itself():
     ('{"selector": "best"}', "selector must be one of"),
     ('{"selector": "disagreement"}', "needs an ensemble of 2"),
     ('{"ppo_batch_size": 30, "ppo_mini_batches": 4}', "must divide ppo_batch_size"),
+    ('{"algorithm": "grpo", "ppo_batch_size": 30, "ppo_mini_batches": 4}',
+     "must divide ppo_batch_size (30) (prompts), so that no mini-batch splits a group"),
+    ('{"algorithm": "dpo"}', "algorithm must be one of ppo, grpo"),
+    ('{"algorithm": "grpo", "group_size": 1}', "group_size must be at least 2"),
+    ('{"kl_coef": -0.1}', "queue_reserve and kl_coef must be 0 or more"),
     ('{"oracle": "no_colon"}', "module:function"),
     ('{"ppo_lr": Infinity}', "ppo_lr must be a finite number"),
     ('{"kl_coef": NaN}', "kl_coef must be a finite number"),
@@ -101,6 +106,19 @@ def test_settings_map_onto_the_trainers_configs():
     assert job_settings("loop", config) == config.to_dict()
     assert job_settings("reward", config) == reward_settings(config)
     assert job_settings("ppo", config)["ppo"] == ppo_settings(config) and job_settings("ppo", config)["reward"] == "rm"
+    assert (ppo.algorithm, ppo.episodes_per_prompt) == ("ppo", 1)
+
+
+def test_grpo_settings_map_onto_the_grpo_config():
+    from trainers.ppo_config import PPOConfig
+
+    config = LoopConfig.from_json('{"algorithm": "grpo", "group_size": 8, "kl_coef": 0.02, "target_kl": 3.0, '
+                                  '"ppo_batch_size": 4, "ppo_mini_batches": 2}')
+    grpo = PPOConfig(**ppo_settings(config, round=1))
+    grpo.check()
+    assert (grpo.algorithm, grpo.group_size, grpo.loss_norm, grpo.episodes_per_prompt) == ("grpo", 8, "sequence", 8)
+    assert (grpo.init_kl_coef, grpo.target_kl, grpo.batch_size, grpo.num_mini_batches) == (0.02, 3.0, 4, 2)
+    assert job_settings("ppo", config)["ppo"]["algorithm"] == "grpo"
 
 
 def test_the_label_schedule_decays_from_the_first_rounds_labels():

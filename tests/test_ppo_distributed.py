@@ -1,7 +1,8 @@
-"""PPO under `torchrun --nproc_per_node 2` on the CPU (gloo): both processes end with identical weights.
+"""PPO and GRPO under `torchrun --nproc_per_node 2` on the CPU (gloo): both processes end with identical weights.
 
 Run by pytest, this file launches itself under torchrun; each process trains the tiny policy of test_ppo.py on its
-own prompts for two iterations and saves its weights and prompt indices for the test to compare.
+own prompts for two iterations with each algorithm and saves its weights and prompt indices (GRPO: the rows it
+sampled) for the test to compare.
 """
 
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+GROUP = 3  # GRPO's responses per prompt
 
 
 def test_two_processes_end_with_identical_weights(tmp_path):
@@ -20,32 +22,43 @@ def test_two_processes_end_with_identical_weights(tmp_path):
                str(tmp_path)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
-    assert first["world_size"] == second["world_size"] == 2
-    assert set(first["prompts"]).isdisjoint(second["prompts"])  # in an iteration each process has its own prompts...
-    for name, value in first["weights"].items():  # ...yet the gradients were averaged: same weights
-        assert torch.equal(value, second["weights"][name]), name
-    initial = first["initial"]
-    assert any(not torch.equal(first["weights"][name], value) for name, value in initial.items())
+    for algorithm in ("ppo", "grpo"):
+        first, second = (torch.load(tmp_path / f"{algorithm}-rank{r}.pt", weights_only=True) for r in (0, 1))
+        assert first["world_size"] == second["world_size"] == 2
+        assert set(first["prompts"]).isdisjoint(second["prompts"])  # in an iteration each process has its own prompts
+        for name, value in first["weights"].items():  # ...yet the gradients were averaged: same weights
+            assert torch.equal(value, second["weights"][name]), name
+        initial = first["initial"]
+        assert any(not torch.equal(first["weights"][name], value) for name, value in initial.items())
+    for rank in (0, 1):  # GRPO: every process samples whole groups of its own prompts
+        result = torch.load(tmp_path / f"grpo-rank{rank}.pt", weights_only=True)
+        assert result["rows"] == [p for p in result["prompts"] for _ in range(GROUP)]
 
 
 def main(out: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_ppo import PROMPTS, count_great, make_policy, make_tokenizer, small_config
 
+    from trainers.grpo import GRPOTrainer
     from trainers.ppo import PPOTrainer
 
     torch.set_num_threads(1)
-    policy = make_policy()
-    initial = {f"policy.{n}": p.detach().clone() for n, p in policy.named_parameters()}
-    trainer = PPOTrainer(small_config(), policy, make_tokenizer(), PROMPTS, count_great)
-    trainer.train(2)
-    prompts = trainer._batch_indices(0)
-    weights = {n: p.detach().cpu() for n, p in trainer.actor_critic.named_parameters()}
-    rank = trainer.accelerator.process_index
-    torch.save({"weights": weights, "initial": initial, "prompts": prompts,
-                "world_size": trainer.accelerator.num_processes}, out / f"rank{rank}.pt")
-    trainer.accelerator.wait_for_everyone()
+    grpo = small_config(algorithm="grpo", group_size=GROUP)
+    for trainer_class, config in ((PPOTrainer, small_config()), (GRPOTrainer, grpo)):
+        policy = make_policy()
+        initial = {f"policy.{n}": p.detach().clone() for n, p in policy.named_parameters()}
+        trainer = trainer_class(config, policy, make_tokenizer(), PROMPTS, count_great)
+        rows = []
+        rollout = trainer.rollout
+        trainer.rollout = lambda prompts, ids: (rows.append(prompts), rollout(prompts, ids))[1]
+        trainer.train(2)
+        prompts = trainer._batch_indices(0)
+        weights = {n: p.detach().cpu() for n, p in trainer.policy_model.named_parameters()}
+        rank = trainer.accelerator.process_index
+        sampled = [PROMPTS.index(p) for p in rows[0]]  # the first iteration's rows, as prompt indices
+        torch.save({"weights": weights, "initial": initial, "prompts": prompts, "rows": sampled,
+                    "world_size": trainer.accelerator.num_processes}, out / f"{config.algorithm}-rank{rank}.pt")
+        trainer.accelerator.wait_for_everyone()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from trainers.ppo_math import (compute_gae, entropy_from_logits, explained_variance, kl_estimate,
-                               logprobs_from_logits, masked_mean, policy_loss, token_rewards, value_loss, whiten)
+                               logprobs_from_logits, masked_mean, policy_loss, sampler_logprobs, token_rewards,
+                               value_loss, whiten)
 
 PAD = 1e6  # a value on padding positions that would wreck any result it leaked into
 
@@ -132,6 +133,20 @@ def test_logprobs_and_entropy_from_logits():
     entropy = entropy_from_logits(logits)
     expected = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     torch.testing.assert_close(entropy.double(), t([[expected, math.log(2)]]))
+
+
+def test_sampler_logprobs_rule_out_the_excluded_token_and_scale_by_temperature():
+    # logits (0, log 2, log 2) at temperature 1, token 2 excluded: probs (1/3, 2/3) over tokens 0 and 1
+    logits = t([[[0.0, math.log(2.0), math.log(2.0)]]])
+    torch.testing.assert_close(sampler_logprobs(logits, torch.tensor([[1]]), 1.0, excluded=2).double(),
+                               t([[math.log(2 / 3)]]))
+    # temperature 0.5 doubles the logits: (0, log 4) -> probs (1/5, 4/5)
+    torch.testing.assert_close(sampler_logprobs(logits, torch.tensor([[0]]), 0.5, excluded=2).double(),
+                               t([[math.log(1 / 5)]]))
+    torch.manual_seed(0)  # the same as the plain formula on logits whose excluded column is -inf
+    logits, tokens = torch.randn(2, 3, 7, dtype=torch.float64), torch.randint(0, 6, (2, 3))
+    plain = logprobs_from_logits((logits / 0.7).index_fill(-1, torch.tensor([6]), -math.inf), tokens)
+    torch.testing.assert_close(sampler_logprobs(logits, tokens, 0.7, excluded=6).double(), plain.double())
 
 
 def test_explained_variance():

@@ -119,7 +119,30 @@ def test_the_job_buttons_are_named_outputs(studio):
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer]
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels per round", "M: PPO iterations",
                                          "Pair selector", "Reward ensemble size", "β: KL coefficient", "Reward LR",
-                                         "PPO LR", "Reward epochs", "Labels from"]
+                                         "PPO LR", "Reward epochs", "Labels from", "Policy optimiser",
+                                         "G: GRPO responses per prompt"]
+    assert ui.run_ppo.value == "Run PPO now" and train_tab.on_algorithm("grpo").value == "Run GRPO now"
+
+
+def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
+    values = train_tab.fill_preset("demo")
+    values[train_tab.FORM.index("algorithm")] = "grpo"
+    values[train_tab.FORM.index("group_size")] = 6.0
+    small = json.dumps({"prompts_per_round": 8, "ppo_batch_size": 8, "labels_per_round": 8})
+    loop = train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+    job = job_rows.list_jobs(store)[0]
+    assert (job.config["algorithm"], job.config["group_size"]) == ("grpo", 6)
+    assert loop.status.startswith(f"**Job {job.id}** (grpo loop) — **queued**")
+    job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
+    run_now = train_tab.on_start(studio, "ppo", OWNER, "demo", small, *values)
+    job = job_rows.list_jobs(store)[0]
+    assert job.kind == "ppo" and (job.config["ppo"]["algorithm"], job.config["ppo"]["group_size"]) == ("grpo", 6)
+    assert run_now.status.startswith(f"**Job {job.id}** (grpo) — **queued**")
+    job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
+    values[train_tab.FORM.index("group_size")] = 1.0
+    with pytest.raises(gr.Error, match="group_size must be at least 2"):
+        train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+
 
 
 def test_the_tab_shows_the_token_limits_of_the_settings_and_the_longest_prompt(demo_store):

@@ -1,10 +1,13 @@
 """A loop worker killed with SIGKILL in each kind of step: generating samples, training the reward model, writing
-the reward model, PPO, writing the new policy. Each time the studio marks the job interrupted and nothing half-written
-is registered; the resumed job completes, each PPO step logged once, the partial checkpoints swept away.
+the reward model, PPO, writing the new policy; and a GRPO loop killed in GRPO and before its policy is registered.
+Each time the studio marks the job interrupted and nothing half-written is registered; the resumed job completes,
+each PPO (GRPO) step logged once, the partial checkpoints swept away.
 
 One tiny loop job lives through all five kills, so the suite pays for one seeded store copy and six worker starts.
 Four kills come from inside the worker at a chosen call (deterministic); the PPO one comes from outside, mid-run.
 """
+
+import json
 
 import os
 import signal
@@ -23,7 +26,7 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
 from tests import helpers
-from trainers.launcher import STALE_AFTER_S, reap_orphans, resume_job, worker_command
+from trainers.launcher import STALE_AFTER_S, reap_orphans, resume_job, start_job, worker_command
 from trainers.loop_config import LoopConfig
 from trainers.worker import PARTIAL_CHECKPOINTS
 
@@ -58,14 +61,16 @@ sys.exit(main(sys.argv[1:]))
 wait_for = partial(helpers.wait_for, timeout=300, every=0.05)  # catch short phases
 
 
-def kill_in_ppo(store, job_id: int) -> None:
-    """SIGKILL the job's worker in PPO once at least one PPO iteration is logged."""
-    def in_ppo_after_a_logged_iteration():
+def kill_in_policy_optimisation(store, job_id: int, algorithm: str = "ppo") -> None:
+    """SIGKILL the job's worker in its PPO (or GRPO) phase once at least one iteration is logged."""
+    def in_the_phase_after_a_logged_iteration():
         job = job_rows.get_job(store, job_id)
-        assert job.status.active, f"the loop ended ({job.status.value}) before it could be killed in PPO: {job.error}"
-        return "PPO iteration" in (job.phase or "") and read_metrics(store, job_id, names=["ppo/kl"]) and job
+        assert job.status.active, f"the loop ended ({job.status.value}) before it could be killed in {algorithm}: " \
+                                  f"{job.error}"
+        phase = f"{algorithm.upper()} iteration"
+        return phase in (job.phase or "") and read_metrics(store, job_id, names=[f"{algorithm}/kl"]) and job
 
-    job = wait_for(in_ppo_after_a_logged_iteration)
+    job = wait_for(in_the_phase_after_a_logged_iteration, timeout=600)  # the phase starts after minutes on a busy CPU
     assert job.status is JobStatus.RUNNING, job
     os.kill(job.pid, signal.SIGKILL)
 
@@ -97,12 +102,16 @@ def assert_interrupted(store, job_id: int) -> None:
 
 
 def assert_complete_checkpoints(store) -> None:
-    """Every registered policy and reward model is a whole directory: weights readable, tokenizer and notes there."""
+    """Every registered policy and reward model is a whole directory: weights readable, tokenizer and notes there
+    (a PPO policy's value head too; a GRPO policy has none)."""
     for policy in list_policies(store):
         path = Path(policy.path)
         needed = ["config.json", "tokenizer.json"]
         if policy.parent_id is not None:
-            needed += ["value_head.safetensors", "ppo_config.json"]
+            assert (path / "ppo_config.json").is_file(), (policy, sorted(os.listdir(path)))
+            with_critic = json.loads((path / "ppo_config.json").read_text())["algorithm"] == "ppo"
+            needed += ["value_head.safetensors"] if with_critic else []
+            assert (path / "value_head.safetensors").is_file() == with_critic, sorted(os.listdir(path))
         assert all((path / name).is_file() for name in needed), (policy, sorted(os.listdir(path)))
         with safe_open(str(path / "model.safetensors"), "pt") as weights:
             assert len(list(weights.keys())) > 0
@@ -143,7 +152,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         assert [p.parent.name for p in partial_checkpoints(store)] == ["reward_models"]  # the staged member
 
         resume_job(store, job_id)
-        kill_in_ppo(store, job_id)
+        kill_in_policy_optimisation(store, job_id)
         assert_interrupted(store, job_id)
         assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
         # the resumed worker swept the staged member away; the kill may have caught PPO writing its state
@@ -170,6 +179,35 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
     assert store.db().execute("SELECT count(*) FROM labels").fetchone()[0] == labels_before  # none lost, none added
     assert vote_ids_unique(store)
     assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_grpo_worker_killed_in_grpo_and_before_registering_resumes_to_a_whole_loop(demo_store):
+    store = demo_store
+    config = {**FAULT_LOOP, "algorithm": "grpo", "group_size": 4, "ppo_batch_size": 2}
+    job_id = start_job(store, "loop", LoopConfig.from_dict(config).to_dict())
+    try:
+        kill_in_policy_optimisation(store, job_id, "grpo")
+        assert_interrupted(store, job_id)
+        assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
+
+        run_dying_worker(store, job_id, "trainers.ppo_job:register_policy")  # the policy saved, not yet registered
+        assert_interrupted(store, job_id)
+        assert len(list_policies(store)) == 1
+        assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]
+
+        resume_job(store, job_id)
+        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
+    finally:
+        stop_worker(store, job_id)
+    job = job_rows.get_job(store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    assert len(list_policies(store)) == 2 and partial_checkpoints(store) == []
+    assert_complete_checkpoints(store)
+    kl_steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["grpo/kl"]))
+    assert kl_steps == list(range(1, config["ppo_iterations"] + 1))  # each GRPO step logged once, none missing
+    assert read_metrics(store, job_id, prefix="ppo/") == []
+    [summary] = [r["summary"] for r in list_rounds(store, job_id)]
+    assert summary["kl"] == read_metrics(store, job_id, names=["grpo/kl"])[-1]["value"]
 
 
 def test_a_job_resumed_long_after_it_was_created_waits_for_its_worker(store):

@@ -11,6 +11,8 @@ Most rules compare the means of a series' four quarters (q1..q4, in step order),
 - reward model near chance: its latest validation accuracy is below 60%.
 
     findings = diagnose({"ppo/kl": kl, "ppo/entropy": entropy, "ppo/score": score, "reward/val_accuracy": acc})
+
+A GRPO job's series (`grpo/kl`, `grpo/entropy`, `grpo/score`: the same names and units) are read the same way.
 """
 
 from __future__ import annotations
@@ -127,16 +129,23 @@ def reward_model_near_chance(val_accuracy: Sequence[float]) -> Finding | None:
         "reward model longer before trusting PPO's gains.")
 
 
+def optimiser_prefix(names) -> str:
+    """Where the policy optimiser's series are: `grpo/` for a GRPO job's metric names, else `ppo/`."""
+    return "grpo/" if any(name.startswith("grpo/") for name in names) else "ppo/"
+
+
 def diagnose(series: Mapping[str, Sequence[float]]) -> list[Finding]:
-    """Every rule that fires on the series given by metric name (`ppo/kl`, `ppo/entropy`, `ppo/score`,
-    `reward/val_accuracy`, `round/score`, `round/oracle_score`); missing series are skipped."""
+    """Every rule that fires on the series given by metric name (`ppo/kl`, `ppo/entropy`, `ppo/score`, or GRPO's
+    `grpo/...` of the same names, `reward/val_accuracy`, `round/score`, `round/oracle_score`); missing series are
+    skipped."""
     def get(name: str) -> Sequence[float]:
         return series.get(name, [])
 
-    hacking = reward_hacking(get("ppo/score"), get("ppo/kl"))
+    optimiser = optimiser_prefix(series)
+    hacking = reward_hacking(get(f"{optimiser}score"), get(f"{optimiser}kl"))
     findings = [
-        hacking or kl_runaway(get("ppo/kl")),  # the hacking warning already tells of the KL
-        entropy_collapse(get("ppo/entropy")),
+        hacking or kl_runaway(get(f"{optimiser}kl")),  # the hacking warning already tells of the KL
+        entropy_collapse(get(f"{optimiser}entropy")),
         oracle_disagrees(get("round/score"), get("round/oracle_score")),
         reward_model_near_chance(get("reward/val_accuracy")),
     ]

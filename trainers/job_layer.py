@@ -24,7 +24,9 @@ from storage import Store
 from storage.jobs import heartbeat
 from storage.metrics import log_metrics
 from storage.policies import add_policy
+from storage.types import Job
 
+from .ppo_config import Algorithm
 from .reporting import Reporter
 
 POLICIES_FOLDER = "policies"
@@ -38,6 +40,22 @@ class JobKind(StrEnum):
     REWARD = "reward"
     PPO = "ppo"
     LOOP = "loop"
+
+
+def job_algorithm(job: Job) -> Algorithm | None:
+    """The policy optimiser a loop or PPO job runs (its settings' `algorithm`, PPO when unset); None for other kinds."""
+    if job.kind == JobKind.LOOP:
+        return Algorithm(job.config.get("algorithm", Algorithm.PPO))
+    if job.kind == JobKind.PPO:
+        return Algorithm(job.config.get("ppo", {}).get("algorithm", Algorithm.PPO))
+    return None
+
+
+def job_kind_label(job: Job) -> str:
+    """The job's kind as the UI shows it, naming GRPO when the job runs it: `ppo`, `grpo`, `loop`, `grpo loop`."""
+    if job_algorithm(job) != Algorithm.GRPO:
+        return job.kind
+    return "grpo loop" if job.kind == JobKind.LOOP else Algorithm.GRPO.value
 
 
 def is_main_process() -> bool:

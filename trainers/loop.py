@@ -3,8 +3,8 @@
 One round g: (1) sample K responses per prompt from the newest policy; (2) queue pairs (random, or where the
 reward-model ensemble disagrees most), plus a reserve so annotators never run dry while the round trains;
 (3) collect N labels (the oracle annotator labels them, or the loop waits for people in the UI); (4) train the
-reward model on all labels so far; (5) PPO for M iterations against it; (6) register policy g and the round's
-summary. Every step checks the store first, so a stopped or killed loop continues where it was.
+reward model on all labels so far; (5) PPO (or GRPO, `algorithm`) for M iterations against it; (6) register policy
+g and the round's summary. Every step checks the store first, so a stopped or killed loop continues where it was.
 
     python app.py loop --db studio.db --rounds 3 --labels-per-round 100 --annotator oracle
 """
@@ -98,7 +98,7 @@ class Loop:
             self.train_reward(g)
         new_policy = latest_policy(self.store)
         if new_policy.round != g or new_policy.created < self.job.created:
-            self.step(index, "PPO", 0.5)
+            self.step(index, self.optimiser, 0.5)
             self.run_ppo(index, g)
             new_policy = latest_policy(self.store)
         self.step(index, "summarising", 0.95)
@@ -153,22 +153,29 @@ class Loop:
         record_annotator_agreement(self.store, self.job.id)
         self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
 
+    @property
+    def optimiser(self) -> str:
+        """The policy optimiser's name as phases show it: PPO or GRPO."""
+        return self.config.algorithm.upper()
+
     def run_ppo(self, index: int, g: int) -> None:
+        """The round's policy optimisation (PPO or GRPO) against the round's reward model."""
         from .ppo_job import train_ppo
 
         m = self.config.ppo_iterations
         run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g, ppo=ppo_settings(self.config, g))
         train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=(g - self.first_round) * m,
-                  phase=None, listener=PhaseReport(self, index, "PPO iteration", 0.5, 0.95))
+                  phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
 
     def summarise(self, index: int, g: int, new_policy: Policy) -> None:
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
-        ppo = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix="ppo/")}
+        prefix = f"{self.config.algorithm}/"
+        trained = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix=prefix)}
         summary = {
             "labels": round_label_count(self.store, g),
             "reward_val_accuracy": members[0].metrics.get("val_accuracy") if members else None,
-            "score": ppo.get("ppo/score"),
-            "kl": ppo.get("ppo/kl"),
+            "score": trained.get(f"{prefix}score"),
+            "kl": trained.get(f"{prefix}kl"),
         }
         oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == Annotator.ORACLE)
         if oracle_score is not None:

@@ -3,6 +3,7 @@ so the UI can validate a config without loading a model."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
@@ -17,7 +18,7 @@ from storage.types import Prompt
 
 from .chat_format import PromptBudget, model_context, prompt_budget
 from .job_layer import JobKind
-from .ppo_config import RewardSource
+from .ppo_config import Algorithm, RewardSource
 
 
 class Annotator(StrEnum):
@@ -45,7 +46,7 @@ def round_seed(seed: int, round: int) -> int:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO"})
+    rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
@@ -68,11 +69,15 @@ class LoopConfig:
     reward_patience: int = field(default=0, metadata={
         "help": "stop reward training after this many validations without a lower validation loss, keeping the "
                 "best weights (0: off)"})
-    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO iterations per round"})
-    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per PPO rollout"})
-    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per PPO epoch (divides the batch)"})
-    ppo_epochs: int = field(default=2, metadata={"help": "PPO epochs over each rollout"})
-    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO learning rate"})
+    algorithm: str = field(default=Algorithm.PPO.value, metadata={
+        "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
+        "choices": Algorithm})
+    group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
+    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
+    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
+    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
+    ppo_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
+    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
     kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference"})
     target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
@@ -105,7 +110,14 @@ class LoopConfig:
         if not 0 < self.label_decay <= 1:
             raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
         if self.ppo_batch_size % self.ppo_mini_batches:
-            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size ({self.ppo_batch_size})")
+            whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
+            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size "
+                               f"({self.ppo_batch_size}){whole}")
+        if self.algorithm not in {a.value for a in Algorithm}:
+            raise InvalidInput(f"algorithm must be one of {', '.join(Algorithm)}, got {self.algorithm!r}")
+        if self.group_size < 2:
+            raise InvalidInput(f"group_size must be at least 2 (GRPO compares the responses to a prompt), got "
+                               f"{self.group_size}")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
@@ -133,7 +145,9 @@ class LoopConfig:
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise InvalidInput(f"unknown loop setting {unknown[0]!r}; known settings: {', '.join(known)}")
+            close = difflib.get_close_matches(unknown[0], known, n=3, cutoff=0.5) or list(known)[:3]
+            raise InvalidInput(f"unknown loop setting {unknown[0]!r}; known settings: {', '.join(close)}, and "
+                               f"{len(known) - len(close)} more (python app.py loop --help lists them)")
         for name, value in values.items():
             if not _type_ok(known[name].type, value):
                 raise InvalidInput(f"loop setting {name!r} must be {known[name].type}, got {value!r}")
@@ -215,8 +229,8 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
-    """The `trainers.ppo_config.PPOConfig` fields a loop config sets (plain values: no torch needed here)."""
-    return {"batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
+    """The `trainers.ppo_config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
+    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,

@@ -1,5 +1,6 @@
-"""What PPO writes to disk: the resumable state of a run (`ppo_state.pt`: trainable weights, optimizer, β, iteration,
-every process's RNG) and the trained policy (a plain Hugging Face directory, the value head beside it).
+"""What PPO and GRPO write to disk: the resumable state of a run (`ppo_state.pt`: trainable weights, optimizer, β,
+iteration, every process's RNG) and the trained policy (a plain Hugging Face directory; PPO's value head beside it,
+GRPO has none).
 
     save_state(trainer, state_dir)            # every `save_every` iterations, at the end and on cancel
     load_state(trainer, state_dir)            # continue exactly where save_state left off
@@ -23,21 +24,21 @@ from safetensors.torch import load_file, save_file
 from .ppo_config import PPOSetupError
 
 if TYPE_CHECKING:
-    from .ppo import PPOTrainer
+    from .policy_optimizer import PolicyOptimizer
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 STATE_FILE = "ppo_state.pt"
 CONFIG_FILE = "ppo_config.json"
 
 
-def save_state(trainer: PPOTrainer, state_dir: str | Path) -> None:
+def save_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
     """Write the run's state to `state_dir/ppo_state.pt` (renamed into place, so never half-written)."""
     accelerator = trainer.accelerator
     rng = gather_object([torch.get_rng_state()]) if accelerator.num_processes > 1 else [torch.get_rng_state()]
     if accelerator.is_main_process:
         state_dir = Path(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
-        trainable = {n: p.detach().cpu() for n, p in trainer.actor_critic.named_parameters() if p.requires_grad}
+        trainable = {n: p.detach().cpu() for n, p in trainer.policy_model.named_parameters() if p.requires_grad}
         state = {"model": trainable, "optimizer": trainer.optimizer.state_dict(), "rng": rng,
                  "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                  "kl_controller": trainer.kl_controller.state_dict(), "iteration": trainer.iteration,
@@ -49,16 +50,16 @@ def save_state(trainer: PPOTrainer, state_dir: str | Path) -> None:
     accelerator.wait_for_everyone()
 
 
-def load_state(trainer: PPOTrainer, state_dir: str | Path) -> None:
+def load_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
     """Restore what `save_state` wrote, and hand the restored weights to the generation backend (a vLLM engine holds
     its own copy: without the sync the first iteration after a resume would sample from the weights the run started
-    with); refuses a state made with other trainable weights (LoRA or model)."""
+    with); refuses a state made with other trainable weights (algorithm, LoRA or model)."""
     state = torch.load(Path(state_dir) / STATE_FILE, map_location="cpu", weights_only=True)
-    model = trainer.actor_critic
+    model = trainer.policy_model
     missing = model.load_state_dict(state["model"], strict=False).missing_keys
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     if trainable & set(missing) or set(state["model"]) - trainable:
-        raise PPOSetupError(f"the saved PPO state in {state_dir} was made with other settings (LoRA or model); "
+        raise PPOSetupError(f"the saved state in {state_dir} was made with other settings (algorithm, LoRA or model); "
                             "resume with the same settings or start a new run")
     trainer.backend.sync_weights(model.policy)
     trainer.optimizer.load_state_dict(state["optimizer"])
@@ -75,19 +76,20 @@ def has_state(state_dir: str | Path) -> bool:
     return (Path(state_dir) / STATE_FILE).is_file()
 
 
-def save_policy(trainer: PPOTrainer, path: str | Path) -> None:
+def save_policy(trainer: PolicyOptimizer, path: str | Path) -> None:
     """A plain Hugging Face policy directory (LoRA merged; its adapter also kept in `adapter/`), the tokenizer, the
-    value head and the run's settings."""
+    value head (PPO only: a GRPO policy has none, so a later PPO run starts a fresh one) and the run's settings."""
     path = Path(path)
-    model = trainer.actor_critic
+    model = trainer.policy_model
     policy = model.policy
     if trainer.config.lora:
         policy.save_pretrained(path / "adapter")
         policy = copy.deepcopy(policy).merge_and_unload()
     policy.save_pretrained(path)
     trainer.tokenizer.save_pretrained(path)
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.value_head.state_dict().items()},
-              path / VALUE_HEAD_FILE)
+    if hasattr(model, "value_head"):
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.value_head.state_dict().items()},
+                  path / VALUE_HEAD_FILE)
     settings = {"iterations": trainer.iteration, **asdict(trainer.config)}
     (path / CONFIG_FILE).write_text(json.dumps(settings, indent=2))
 

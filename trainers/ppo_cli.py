@@ -1,10 +1,13 @@
-"""`python app.py ppo`: train a policy version with PPO in the terminal, as a `ppo` job with a progress bar.
+"""`python app.py ppo`: train a policy version with PPO (or GRPO: `--algorithm grpo`) in the terminal, as a `ppo`
+job with a progress bar.
 
-Options are generated from `PPORun` (`--iterations`, `--reward`, `--oracle`, `--policy`) and `PPOConfig` (every PPO
-setting: `--batch-size`, `--learning-rate`, ...), so their help and defaults are the fields'. Imports nothing heavy
-at module level (app.py builds its parser from here); the run itself is `trainers.ppo_job`.
+Options are generated from `PPORun` (`--iterations`, `--reward`, `--oracle`, `--policy`) and `PPOConfig` (every
+setting: `--algorithm`, `--group-size`, `--batch-size`, `--learning-rate`, ...), so their help and defaults are the
+fields'. Imports nothing heavy at module level (app.py builds its parser from here); the run itself is
+`trainers.ppo_job`.
 
     python app.py ppo --db studio.db --iterations 20 --reward oracle --batch-size 32 --learning-rate 3e-4
+    python app.py ppo --db studio.db --iterations 20 --algorithm grpo --group-size 8 --batch-size 8
     python app.py ppo --db studio.db --resume 7        # continue job 7 after a stop or a crash
 """
 
@@ -22,7 +25,7 @@ from storage.types import JobStatus
 
 from .cli_options import add_options, given_options
 from .job_layer import JobKind
-from .ppo_config import PPOConfig, PPORun
+from .ppo_config import Algorithm, PPOConfig, PPORun
 from .reporting import Reporter
 
 RUN_SKIPPED = ("round", "ppo")  # set by the loop, not on the command line
@@ -33,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `PPORun` options, `--resume`, and one option per PPOConfig field (`--batch-size`...)."""
     add_options(parser, PPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
-    add_options(parser.add_argument_group("PPO settings"), PPOConfig)
+    add_options(parser.add_argument_group("PPO and GRPO settings"), PPOConfig)
 
 
 def run_from_args(args: argparse.Namespace) -> PPORun:
@@ -43,14 +46,15 @@ def run_from_args(args: argparse.Namespace) -> PPORun:
 class ProgressBar(Reporter):
     """A terminal bar over the iterations, with the last score and KL."""
 
-    def __init__(self, job_id: int, iterations: int):
+    def __init__(self, job_id: int, iterations: int, algorithm: Algorithm = Algorithm.PPO):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=iterations, desc=f"ppo job {job_id}", unit="it", file=sys.stderr)
+        self.prefix = algorithm.value
+        self.bar = tqdm(total=iterations, desc=f"{self.prefix} job {job_id}", unit="it", file=sys.stderr)
 
     def on_step(self, step: int, metrics) -> None:
         self.bar.update(step - self.bar.n)
-        self.bar.set_postfix(score=f"{metrics['ppo/score']:.3f}", kl=f"{metrics['ppo/kl']:.2f}")
+        self.bar.set_postfix(score=f"{metrics[f'{self.prefix}/score']:.3f}", kl=f"{metrics[f'{self.prefix}/kl']:.2f}")
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
@@ -71,16 +75,17 @@ def run(args: argparse.Namespace, store: Store) -> int:
         trainer, _ = build_trainer(store, run)
         job_id = job_rows.create_job(store, JobKind.PPO.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())
-    bar = ProgressBar(job_id, run.iterations)
+    name = trainer.algorithm.value
+    bar = ProgressBar(job_id, run.iterations, trainer.algorithm)
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(
         train_ppo(s, run, j.id, listener=bar, trainer=trainer)))
     bar.bar.close()
     if status is JobStatus.COMPLETED:
-        print(f"ppo job {job_id}: completed; registered policy version {outcome[0].policy_id}")
+        print(f"{name} job {job_id}: completed; registered policy version {outcome[0].policy_id}")
         return 0
     if status is JobStatus.CANCELLED:
-        print(f"ppo job {job_id}: cancelled after {trainer.iteration} iterations; resume with --resume {job_id}")
+        print(f"{name} job {job_id}: cancelled after {trainer.iteration} iterations; resume with --resume {job_id}")
         return 0
-    print(f"ppo job {job_id}: failed: {job_rows.get_job(store, job_id).error.splitlines()[-1]}", file=sys.stderr)
+    print(f"{name} job {job_id}: failed: {job_rows.get_job(store, job_id).error.splitlines()[-1]}", file=sys.stderr)
     return 1

@@ -1,5 +1,5 @@
-"""PPO settings (`PPOConfig`), what a PPO job runs (`PPORun`) and the setup error. No torch at import time, so the
-CLI builds its options fast."""
+"""Policy-optimisation settings (`PPOConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs (`PPORun`)
+and the setup error. No torch at import time, so the CLI builds its options fast."""
 
 from __future__ import annotations
 
@@ -20,17 +20,43 @@ class RewardSource(StrEnum):
     ORACLE = "oracle"
 
 
+class Algorithm(StrEnum):
+    """The policy optimiser: PPO (a critic, GAE, the KL penalty in the reward), or GRPO (G responses per prompt,
+    group-relative advantages, no critic, the KL penalty in the loss)."""
+
+    PPO = "ppo"
+    GRPO = "grpo"
+
+
+class LossNorm(StrEnum):
+    """How GRPO averages its per-token loss: over each response's tokens then over responses (the original
+    formulation), or over every real token of the mini-batch at once."""
+
+    SEQUENCE = "sequence"
+    TOKEN = "token"
+
+
 class PPOSetupError(StudioError):
     """PPO cannot start with these models, prompts or settings."""
 
 
 @dataclass
 class PPOConfig:
-    """Settings of a PPO run; sizes are per process (under accelerate, each process runs `batch_size` episodes)."""
+    """Settings of a PPO or GRPO run; sizes are per process (under accelerate, each process runs `batch_size` prompts:
+    as many episodes under PPO, `batch_size * group_size` under GRPO)."""
 
+    algorithm: str = field(default=Algorithm.PPO.value, metadata={
+        "help": "Policy optimiser: ppo (critic, GAE) or grpo (group-relative advantages, no critic).",
+        "choices": Algorithm})
+    group_size: int = field(default=4, metadata={"help": "GRPO: responses sampled per prompt (G, at least 2)."})
+    loss_norm: str = field(default=LossNorm.SEQUENCE.value, metadata={
+        "help": "GRPO: average the loss per response then over responses (sequence), or over all tokens (token).",
+        "choices": LossNorm})
     seed: int = field(default=0, metadata={"help": "Seed of the initial weights, prompt order and sampling."})
-    batch_size: int = field(default=64, metadata={"help": "Episodes (prompts) per iteration and process."})
-    num_mini_batches: int = field(default=1, metadata={"help": "Mini-batches per PPO epoch; must divide batch_size."})
+    batch_size: int = field(default=64, metadata={
+        "help": "Prompts per iteration and process (one episode each under PPO, group_size under GRPO)."})
+    num_mini_batches: int = field(default=1, metadata={
+        "help": "Mini-batches per epoch; must divide batch_size (so GRPO's never split a group)."})
     ppo_epochs: int = field(default=4, metadata={"help": "Passes over each rollout buffer."})
     learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate of the policy and value head."})
     value_lr: float | None = field(default=None, metadata={
@@ -72,10 +98,16 @@ class PPOConfig:
 
     def check(self) -> None:
         """Raise PPOSetupError, in one line, for an inconsistent setting."""
-        if self.batch_size < 2:
+        if self.algorithm not in {a.value for a in Algorithm}:
+            raise PPOSetupError(f"unknown algorithm {self.algorithm!r}; use {' or '.join(Algorithm)}")
+        if self.algorithm == Algorithm.GRPO:
+            self._check_grpo()
+        elif self.batch_size < 2:
             raise PPOSetupError(f"batch size must be at least 2 (advantages are whitened over it), got {self.batch_size}")
         if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
             raise PPOSetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size ({self.batch_size})")
+        if self.init_kl_coef < 0:
+            raise PPOSetupError(f"the KL coefficient β (init_kl_coef) must be 0 or more, got {self.init_kl_coef}")
         if self.kl_estimator not in KL_KINDS:
             raise PPOSetupError(f"unknown KL estimator {self.kl_estimator!r}; use one of {', '.join(KL_KINDS)}")
         if self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
@@ -93,6 +125,22 @@ class PPOConfig:
             raise PPOSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
         if self.generation_backend == "vllm" and not torch.cuda.is_available():
             raise PPOSetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
+
+    def _check_grpo(self) -> None:
+        if self.group_size < 2:
+            raise PPOSetupError(f"group_size must be at least 2 (GRPO compares the responses of a group), got "
+                                f"{self.group_size}")
+        if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
+            raise PPOSetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size "
+                                f"({self.batch_size} prompts), so that no mini-batch splits a group of "
+                                f"{self.group_size} responses")
+        if self.loss_norm not in {n.value for n in LossNorm}:
+            raise PPOSetupError(f"unknown loss_norm {self.loss_norm!r}; use {' or '.join(LossNorm)}")
+
+    @property
+    def episodes_per_prompt(self) -> int:
+        """Responses sampled per prompt in an iteration: 1 under PPO, the group size under GRPO."""
+        return self.group_size if self.algorithm == Algorithm.GRPO else 1
 
 
 @dataclass

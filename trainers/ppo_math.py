@@ -85,6 +85,23 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
     return advantages, (advantages + values) * mask
 
 
+def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                      clip_range: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token clipped surrogate max(-A·ratio, -A·clip(ratio, 1±eps)), ratio = exp(logprobs - old_logprobs), and
+    where the clipped term was the larger one. `advantages` broadcasts against the (B, T) log-probs."""
+    ratio = torch.exp(logprobs - old_logprobs)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range)
+    return torch.maximum(unclipped, clipped), clipped > unclipped
+
+
+@torch.no_grad()
+def approx_kl(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """k3 estimate of KL(old || new) over real tokens (Schulman's (ratio - 1) - log ratio), detached."""
+    log_ratio = logprobs - old_logprobs
+    return masked_mean(torch.expm1(log_ratio) - log_ratio, mask)
+
+
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                 clip_range: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Clipped surrogate loss mean(max(-A·ratio, -A·clip(ratio, 1±eps))) over real tokens.
@@ -92,15 +109,9 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     Returns (loss, clip_fraction, approx_kl): the share of tokens where the clipped term was the larger one,
     and the k3 estimate of KL(old || new) (Schulman's (ratio - 1) - log ratio), both detached.
     """
-    log_ratio = logprobs - old_logprobs
-    ratio = torch.exp(log_ratio)
-    unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range)
-    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
-    with torch.no_grad():
-        clip_fraction = masked_mean((clipped > unclipped).float(), mask)
-        approx_kl = masked_mean(torch.expm1(log_ratio) - log_ratio, mask)
-    return loss, clip_fraction, approx_kl
+    per_token, was_clipped = clipped_surrogate(logprobs, old_logprobs, advantages, clip_range)
+    loss = masked_mean(per_token, mask)
+    return loss, masked_mean(was_clipped.float(), mask), approx_kl(logprobs, old_logprobs, mask)
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
@@ -121,6 +132,16 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """Log-probability of each token: logits (B, T, V), tokens (B, T) -> (B, T)."""
     return torch.gather(F.log_softmax(logits.float(), dim=-1), 2, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def sampler_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float, excluded: int) -> torch.Tensor:
+    """Log-probability of each token under the sampler's distribution: softmax(logits / temperature) with token
+    `excluded` (the pad) ruled out; (B, T, V), (B, T) -> (B, T). The same as `logprobs_from_logits` on logits whose
+    excluded column is -inf, without copying the (B, T, V) logits (logsumexp minus the excluded token's share)."""
+    scaled = logits.float() if temperature == 1.0 else logits.float() / temperature
+    log_total = torch.logsumexp(scaled, dim=-1)  # (B, T)
+    log_kept = log_total + torch.log1p(-torch.exp(scaled[..., excluded] - log_total))
+    return scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - log_kept
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

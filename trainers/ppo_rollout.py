@@ -1,6 +1,7 @@
-"""PPO's rollout side: where samples come from (`RolloutBackend`: Hugging Face `generate` on the live policy, or
-vLLM on a GPU via `trainers.vllm_generation`), the actor-critic model that scores them (`PolicyWithValueHead`), the
-per-iteration buffer (`Rollout`) and the helpers that turn samples into tensors.
+"""The rollout side of PPO and GRPO: where samples come from (`RolloutBackend`: Hugging Face `generate` on the live
+policy, or vLLM on a GPU via `trainers.vllm_generation`), the trained model that scores them (`PolicyModel`, the
+actor alone for GRPO; `PolicyWithValueHead`, actor and critic for PPO), the per-iteration buffer (`Rollout`) and the
+helpers that turn samples into tensors.
 
     backend = make_rollout_backend(policy, tokenizer, chat.end_ids, config, longest_prompt=12)
     ids, mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)     # (B, P) each
@@ -73,12 +74,26 @@ def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, 
     return backend
 
 
-class PolicyWithValueHead(nn.Module):
-    """The actor and the critic: a causal LM and a zero-initialised scalar head on its last hidden state."""
+class PolicyModel(nn.Module):
+    """The actor alone (GRPO has no critic): a causal LM giving the logits that predict each response token."""
 
     def __init__(self, policy: nn.Module):
         super().__init__()
         self.policy = policy
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                response_start: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits predicting each response token (B, R, V), and no values."""
+        output = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             use_cache=False, logits_to_keep=input_ids.shape[1] - response_start + 1)
+        return output.logits[:, :-1], None
+
+
+class PolicyWithValueHead(PolicyModel):
+    """The actor and the critic: a causal LM and a zero-initialised scalar head on its last hidden state."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__(policy)
         self.value_head = nn.Linear(policy.config.hidden_size, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -95,7 +110,8 @@ class PolicyWithValueHead(nn.Module):
 
 @dataclass
 class Rollout:
-    """One iteration's buffer; per-token tensors are (B, R), `mask` 1 on response tokens up to and including EOS."""
+    """One iteration's buffer; per-token tensors are (B, R), `mask` 1 on response tokens up to and including EOS;
+    `values` None without a critic (GRPO)."""
 
     query: torch.Tensor
     query_mask: torch.Tensor
@@ -103,7 +119,7 @@ class Rollout:
     mask: torch.Tensor
     logprobs: torch.Tensor
     ref_logprobs: torch.Tensor
-    values: torch.Tensor
+    values: torch.Tensor | None
     scores: torch.Tensor
     ended: torch.Tensor
     entropy: torch.Tensor

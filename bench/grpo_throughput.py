@@ -1,0 +1,216 @@
+"""GRPO throughput and memory: our trainer (`trainers.grpo.GRPOTrainer`) vs this venv's TRL `GRPOTrainer`.
+
+Same algorithm and settings for both: the demo SFT policy, the same reward model (a seeded one-output head on the
+policy, as in bench/ppo_throughput.py) as the only reward, 8 prompts x G = 4 responses per generation (32
+episodes), response length 24, β 0.05 (so both load and run a frozen reference copy), clip 0.2, 2 optimisation
+passes over each generation (TRL: `num_iterations=2`, ours: `ppo_epochs=2`, one mini-batch each), learning rate 1e-5,
+temperature 1, top-p 1, float32, no gradient checkpointing, no vLLM, the same CPU threads. TRL is configured to the
+DeepSeekMath loss (`loss_type="grpo"`: per-response token mean, then mean over responses; group std scaling), as
+ours (`loss_norm="sequence"`). Rewards: TRL decodes and re-tokenizes prompt + completion for the reward model; ours
+scores the rollout's own ids (prompt + response + EOS).
+
+Episodes/s counts each sampled response once: one of our iterations, or one TRL generation (its 2 optimizer steps),
+is one block of 32 episodes; the first block is warm-up. Each trainer runs in its own process, so peak memory is
+clean: "peak RSS" is the process's high-water mark, "added by training" the high-water mark during training (reset
+once the models are loaded) minus the RSS at that moment. `--profile` adds where our time goes (torch profiler).
+
+    python bench/grpo_throughput.py                       # 6 blocks of 32 episodes per trainer, 1 thread
+    python bench/grpo_throughput.py --blocks 10 --threads 2 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ppo_throughput import OUT, ROOT, memory_mb, prepare, reset_peak  # noqa: E402
+
+PROMPTS_PER_STEP, GROUP, RESPONSE_LENGTH, EPOCHS, BETA, LEARNING_RATE = 8, 4, 24, 2, 0.05, 1e-5
+EPISODES = PROMPTS_PER_STEP * GROUP
+
+
+def report(name: str, block_times: list[float], loaded: dict, **extra) -> None:
+    """One JSON line: episodes/s over the blocks after the first, and the memory figures."""
+    measured = block_times[1:] or block_times
+    after = memory_mb()
+    print(json.dumps({"name": name, "episodes_per_s": EPISODES * len(measured) / sum(measured),
+                      "peak_rss_mb": max(loaded["peak"], after["peak"]), "loaded_rss_mb": loaded["rss"],
+                      "train_peak_mb": after["peak"], **extra}), flush=True)
+
+
+# ----- workers (each in its own process) --------------------------------------------------------------------------
+
+def run_ours(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from trainers.grpo import GRPOTrainer
+    from trainers.models import load_policy, load_tokenizer
+    from trainers.ppo_config import PPOConfig
+    from trainers.reward_scorer import RewardScorer
+
+    torch.set_num_threads(args.threads)
+    prompts = json.loads(Path(args.prompts).read_text())
+    config = PPOConfig(algorithm="grpo", group_size=GROUP, loss_norm="sequence", batch_size=PROMPTS_PER_STEP,
+                       num_mini_batches=1, ppo_epochs=EPOCHS, response_length=RESPONSE_LENGTH,
+                       learning_rate=LEARNING_RATE, init_kl_coef=BETA, clip_range=0.2, temperature=1.0, top_p=1.0,
+                       seed=0)
+    reward = RewardScorer.from_dirs([args.reward_model], norms=[(0.0, 1.0)])
+    trainer = GRPOTrainer(config, load_policy(args.policy), load_tokenizer(args.policy), prompts, reward)
+    loaded = memory_mb()
+    reset_peak()
+    times = []
+    for _ in range(args.blocks):
+        started = time.perf_counter()
+        trainer.step()
+        trainer.iteration += 1
+        times.append(time.perf_counter() - started)
+    profile = profile_ours(trainer) if args.profile else {}
+    report(args.worker, times, loaded, profile=profile)
+
+
+def profile_ours(trainer, iterations: int = 3) -> dict[str, float]:
+    """Seconds per iteration in each phase of our GRPO step, over `iterations` more iterations."""
+    phases = {"generate": (trainer.backend, "generate_ids"), "reference forward": (trainer, "_reference_logprobs"),
+              "reward model": (trainer, "_score"), "update (forward + backward + step, 2 passes)": (trainer, "_update")}
+    seconds = dict.fromkeys(phases, 0.0)
+    for name, (owner, attribute) in phases.items():
+        def timed(*a, _name=name, _original=getattr(owner, attribute), **k):
+            started = time.perf_counter()
+            try:
+                return _original(*a, **k)
+            finally:
+                seconds[_name] += time.perf_counter() - started
+        setattr(owner, attribute, timed)
+    started = time.perf_counter()
+    for _ in range(iterations):
+        trainer.step()
+        trainer.iteration += 1
+    total = time.perf_counter() - started
+    seconds["rest: policy forward in the rollout, log-probs, advantages, metrics"] = total - sum(seconds.values())
+    return {name: value / iterations for name, value in {**seconds, "iteration": total}.items()}
+
+
+def run_trl(args: argparse.Namespace) -> None:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    torch.set_num_threads(args.threads)
+    prompts = json.loads(Path(args.prompts).read_text())
+    tokenizer = AutoTokenizer.from_pretrained(args.policy, padding_side="left")
+    step_ends: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_train_begin(self, *_, **__):
+            step_ends.append(time.perf_counter())
+
+        def on_step_end(self, *_, **__):
+            step_ends.append(time.perf_counter())
+
+    config = GRPOConfig(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=EPISODES, num_generations=GROUP,
+                        gradient_accumulation_steps=1, num_iterations=EPOCHS, max_completion_length=RESPONSE_LENGTH,
+                        learning_rate=LEARNING_RATE, beta=BETA, loss_type="grpo", scale_rewards="group", epsilon=0.2,
+                        temperature=1.0, top_p=1.0, use_vllm=False, bf16=False, gradient_checkpointing=False,
+                        use_cpu=True, seed=0, report_to=[], save_strategy="no", logging_steps=1,
+                        max_steps=EPOCHS * args.blocks, disable_tqdm=True, log_completions=False)
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(args.policy), args=config, processing_class=tokenizer,
+        reward_funcs=AutoModelForSequenceClassification.from_pretrained(args.reward_model, num_labels=1),
+        reward_processing_classes=AutoTokenizer.from_pretrained(args.reward_model),
+        train_dataset=Dataset.from_dict({"prompt": prompts}), callbacks=[StepTimer()],
+    )
+    loaded = memory_mb()
+    reset_peak()
+    trainer.train()
+    ends = step_ends[::EPOCHS]  # a block = one generation and its EPOCHS optimizer steps
+    report(args.worker, [b - a for a, b in zip(ends, ends[1:])], loaded)
+
+
+# ----- the orchestrator -------------------------------------------------------------------------------------------
+
+RUNS = {"trl": "TRL {version} GRPOTrainer", "ours": "ours (trainers.grpo)"}
+
+
+def run_worker(worker: str, policy: Path, reward_model: Path, prompts: Path, args: argparse.Namespace) -> dict:
+    command = [sys.executable, __file__, "--worker", worker, "--policy", str(policy), "--reward-model",
+               str(reward_model), "--prompts", str(prompts), "--blocks", str(args.blocks), "--threads",
+               str(args.threads), *(["--profile"] if args.profile else [])]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{worker} failed:\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def print_tables(runs: dict[str, list[dict]], args: argparse.Namespace, trl_version: str) -> None:
+    """The comparison (medians; × TRL: the median ratio of runs made one after the other, so that a change in the
+    machine's load cancels out) and, with --profile, our phases in the median run."""
+    import numpy as np
+
+    print(f"\nGRPO on the demo policy: {PROMPTS_PER_STEP} prompts x G {GROUP} = {EPISODES} episodes per generation, "
+          f"response {RESPONSE_LENGTH}, {EPOCHS} passes, β {BETA}, float32, {args.blocks} blocks (first = warm-up), "
+          f"{args.threads} CPU thread(s), {args.repeats} alternating run(s) per trainer\n")
+    print("| trainer | episodes/s | × TRL | peak RSS (MiB) | × TRL | added by training (MiB) | × TRL |")
+    print("|---|---|---|---|---|---|---|")
+    measures = {"speed": lambda r: r["episodes_per_s"], "peak": lambda r: r["peak_rss_mb"],
+                "added": lambda r: r["train_peak_mb"] - r["loaded_rss_mb"]}
+    for worker, label in RUNS.items():
+        cells = []
+        for measure in measures.values():
+            mine = [measure(r) for r in runs[worker]]
+            ratios = [a / measure(t) for a, t in zip(mine, runs["trl"])]
+            cells += [f"{np.median(mine):.1f}", f"{np.median(ratios):.2f}"]
+        print(f"| {label.format(version=trl_version)} | {' | '.join(cells)} |")
+    print("\nEach run, episodes/s: " + "; ".join(
+        f"{worker} " + ", ".join(f"{r['episodes_per_s']:.1f}" for r in rs) for worker, rs in runs.items()))
+    if args.profile:
+        phases = sorted(runs["ours"], key=measures["speed"])[len(runs["ours"]) // 2]["profile"]
+        print("\nWhere our iteration's time goes (the median run; seconds per iteration):\n\n| phase | s | share |\n"
+              "|---|---|---|")
+        for name, seconds in sorted(phases.items(), key=lambda kv: -kv[1]):
+            if name != "iteration":
+                print(f"| {name} | {seconds:.3f} | {seconds / phases['iteration']:.0%} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=6, help="blocks of 32 episodes per trainer (the first: warm-up)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of every run")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each trainer, alternating (the median counts)")
+    parser.add_argument("--profile", action="store_true", help="also time the phases of our iteration")
+    parser.add_argument("--worker", choices=sorted(RUNS), help=argparse.SUPPRESS)
+    parser.add_argument("--policy", help=argparse.SUPPRESS)
+    parser.add_argument("--reward-model", help=argparse.SUPPRESS)
+    parser.add_argument("--prompts", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "ours":
+        return run_ours(args)
+    if args.worker == "trl":
+        return run_trl(args)
+
+    import trl
+
+    work = OUT / "grpo_throughput"
+    work.mkdir(parents=True, exist_ok=True)
+    policy, reward_model, prompts = prepare(work, None, 0)
+    runs: dict[str, list[dict]] = {worker: [] for worker in RUNS}
+    for _ in range(args.repeats):  # alternate, so a change in the machine's load hits both alike
+        for worker in RUNS:
+            runs[worker].append(run_worker(worker, policy, reward_model, prompts, args))
+    print_tables(runs, args, trl.__version__)
+    (work / "results.json").write_text(json.dumps(runs, indent=2))
+
+
+if __name__ == "__main__":
+    main()

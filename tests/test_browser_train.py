@@ -1,0 +1,58 @@
+"""The Train tab in a real browser (Playwright + Debian's Chromium): GRPO chosen in the form and a tiny loop
+started, run by its worker to the end, and shown by the Curves tab with GRPO's panels."""
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from app.charts import GRPO_PANELS
+from storage import jobs as job_rows
+from storage.metrics import read_metrics
+from storage.policies import list_policies
+
+pytestmark = pytest.mark.browser
+
+# the smallest loop that runs every phase: 2 prompts x 4 samples, 7 labels, 2 GRPO iterations of 2 prompts x G 2
+TINY_GRPO = {"prompts_per_round": 2, "queue_reserve": 0, "reward_batch_size": 1, "ppo_batch_size": 2, "ppo_epochs": 1,
+             "response_length": 8}
+FORM = {"Rounds": 1, "N: labels per round": 7, "M: PPO iterations": 2, "Reward epochs": 1}
+
+
+def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(serve_studio(demo_store).local_url)
+    page.get_by_role("tab", name="Train").click()
+    expect(page.get_by_role("button", name="Run PPO now")).to_be_visible()
+
+    page.locator("#train-algorithm").get_by_label("grpo").check()
+    expect(page.get_by_role("button", name="Run GRPO now")).to_be_visible()  # the button names the optimiser
+    page.locator("#train-group-size input").fill("2")
+    for label, value in FORM.items():
+        page.get_by_label(label, exact=True).fill(str(value))
+    page.get_by_text("Advanced settings (JSON, applied on top)").click()
+    editor = page.locator(".cm-content").first
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(json.dumps(TINY_GRPO))  # typed keys would auto-close brackets
+    page.get_by_role("button", name="Start loop").click()
+
+    status = page.locator("#train-status")
+    expect(status).to_contain_text("(grpo loop)")
+    expect(status).to_contain_text("completed", timeout=600_000)  # the worker runs the whole loop
+    [job] = job_rows.list_jobs(demo_store)
+    assert (job.config["algorithm"], job.config["group_size"], job.config["rounds"]) == ("grpo", 2, 1)
+    assert job.config["ppo_batch_size"] == 2 and job.config["labels_per_round"] == 7
+    assert [r["step"] for r in read_metrics(demo_store, job.id, names=["grpo/kl"])] == [1, 2]
+    assert read_metrics(demo_store, job.id, prefix="ppo/") == []
+    assert [p.note for p in list_policies(demo_store)][1:] == ["GRPO, 2 iterations"]
+    page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
+
+    page.get_by_role("tab", name="Curves").click()
+    expect(page.locator("#curves-status")).to_contain_text(f"Job {job.id} · grpo loop · completed")
+    expect(page.locator("#curves-optimiser-title")).to_contain_text("GRPO: iterations across rounds")
+    chart = page.locator("#curves-optimiser")
+    chart.locator(".cartesianlayer .subplot").first.wait_for(state="attached", timeout=90_000)
+    assert chart.locator(".cartesianlayer .subplot").count() == len(GRPO_PANELS)
+    assert "Value loss" not in chart.inner_text() and "GRPO loss" in chart.inner_text()
