@@ -1,6 +1,7 @@
 """The loop: a headless oracle loop improves the policy; through the API it starts, stops, resumes and
 completes while /next_pair keeps serving pairs; a worker killed in PPO is marked interrupted and resumes."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -145,3 +146,16 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
     assert evaluate_policy(demo_store, sft, config, with_oracle=True) == first
     assert eval_samples(demo_store, sft.id) == evaluated
     assert first == pytest.approx(sum(s["oracle"] for s in evaluated) / len(evaluated))
+
+
+def test_an_adaptive_beta_goes_on_from_where_the_previous_round_left_it(demo_store):
+    from storage.metrics import log_metrics
+
+    job_id = job_rows.create_job(demo_store, "loop", LoopConfig(target_kl=3.0, ppo_iterations=2).to_dict())
+    loop = Loop(demo_store, job_rows.get_job(demo_store, job_id), log=lambda line: None)
+    assert loop.carried_kl_coef(0) is None  # the first round starts at kl_coef
+    for step, beta in [(1, 0.1), (2, 0.13), (3, 0.2), (4, 0.25)]:
+        log_metrics(demo_store, job_id, step, {"ppo/kl_coef": beta})
+    assert loop.carried_kl_coef(2) == 0.13 and loop.carried_kl_coef(4) == 0.25
+    fixed = dataclasses.replace(job_rows.get_job(demo_store, job_id), config=LoopConfig(ppo_iterations=2).to_dict())
+    assert Loop(demo_store, fixed, log=lambda line: None).carried_kl_coef(4) is None  # a fixed β stays kl_coef

@@ -7,7 +7,7 @@ import pytest
 from storage import InvalidInput
 from storage.types import Prompt
 from trainers.loop_config import (PRESETS, LoopConfig, check_against_store, first_round_labels, job_settings,
-                                  labels_in_round, ppo_settings, reward_settings)
+                                  kl_horizon, labels_in_round, ppo_settings, reward_settings)
 
 
 def test_defaults_and_presets_are_valid():
@@ -139,3 +139,20 @@ def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early
     assert (first.seed, second.seed) == (7001, 7002) and first.split_seed == second.split_seed == 7
     assert second.warm_start and second.early_stopping_patience == 2
     assert not RewardConfig(**reward_settings(LoopConfig())).warm_start
+
+
+def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_within_a_loop():
+    from trainers.ppo_config import PPOConfig
+
+    config = LoopConfig(rounds=3, ppo_iterations=10, ppo_batch_size=32, target_kl=3.0)
+    assert kl_horizon(config) == 960 == PPOConfig(**ppo_settings(config, round=1)).kl_horizon
+    assert kl_horizon(LoopConfig(rounds=2, ppo_iterations=5, ppo_batch_size=8, algorithm="grpo", group_size=4)) == 320
+
+
+def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():
+    from trainers.reward_config import RewardConfig
+
+    assert RewardConfig(**reward_settings(LoopConfig(oracle_noise=0.1))).label_noise == 0.1
+    assert reward_settings(LoopConfig())["label_noise"] == 0.0
+    assert reward_settings(LoopConfig(oracle_noise=1.0))["label_noise"] == 0.0  # all noise: nothing to model
+    assert reward_settings(LoopConfig(annotator="human", oracle_noise=0.1))["label_noise"] == 0.0

@@ -162,10 +162,22 @@ class Loop:
         """The round's policy optimisation (PPO or GRPO) against the round's reward model."""
         from .ppo_job import train_ppo
 
-        m = self.config.ppo_iterations
-        run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g, ppo=ppo_settings(self.config, g))
-        train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=(g - self.first_round) * m,
+        m, offset = self.config.ppo_iterations, (g - self.first_round) * self.config.ppo_iterations
+        settings = ppo_settings(self.config, g)
+        beta = self.carried_kl_coef(offset)
+        run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g,
+                     ppo=settings if beta is None else {**settings, "init_kl_coef": beta})
+        train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                   phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
+
+    def carried_kl_coef(self, before_step: int) -> float | None:
+        """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;
+        None: fixed β, or a first round), so the controller goes on where that round left it."""
+        if self.config.target_kl is None:
+            return None
+        rows = read_metrics(self.store, self.job.id, names=[f"{self.config.algorithm}/kl_coef"])
+        rows = [row for row in rows if row["step"] <= before_step]
+        return max(rows, key=lambda row: row["step"])["value"] if rows else None
 
     def summarise(self, index: int, g: int, new_policy: Policy) -> None:
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]

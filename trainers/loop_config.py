@@ -225,17 +225,32 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
             "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
-            "early_stopping_patience": config.reward_patience, "bf16": config.bf16}
+            "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
+
+
+def label_noise(config: LoopConfig) -> float:
+    """The label-noise rate ε the reward model is told: the oracle's own rate of random votes (a human annotator's
+    is unknown: 0)."""
+    noisy_oracle = config.annotator == Annotator.ORACLE and config.oracle_noise < 1  # ε = 1: nothing to learn
+    return config.oracle_noise if noisy_oracle else 0.0
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.ppo_config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
     return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
-            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
+            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
+            "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
             "bf16": config.bf16,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
+
+
+def kl_horizon(config: LoopConfig) -> int:
+    """The adaptive β controller's horizon: the loop's episodes over all rounds, so β can move as far over the whole
+    loop as Ziegler et al.'s controller does over its horizon (β is carried from round to round)."""
+    group = config.group_size if config.algorithm == Algorithm.GRPO else 1
+    return config.rounds * config.ppo_iterations * config.ppo_batch_size * group
 
 
 def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
