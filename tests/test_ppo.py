@@ -563,3 +563,21 @@ def test_the_value_head_learns_at_its_own_rate_when_given_one():
     assert {id(p) for p in head["params"]} == {id(p) for p in model.value_head.parameters()}
     assert len(policy["params"]) + len(head["params"]) == len(list(model.parameters()))
     assert parameter_groups(model, small_config(learning_rate=1e-5))[1]["lr"] == 1e-5
+
+
+def test_the_ppo_commands_left_out_settings_are_the_loops_which_suit_the_demo():
+    import argparse
+
+    from trainers.loop_config import LoopConfig, ppo_settings
+    from trainers.ppo_cli import add_arguments, run_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    loop = ppo_settings(LoopConfig())
+    run = run_from_args(parser.parse_args(["--reward", "oracle"]))
+    for name in ("batch_size", "num_mini_batches", "ppo_epochs", "learning_rate", "init_kl_coef"):
+        assert run.ppo[name] == loop[name] != getattr(PPOConfig(), name), name
+    given = run_from_args(parser.parse_args(["--learning-rate", "1e-3", "--batch-size", "5"])).ppo
+    assert given["learning_rate"] == 1e-3 and given["batch_size"] == 5
+    assert "num_mini_batches" not in given  # 2 does not divide 5: PPOConfig's 1
+    PPOConfig(**given).check()
