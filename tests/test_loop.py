@@ -27,7 +27,7 @@ from tests import helpers
 from tests.test_worker_faults import kill_in_policy_optimisation
 from trainers.launcher import reap_orphans, resume_job, start_job
 from trainers.loop import Loop, evaluate_policy
-from trainers.loop_config import LoopConfig
+from trainers.loop_config import LoopConfig, labels_in_round
 from trainers.sampling import SamplingConfig, sample_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     assert [r["round"] for r in rounds] == [1, 2, 3]
     assert len(list_policies(demo_store)) == 4
     assert len(list_reward_models(demo_store)) == 3
-    assert count_labels(demo_store) == 3 * 60
+    assert count_labels(demo_store) == sum(labels_in_round(60, LoopConfig().label_decay, i) for i in range(3))
     [job] = job_rows.list_jobs(demo_store)
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}

@@ -50,7 +50,7 @@ class LoopConfig:
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
-    label_decay: float = field(default=1.0, metadata={
+    label_decay: float = field(default=0.3, metadata={
         "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
     annotator: str = field(default=Annotator.ORACLE.value, metadata={
@@ -61,8 +61,8 @@ class LoopConfig:
     selector: str = field(default=Selector.RANDOM.value, metadata={
         "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
-    reward_epochs: int = field(default=4, metadata={"help": "reward-model epochs over all labels"})
-    reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
+    reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
+    reward_lr: float = field(default=2e-3, metadata={"help": "reward-model learning rate"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
     reward_warm_start: bool = field(default=False, metadata={
         "help": "start each round's reward model from the previous round's instead of the SFT policy"})
