@@ -135,7 +135,7 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
     drawn = sample_policy(demo_store, sft, chosen, SamplingConfig(3, 8), seed)  # what the killed worker stored
     generations_before = len(list_generations(demo_store))
 
-    loop.queue_pairs(sft, 1, seed)
+    loop.queue_pairs(sft, 1, seed, config.labels_per_round)
     assert len(list_generations(demo_store)) == generations_before
     queued = [p for p in list_pairs(demo_store) if p.round == 1]
     assert queued and {g for p in queued for g in (p.first_id, p.second_id)} <= set(drawn)
