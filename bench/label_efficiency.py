@@ -1,26 +1,32 @@
 """Label efficiency on the demo: how much of the oracle's own PPO gain the preference loop recovers, per label.
 
-Three arms, each with the same PPO budget (R rounds x M iterations, the loop's PPO settings, KL anchored to the SFT
-policy), several seeds:
+Arms, each with the same policy-optimisation budget (R rounds x M iterations of the loop's settings, KL anchored to
+the SFT policy) and the same seeds:
 
-- **oracle PPO**: PPO directly on the demo's oracle (the sentiment lexicon), normalised each round by the mean and std
-  of the round's start policy's samples, as the loop normalises its reward model. The ceiling.
-- **loop, random pairs**: the headless preference loop, the oracle annotator labelling L/R random pairs per round.
-- **loop, disagreement pairs**: the same with an ensemble of 2 reward models choosing the pairs they disagree on most
-  (round 1 has no ensemble yet, so its pairs are random).
+- **oracle**: PPO directly on the demo's oracle (the sentiment lexicon), normalised each round by the mean and std of
+  the round's start policy's samples, as the loop normalises its reward model. The ceiling.
+- **random**: the headless preference loop with the loop's defaults, the oracle annotator labelling random pairs
+  (the label schedule: N, N x label_decay, ... summing to the budget).
+- **noisy**: the same with an annotator who votes at random 10% of the time (`oracle_noise` 0.1, Christiano et al.).
+- **disagreement**: the same as random with an ensemble of 2 reward models choosing the pairs they disagree on most.
+- **grpo**: the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32 episodes).
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
-samples (fixed seed). Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/.
-Prints a table and writes bench/out/label_efficiency.png and .json.
+samples (fixed seed). Each arm gets its mean with a 95% t-interval over seeds, its share of the oracle's mean gain,
+and its paired difference to the oracle and to random (same seeds) with a 95% t-interval. Each run works on its own
+copy of a demo-seeded store under bench/out/label_efficiency/. Prints a table; writes bench/out/<name>.png (gain
+against labels and against annotator minutes) and .json.
 
-    python bench/label_efficiency.py                                  # ~35 min on 2 cores
-    python bench/label_efficiency.py --budgets 100 300 --seeds 0      # a quick look
+    python bench/label_efficiency.py                                   # oracle, random, noisy at 100 and 300 labels
+    python bench/label_efficiency.py --budgets 300 --seeds 0 --arms oracle random      # a quick look
+    python bench/label_efficiency.py --budgets 50 100 200 300 800 --arms oracle random noisy disagreement grpo
     python bench/label_efficiency.py --budgets 300 --config '{"reward_lr": 3e-3}' --name label_efficiency_lr3e-3
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -38,7 +44,10 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
-ARMS = ("oracle", "random", "disagreement")
+ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
+ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
+                "disagreement": {"selector": "disagreement", "ensemble": 2}, "grpo": {"algorithm": "grpo", "group_size": 4, "ppo_batch_size": 8}}  # GRPO: 8 prompts x G=4, PPO's episodes
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
 def seeded_template() -> Path:
@@ -132,13 +141,12 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
-    from trainers.loop_config import LoopConfig
+    from trainers.loop_config import LoopConfig, first_round_labels
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    per_round = max(1, labels // settings["rounds"])
-    extra = {"selector": "disagreement", "ensemble": 2} if arm == "disagreement" else {}
-    config = LoopConfig.from_dict({**settings, "labels_per_round": per_round, "seed": seed, **extra})
+    config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
+    config = dataclasses.replace(config, labels_per_round=first_round_labels(labels, config.label_decay, config.rounds))
     store = fresh_store(f"{arm}-L{labels}-s{seed}")
     try:
         labels_before = count_labels(store)
@@ -156,8 +164,24 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     return row
 
 
+def interval(values: list[float]) -> tuple[float, float]:
+    """(mean, half-width of its 95% t-interval; 0 for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / len(values) ** 0.5
+
+
+def paired(rows: list[dict], arm: str, labels: int, versus: str, versus_labels: int) -> tuple[float, float, int] | None:
+    """Mean and 95% half-width of `arm`'s gain minus `versus`'s on the seeds both ran, and how many (None: none)."""
+    mine = {r["seed"]: r["gain"] for r in rows if (r["arm"], r["labels"]) == (arm, labels)}
+    theirs = {r["seed"]: r["gain"] for r in rows if (r["arm"], r["labels"]) == (versus, versus_labels)}
+    seeds = sorted(set(mine) & set(theirs))
+    return (*interval([mine[s] - theirs[s] for s in seeds]), len(seeds)) if seeds else None
+
+
 def summarise(rows: list[dict]) -> list[dict]:
-    """Mean and spread of the gain per (arm, budget), with the fraction of the oracle arm's mean gain."""
+    """Per (arm, budget): mean gain with its 95% interval, share of the oracle's mean gain, paired differences."""
     oracle_gains = [r["gain"] for r in rows if r["arm"] == "oracle"]
     ceiling = statistics.fmean(oracle_gains) if oracle_gains else None
     groups: dict[tuple, list[dict]] = {}
@@ -165,10 +189,11 @@ def summarise(rows: list[dict]) -> list[dict]:
         groups.setdefault((r["arm"], r["labels"]), []).append(r)
     table = []
     for (arm, labels), group in sorted(groups.items(), key=lambda kv: (ARMS.index(kv[0][0]), kv[0][1])):
-        gains = [r["gain"] for r in group]
-        table.append({"arm": arm, "labels": labels, "seeds": len(group), "gain": statistics.fmean(gains),
-                      "gain_sd": statistics.stdev(gains) if len(gains) > 1 else 0.0,
-                      "of_oracle": statistics.fmean(gains) / ceiling if ceiling else float("nan"),
+        gain, half = interval([r["gain"] for r in group])
+        table.append({"arm": arm, "labels": labels, "seeds": len(group), "gain": gain, "gain_ci95": half,
+                      "of_oracle": gain / ceiling if ceiling else float("nan"),
+                      "vs_oracle": paired(rows, arm, labels, "oracle", 0) if arm != "oracle" else None,
+                      "vs_random": paired(rows, arm, labels, "random", labels) if arm not in ("oracle", "random") else None,
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
                       "seconds": statistics.fmean(r["seconds"] for r in group)})
     return table
@@ -180,75 +205,92 @@ def fewest_labels(table: list[dict], arm: str, share: float) -> int | None:
     return min(hits) if hits else None
 
 
-def plot(table: list[dict], path: Path) -> None:
+def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
+    """Gain against labels (left) and against annotator minutes (right), the oracle's gain and 90% of it as lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axis = plt.subplots(figsize=(7, 4.5))
-    for oracle in (t for t in table if t["arm"] == "oracle"):
-        axis.axhline(oracle["gain"], color="black", label="oracle PPO (no labels)")
-        axis.axhspan(oracle["gain"] - oracle["gain_sd"], oracle["gain"] + oracle["gain_sd"], color="black", alpha=0.08)
-        axis.axhline(0.9 * oracle["gain"], color="black", linestyle=":", label="90% of oracle PPO")
-    for arm in ("random", "disagreement"):
-        points = [t for t in table if t["arm"] == arm]
-        axis.errorbar([t["labels"] for t in points], [t["gain"] for t in points], [t["gain_sd"] for t in points],
-                      marker="o", capsize=3, label=f"loop, {arm} pairs")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     budgets = sorted({t["labels"] for t in table if t["arm"] != "oracle"})
-    axis.set_xscale("log")
-    axis.set_xticks(budgets, [str(b) for b in budgets])
-    axis.minorticks_off()
-    axis.set(xlabel="labels used (all rounds)", ylabel="held-out oracle score gain over SFT",
-             title="Label efficiency of the preference loop (demo)")
-    axis.grid(alpha=0.3)
-    axis.legend()
+    for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"),
+                              (axes[1], seconds_per_label / 60, f"annotator minutes ({seconds_per_label:g} s a label)")):
+        for oracle in (t for t in table if t["arm"] == "oracle"):
+            axis.axhline(oracle["gain"], color="black", label="oracle PPO (no labels)")
+            axis.axhspan(oracle["gain"] - oracle["gain_ci95"], oracle["gain"] + oracle["gain_ci95"], color="black",
+                         alpha=0.08)
+            axis.axhline(0.9 * oracle["gain"], color="black", linestyle=":", label="90% of oracle PPO")
+        for arm in ARMS[1:]:
+            points = [t for t in table if t["arm"] == arm]
+            if points:
+                axis.errorbar([t["labels"] * scale for t in points], [t["gain"] for t in points],
+                              [t["gain_ci95"] for t in points], marker="o", capsize=3, label=f"loop, {arm}")
+        if budgets:
+            axis.set_xscale("log")
+            axis.set_xticks([b * scale for b in budgets], [f"{b * scale:g}" for b in budgets])
+            axis.minorticks_off()
+        axis.set(xlabel=unit)
+        axis.grid(alpha=0.3)
+    axes[0].set(ylabel="held-out oracle score gain over SFT (95% CI)")
+    axes[0].legend()
+    fig.suptitle("Label efficiency of the preference loop (demo)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
+def difference(value: tuple[float, float, int] | None) -> str:
+    return "—" if value is None else f"{value[0]:+.3f} ± {value[1]:.3f}"
+
+
 def main() -> None:
+    from trainers.loop_config import LoopConfig
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200, 300, 800],
-                        help="labels in total over all rounds")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
-    parser.add_argument("--rounds", type=int, default=3, help="R: rounds (oracle PPO: R x M iterations too)")
-    parser.add_argument("--ppo-iterations", type=int, default=10, help="M: PPO iterations per round")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 300], help="labels in total over all rounds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=["oracle", "random", "noisy"])
+    parser.add_argument("--rounds", type=int, default=None, help="R: rounds (default: the loop's)")
+    parser.add_argument("--ppo-iterations", type=int, default=None, help="M: iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
+    parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
     parser.add_argument("--config", type=json.loads, default={},
                         help="JSON of other loop settings for every arm (e.g. '{\"reward_epochs\": 8}')")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     parser.add_argument("--name", default="label_efficiency", help="file name of the PNG and JSON under bench/out/")
     args = parser.parse_args()
 
-    settings = {**args.config, "rounds": args.rounds, "ppo_iterations": args.ppo_iterations}
+    given = {"rounds": args.rounds, "ppo_iterations": args.ppo_iterations}
+    settings = {**args.config, **{name: value for name, value in given.items() if value is not None}}
+    defaults = LoopConfig.from_dict(settings)
     seeded_template()
     tasks = [("oracle", 0, seed) for seed in args.seeds if "oracle" in args.arms]
-    tasks += [(arm, labels, seed) for labels in args.budgets for arm in ("random", "disagreement")
-              if arm in args.arms for seed in args.seeds]
+    tasks += [(arm, labels, seed) for labels in args.budgets for arm in ARMS[1:] if arm in args.arms
+              for seed in args.seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(one_run, arm, labels, seed, settings, args.eval_samples, 1) for arm, labels, seed in tasks]
         rows = [f.result() for f in futures]
 
     table = summarise(rows)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "runs": rows, "table": table}, indent=2))
-    plot(table, OUT / f"{args.name}.png")
-    from trainers.loop_config import LoopConfig
-
-    defaults = LoopConfig(**settings)
-    print(f"\nDemo, {args.rounds} rounds x {args.ppo_iterations} PPO iterations (batch {defaults.ppo_batch_size}, "
-          f"β {defaults.kl_coef}, LR {defaults.ppo_lr}), {defaults.prompts_per_round} prompts x K={defaults.samples_per_prompt}"
-          f" per round; gain on 20 held-out prompts x {args.eval_samples}; seeds {args.seeds}\n")
-    print("| arm | label budget | labels used | seeds | gain (mean ± sd) | share of oracle PPO gain | seconds per run |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "settings": defaults.to_dict(), "runs": rows,
+                                                       "table": table}, indent=2))
+    plot(table, OUT / f"{args.name}.png", args.seconds_per_label)
+    print(f"\nDemo, {defaults.rounds} rounds x {defaults.ppo_iterations} iterations (batch {defaults.ppo_batch_size}, "
+          f"β {defaults.kl_coef}, LR {defaults.ppo_lr}), {defaults.prompts_per_round} prompts x "
+          f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
+          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}; gain on 20 held-out prompts x {args.eval_samples}; "
+          f"seeds {args.seeds}; ± is a 95% t-interval\n")
+    print("| arm | label budget | labels used | seeds | gain | share of oracle PPO gain | minus oracle (paired) | "
+          "minus random (paired) | seconds per run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
-        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | {t['gain']:+.3f} ± {t['gain_sd']:.3f} | "
-              f"{t['of_oracle']:.0%} | {t['seconds']:.0f} |")
-    for arm in ("random", "disagreement"):
-        print(f"fewest labels reaching 90% of oracle PPO, {arm} pairs: {fewest_labels(table, arm, 0.9) or 'not reached'}")
+        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | {t['gain']:+.3f} ± {t['gain_ci95']:.3f} "
+              f"| {t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | {difference(t['vs_random'])} | {t['seconds']:.0f} |")
+    for arm in (a for a in ARMS[1:] if a in args.arms):
+        for share in (0.9, 0.75):
+            print(f"fewest labels reaching {share:.0%} of oracle PPO, {arm}: {fewest_labels(table, arm, share) or 'not reached'}")
     print(f"\nwrote {OUT / args.name}.png and .json")
 
 

@@ -1,5 +1,7 @@
 """Reward-model agreement with each annotator: counted by hand against a scorer with known preferences."""
 
+import json
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from storage.reward_models import add_reward_model
 from storage.types import Outcome
 from tests.helpers import label_pairs
 from trainers.annotator_agreement import record_annotator_agreement
+from trainers.reward_scorer import INFO_FILE
 
 
 class FixedScorer:
@@ -20,7 +23,14 @@ class FixedScorer:
         return torch.stack([mean + 0.1, mean - 0.1])  # (K=2, N)
 
 
-def test_agreement_per_annotator_by_hand(store, queue_pairs):
+def reward_model_dir(tmp_path, val_pair_ids) -> str:
+    """A reward model's folder as far as agreement reads it: its info file with the validation pairs."""
+    (tmp_path / "rm").mkdir()
+    (tmp_path / "rm" / INFO_FILE).write_text(json.dumps({"val_pair_ids": list(val_pair_ids)}))
+    return str(tmp_path / "rm")
+
+
+def test_agreement_per_annotator_by_hand(store, queue_pairs, tmp_path):
     pairs = queue_pairs([("p1", "good", "bad"), ("p2", "bad", "good"), ("p3", "good", "meh"), ("p4", "x", "y")])
     # the model prefers: first, second, first, second
     update_queue_settings(store, overlap=2)
@@ -31,7 +41,8 @@ def test_agreement_per_annotator_by_hand(store, queue_pairs):
     label_pairs(store, "bob", {pairs[0]: Outcome.SECOND,  # disagrees
                                pairs[1]: Outcome.SKIP})  # not compared
     job_id = create_job(store, "reward", {})
-    add_reward_model(store, "/rm", labels_used=5, metrics={}, norm_mean=0.0, norm_std=1.0, round=2, job_id=job_id)
+    add_reward_model(store, reward_model_dir(tmp_path, pairs), labels_used=5, metrics={}, norm_mean=0.0, norm_std=1.0,
+                     round=2, job_id=job_id)
 
     agreement = record_annotator_agreement(store, job_id, scorer=FixedScorer())
 
@@ -49,3 +60,14 @@ def test_nothing_to_compare_stores_nothing(store, queue_pairs):
     add_reward_model(store, "/rm", labels_used=1, metrics={}, norm_mean=0.0, norm_std=1.0, job_id=job_id)
     assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {}  # only a tie
     assert read_metrics(store, job_id) == []
+
+
+def test_only_the_reward_models_validation_pairs_count(store, queue_pairs, tmp_path):
+    pairs = queue_pairs([("p1", "good", "bad"), ("p2", "bad", "good"), ("p3", "good", "meh")])
+    label_pairs(store, "alice", {pairs[0]: Outcome.FIRST, pairs[1]: Outcome.FIRST, pairs[2]: Outcome.FIRST})
+    job_id = create_job(store, "reward", {})
+    add_reward_model(store, reward_model_dir(tmp_path, [pairs[1], pairs[2]]), labels_used=3, metrics={}, norm_mean=0.0,
+                     norm_std=1.0, round=1, job_id=job_id)
+    assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {"alice": 0.5}  # pair 1 trained it
+    rows = {r["name"]: r["value"] for r in read_metrics(store, job_id, prefix="annotator/")}
+    assert rows["annotator/alice/rm_labels"] == 2

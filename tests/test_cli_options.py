@@ -91,11 +91,13 @@ def test_ppo_policy_is_the_version_to_train_and_settings_go_to_the_ppo_config():
     parser = parser_of(ppo_cli.add_arguments)
     run = ppo_cli.run_from_args(parser.parse_args(["--policy", "3", "--iterations", "5", "--batch-size", "4",
                                                    "--lora", "--reward", "oracle"]))
-    assert run == PPORun(iterations=5, reward="oracle", policy_id=3, ppo={"batch_size": 4, "lora": True})
+    given = {"batch_size": 4, "lora": True}
+    assert run == PPORun(iterations=5, reward="oracle", policy_id=3, ppo={**ppo_cli.command_defaults(given), **given})
     assert "to train" in option_help(parser, "--policy")
-    assert ppo_cli.run_from_args(parser.parse_args([])) == PPORun()
+    assert ppo_cli.run_from_args(parser.parse_args([])) == PPORun(ppo=ppo_cli.command_defaults({}))
     grpo = ppo_cli.run_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "8", "--loss-norm", "token"]))
-    assert grpo.ppo == {"algorithm": "grpo", "group_size": 8, "loss_norm": "token"}
+    given = {"algorithm": "grpo", "group_size": 8, "loss_norm": "token"}
+    assert grpo.ppo == {**ppo_cli.command_defaults(given), **given}
 
 
 def test_loop_options_then_json_on_top():

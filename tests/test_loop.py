@@ -1,6 +1,7 @@
 """The loop: a headless oracle loop improves the policy; through the API it starts, stops, resumes and
 completes while /next_pair keeps serving pairs; a worker killed in PPO is marked interrupted and resumes."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -26,7 +27,7 @@ from tests import helpers
 from tests.test_worker_faults import kill_in_policy_optimisation
 from trainers.launcher import reap_orphans, resume_job, start_job
 from trainers.loop import Loop, evaluate_policy
-from trainers.loop_config import LoopConfig
+from trainers.loop_config import LoopConfig, labels_in_round
 from trainers.sampling import SamplingConfig, sample_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     assert [r["round"] for r in rounds] == [1, 2, 3]
     assert len(list_policies(demo_store)) == 4
     assert len(list_reward_models(demo_store)) == 3
-    assert count_labels(demo_store) == 3 * 60
+    assert count_labels(demo_store) == sum(labels_in_round(60, LoopConfig().label_decay, i) for i in range(3))
     [job] = job_rows.list_jobs(demo_store)
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}
@@ -134,7 +135,7 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
     drawn = sample_policy(demo_store, sft, chosen, SamplingConfig(3, 8), seed)  # what the killed worker stored
     generations_before = len(list_generations(demo_store))
 
-    loop.queue_pairs(sft, 1, seed)
+    loop.queue_pairs(sft, 1, seed, config.labels_per_round)
     assert len(list_generations(demo_store)) == generations_before
     queued = [p for p in list_pairs(demo_store) if p.round == 1]
     assert queued and {g for p in queued for g in (p.first_id, p.second_id)} <= set(drawn)
@@ -145,3 +146,16 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
     assert evaluate_policy(demo_store, sft, config, with_oracle=True) == first
     assert eval_samples(demo_store, sft.id) == evaluated
     assert first == pytest.approx(sum(s["oracle"] for s in evaluated) / len(evaluated))
+
+
+def test_an_adaptive_beta_goes_on_from_where_the_previous_round_left_it(demo_store):
+    from storage.metrics import log_metrics
+
+    job_id = job_rows.create_job(demo_store, "loop", LoopConfig(target_kl=3.0, ppo_iterations=2).to_dict())
+    loop = Loop(demo_store, job_rows.get_job(demo_store, job_id), log=lambda line: None)
+    assert loop.carried_kl_coef(0) is None  # the first round starts at kl_coef
+    for step, beta in [(1, 0.1), (2, 0.13), (3, 0.2), (4, 0.25)]:
+        log_metrics(demo_store, job_id, step, {"ppo/kl_coef": beta})
+    assert loop.carried_kl_coef(2) == 0.13 and loop.carried_kl_coef(4) == 0.25
+    fixed = dataclasses.replace(job_rows.get_job(demo_store, job_id), config=LoopConfig(ppo_iterations=2).to_dict())
+    assert Loop(demo_store, fixed, log=lambda line: None).carried_kl_coef(4) is None  # a fixed β stays kl_coef

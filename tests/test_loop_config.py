@@ -6,7 +6,8 @@ import pytest
 
 from storage import InvalidInput
 from storage.types import Prompt
-from trainers.loop_config import PRESETS, LoopConfig, check_against_store, job_settings, ppo_settings, reward_settings
+from trainers.loop_config import (PRESETS, LoopConfig, check_against_store, first_round_labels, job_settings,
+                                  kl_horizon, labels_in_round, ppo_settings, reward_settings)
 
 
 def test_defaults_and_presets_are_valid():
@@ -32,6 +33,9 @@ def test_every_field_documents_itself():
     ('{"top_p": 1.5}', "top_p must be in (0, 1]"),
     ('{"oracle_noise": 2}', "oracle_noise must be between 0 and 1"),
     ('{"target_kl": 0}', "target_kl must be positive"),
+    ('{"label_decay": 0}', "label_decay must be in (0, 1]"),
+    ('{"label_decay": 1.5}', "label_decay must be in (0, 1]"),
+    ('{"reward_patience": -1}', "reward_patience must be 0 (off) or more"),
     ('{"annotator": "robot"}', "annotator must be one of"),
     ('{"selector": "best"}', "selector must be one of"),
     ('{"selector": "disagreement"}', "needs an ensemble of 2"),
@@ -115,3 +119,40 @@ def test_grpo_settings_map_onto_the_grpo_config():
     assert (grpo.algorithm, grpo.group_size, grpo.loss_norm, grpo.episodes_per_prompt) == ("grpo", 8, "sequence", 8)
     assert (grpo.init_kl_coef, grpo.target_kl, grpo.batch_size, grpo.num_mini_batches) == (0.02, 3.0, 4, 2)
     assert job_settings("ppo", config)["ppo"]["algorithm"] == "grpo"
+
+
+def test_the_label_schedule_decays_from_the_first_rounds_labels():
+    assert [labels_in_round(100, 1.0, i) for i in range(3)] == [100, 100, 100]
+    assert [labels_in_round(100, 0.5, i) for i in range(3)] == [100, 50, 25]
+    assert [labels_in_round(3, 0.1, i) for i in range(3)] == [3, 1, 1]  # every round labels something
+    assert first_round_labels(300, 1.0, 3) == 100
+    assert first_round_labels(300, 0.5, 3) == 171  # 171 + 86 + 43 = 300
+    assert first_round_labels(300, 0.3, 3) == 216  # 216 + 65 + 19 = 300
+    assert first_round_labels(0, 0.5, 3) == 1
+
+
+def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early_when_asked():
+    from trainers.reward_config import RewardConfig
+
+    config = LoopConfig(seed=7, reward_warm_start=True, reward_patience=2)
+    first, second = (RewardConfig(**reward_settings(config, round=g)) for g in (1, 2))
+    assert (first.seed, second.seed) == (7001, 7002) and first.split_seed == second.split_seed == 7
+    assert second.warm_start and second.early_stopping_patience == 2
+    assert not RewardConfig(**reward_settings(LoopConfig())).warm_start
+
+
+def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_within_a_loop():
+    from trainers.ppo_config import PPOConfig
+
+    config = LoopConfig(rounds=3, ppo_iterations=10, ppo_batch_size=32, target_kl=3.0)
+    assert kl_horizon(config) == 960 == PPOConfig(**ppo_settings(config, round=1)).kl_horizon
+    assert kl_horizon(LoopConfig(rounds=2, ppo_iterations=5, ppo_batch_size=8, algorithm="grpo", group_size=4)) == 320
+
+
+def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():
+    from trainers.reward_config import RewardConfig
+
+    assert RewardConfig(**reward_settings(LoopConfig(oracle_noise=0.1))).label_noise == 0.1
+    assert reward_settings(LoopConfig())["label_noise"] == 0.0
+    assert reward_settings(LoopConfig(oracle_noise=1.0))["label_noise"] == 0.0  # all noise: nothing to model
+    assert reward_settings(LoopConfig(annotator="human", oracle_noise=0.1))["label_noise"] == 0.0

@@ -551,3 +551,33 @@ def test_rollout_logprobs_are_the_samplers_even_when_the_checkpoint_sets_generat
     torch.testing.assert_close(sampler, forward, atol=1e-4, rtol=1e-4)
     sampler, forward, _ = sampler_and_forward(model_config_kept=True)
     assert not torch.allclose(sampler, forward, atol=1e-3)  # the check above can fail: extras change the sampler
+
+
+def test_the_value_head_learns_at_its_own_rate_when_given_one():
+    from trainers.ppo import parameter_groups
+    from trainers.ppo_rollout import PolicyWithValueHead
+
+    model = PolicyWithValueHead(make_policy())
+    policy, head = parameter_groups(model, small_config(learning_rate=1e-5, value_lr=1e-3))
+    assert head["lr"] == 1e-3 and "lr" not in policy  # the policy takes the optimiser's learning_rate
+    assert {id(p) for p in head["params"]} == {id(p) for p in model.value_head.parameters()}
+    assert len(policy["params"]) + len(head["params"]) == len(list(model.parameters()))
+    assert parameter_groups(model, small_config(learning_rate=1e-5))[1]["lr"] == 1e-5
+
+
+def test_the_ppo_commands_left_out_settings_are_the_loops_which_suit_the_demo():
+    import argparse
+
+    from trainers.loop_config import LoopConfig, ppo_settings
+    from trainers.ppo_cli import add_arguments, run_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    loop = ppo_settings(LoopConfig())
+    run = run_from_args(parser.parse_args(["--reward", "oracle"]))
+    for name in ("batch_size", "num_mini_batches", "ppo_epochs", "learning_rate", "init_kl_coef"):
+        assert run.ppo[name] == loop[name] != getattr(PPOConfig(), name), name
+    given = run_from_args(parser.parse_args(["--learning-rate", "1e-3", "--batch-size", "5"])).ppo
+    assert given["learning_rate"] == 1e-3 and given["batch_size"] == 5
+    assert "num_mini_batches" not in given  # 2 does not divide 5: PPOConfig's 1
+    PPOConfig(**given).check()

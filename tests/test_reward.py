@@ -181,6 +181,14 @@ def test_split_is_by_pair_and_deterministic():
     assert split_by_pair(one_pair, 0.5, seed=0) == (one_pair, [])  # the only pair trains
 
 
+def test_a_stable_split_keeps_each_pair_on_its_side_as_labels_are_added():
+    examples = [PreferenceExample(i, i, "p", "a", "b", 1.0) for i in range(400)]
+    early_train, early_val = split_by_pair(examples[:150], 0.2, seed=3, stable=True)
+    train, val = split_by_pair(examples, 0.2, seed=3, stable=True)
+    assert set(early_val) <= set(val) and set(early_train) <= set(train)  # never validated on what it trained on
+    assert 0.15 <= len(val) / len(examples) <= 0.25
+
+
 def test_scores_read_the_last_real_token_whatever_the_padding(policy_dir):
     tokenizer = load_tokenizer(policy_dir)
     torch.manual_seed(0)
@@ -330,6 +338,35 @@ def test_the_model_starts_from_the_sft_policy_and_normalises_on_the_newest(store
     assert (inputs.policy.id, inputs.init_dir) == (round2, policy_dir)
     inputs = check_reward_inputs(store, RewardConfig(policy_id=round1, init_policy_id=sft))
     assert (inputs.policy.id, inputs.init_dir) == (round1, policy_dir)
+
+
+def test_a_warm_start_begins_each_member_from_the_newest_reward_models_same_member(store, policy_dir, sentences):
+    fill_store(store, policy_dir, sentences, 60)
+    assert check_reward_inputs(store, RewardConfig(warm_start=True)).warm_dirs == ()  # no reward model yet: the base
+    first = train_reward_model(store, RewardConfig(**{**FAST, "epochs": 1.0}, ensemble=2))
+    inputs = check_reward_inputs(store, RewardConfig(warm_start=True, ensemble=3))
+    assert [str(inputs.start_dir(k)) for k in range(3)] == [first.paths[0], first.paths[1], first.paths[0]]
+    assert check_reward_inputs(store, RewardConfig()).start_dir(1) == policy_dir
+    again = train_reward_model(store, RewardConfig(**{**FAST, "epochs": 1.0, "learning_rate": 1e-12}, warm_start=True,
+                                                   round=1))
+    head = lambda path: load_reward_model(path).score.weight.detach()  # the head a cold start draws anew
+    assert torch.allclose(head(again.paths[0]), head(first.paths[0]), atol=1e-6)
+    assert not torch.allclose(head(again.paths[0]), head(first.paths[1]), atol=1e-3)
+
+
+def test_early_stopping_ends_when_validation_loss_stops_falling_and_keeps_the_best(store, policy_dir, sentences):
+    fill_store(store, policy_dir, sentences, 120)
+    job_id = create_job(store, "reward", {})
+    claim_job(store, job_id, 1)
+    seen = []
+    result = train_reward_model(store, RewardConfig(**{**FAST, "epochs": 40.0, "learning_rate": 1e-2, "logging_steps": 3},
+                                                    early_stopping_patience=2), job_id=job_id,
+                                listener=Progress(lambda done, total: seen.append((done, total))))
+    done, total = seen[-1]
+    assert done < total  # stopped before its 40 epochs
+    val_losses = [r["value"] for r in read_metrics(store, job_id, names=["reward/val_loss"])]
+    assert len(val_losses) >= 3
+    assert result.metrics[0]["val_loss"] == pytest.approx(min(val_losses), rel=1e-4)  # the best weights were kept
 
 
 def test_the_projects_reward_base_is_the_start_and_its_own_format_reads_the_pairs(store, policy_dir, queue_pairs,

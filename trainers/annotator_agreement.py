@@ -1,7 +1,8 @@
 """How the reward model agrees with each annotator, computed in the worker (it needs torch) for the Samples tab.
 
-For every current label that prefers one response (first or second; ties, both-bad and skips say nothing here),
-the newest reward model (its ensemble's mean P(first preferred)) agrees when it prefers the same response.
+For every current label on one of the newest reward model's validation pairs (so the model never trained on it) that
+prefers one response (first or second; ties, both-bad and skips say nothing here), the model (its ensemble's mean
+P(first preferred)) agrees when it prefers the same response.
 Per annotator the share of agreeing labels is stored as metric `annotator/<name>/rm_agreement`, and the number of
 labels compared as `annotator/<name>/rm_labels`, under the reward job at step = the reward model's round.
 
@@ -10,7 +11,9 @@ labels compared as `annotator/<name>/rm_labels`, under the reward job at step = 
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from pathlib import Path
 
 from storage import Store
 from storage.labels import labeled_pairs
@@ -18,14 +21,17 @@ from storage.metrics import log_metrics
 from storage.reward_models import latest_reward_models
 from storage.types import Outcome
 
-from .reward_scorer import RewardScorer
+from .reward_scorer import INFO_FILE, RewardScorer
 
 
 def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer | None = None) -> dict[str, float]:
-    """Score the annotators' decided labels with the newest reward model and store the agreement per annotator;
-    returns {annotator: agreement}. Nothing is stored when no reward model or no decided label exists."""
+    """Score the annotators' decided labels on the newest reward model's validation pairs with that model and store
+    the agreement per annotator; returns {annotator: agreement}. Nothing is stored when no reward model or no decided
+    validation label exists."""
     members = latest_reward_models(store)
-    decided = [p for p in labeled_pairs(store) if p.outcome in (Outcome.FIRST, Outcome.SECOND)]
+    held_out = validation_pair_ids(members[0].path) if members else set()
+    decided = [p for p in labeled_pairs(store)
+               if p.outcome in (Outcome.FIRST, Outcome.SECOND) and p.pair_id in held_out]
     if not members or not decided:
         return {}
     scorer = scorer or RewardScorer.from_store(store)
@@ -42,3 +48,9 @@ def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer |
         values[f"annotator/{name}/rm_labels"] = total[name]
     log_metrics(store, job_id, members[0].round, values)
     return agreement
+
+
+def validation_pair_ids(model_dir: str) -> set[int]:
+    """The pairs a reward model was validated on, never trained on (from its reward_info.json; none when absent)."""
+    info = Path(model_dir) / INFO_FILE
+    return set(json.loads(info.read_text()).get("val_pair_ids", [])) if info.exists() else set()

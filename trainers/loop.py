@@ -33,8 +33,8 @@ from storage.rounds import add_round, list_rounds, max_policy_round_before, roun
 from storage.types import Generation, Job, Policy
 
 from .audit_pairs import queue_round_pairs
-from .loop_config import (Annotator, LoopConfig, OnWarning, check_against_store, ppo_settings, reward_settings,
-                          round_seed)
+from .loop_config import (Annotator, LoopConfig, OnWarning, check_against_store, labels_in_round, ppo_settings,
+                          reward_settings, round_seed)
 from .loop_warnings import (VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings,
                             warning_line)
 from .ppo_config import PPORun, RewardSource
@@ -83,14 +83,18 @@ class Loop:
             if self.first_round + index not in done:
                 self.run_round(index)
 
+    def labels_wanted(self, index: int) -> int:
+        """The labels round `index` of this job collects (the schedule: N, then N x decay each round)."""
+        return labels_in_round(self.config.labels_per_round, self.config.label_decay, index)
+
     def run_round(self, index: int) -> None:
         config, g = self.config, self.first_round + index
         seed = round_seed(config.seed, g)
         policy = latest_policy(self.store)
         if round_pair_count(self.store, g) == 0:
             self.step(index, "sampling responses", 0.0)
-            self.queue_pairs(policy, g, seed)
-        if round_label_count(self.store, g) < config.labels_per_round:
+            self.queue_pairs(policy, g, seed, self.labels_wanted(index))
+        if round_label_count(self.store, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -120,7 +124,7 @@ class Loop:
         if reason:
             raise JobPaused(reason)
 
-    def queue_pairs(self, policy: Policy, g: int, seed: int) -> None:
+    def queue_pairs(self, policy: Policy, g: int, seed: int, labels: int) -> None:
         config = self.config
         prompts = list_prompts(self.store, heldout=False)
         chosen = random.Random(seed).sample(prompts, config.prompts_per_round)
@@ -135,7 +139,7 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
-        wanted = config.labels_per_round + config.queue_reserve
+        wanted = labels + config.queue_reserve
         ensemble = latest_reward_models(self.store)
         if config.selector == Selector.DISAGREEMENT and len(ensemble) >= 2:
             from .reward_scorer import RewardScorer, pair_probabilities
@@ -148,18 +152,18 @@ class Loop:
         else:
             regular = random_pairs(self.store, samples, wanted, seed, g)
         queue_round_pairs(self.store, regular, samples, {p.id: p.content for p in chosen}, config.audit_share,
-                          config.labels_per_round, g)
+                          labels, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
-        config = self.config
+        config, wanted = self.config, self.labels_wanted(index)
         if config.annotator == Annotator.ORACLE:
             from labeling.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-            oracle.label(self.store, config.labels_per_round - round_label_count(self.store, g))
+            oracle.label(self.store, wanted - round_label_count(self.store, g))
             return
-        while (have := round_label_count(self.store, g)) < config.labels_per_round:
-            self.step(index, f"waiting for labels ({have}/{config.labels_per_round})", 0.1 + 0.2 * have / config.labels_per_round)
+        while (have := round_label_count(self.store, g)) < wanted:
+            self.step(index, f"waiting for labels ({have}/{wanted})", 0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
 
     def train_reward(self, g: int) -> None:
@@ -181,10 +185,22 @@ class Loop:
         """The round's policy optimisation (PPO or GRPO) against the round's reward model."""
         from .ppo_job import train_ppo
 
-        m = self.config.ppo_iterations
-        run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g, ppo=ppo_settings(self.config, g))
-        train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=(g - self.first_round) * m,
+        m, offset = self.config.ppo_iterations, (g - self.first_round) * self.config.ppo_iterations
+        settings = ppo_settings(self.config, g)
+        beta = self.carried_kl_coef(offset)
+        run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g,
+                     ppo=settings if beta is None else {**settings, "init_kl_coef": beta})
+        train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                   phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
+
+    def carried_kl_coef(self, before_step: int) -> float | None:
+        """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;
+        None: fixed β, or a first round), so the controller goes on where that round left it."""
+        if self.config.target_kl is None:
+            return None
+        rows = read_metrics(self.store, self.job.id, names=[f"{self.config.algorithm}/kl_coef"])
+        rows = [row for row in rows if row["step"] <= before_step]
+        return max(rows, key=lambda row: row["step"])["value"] if rows else None
 
     def summarise(self, index: int, g: int, new_policy: Policy) -> None:
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]

@@ -36,6 +36,17 @@ class OnWarning(StrEnum):
     PAUSE = "pause"
 
 
+def labels_in_round(first: int, decay: float, index: int) -> int:
+    """The labels round `index` (0 for the first) collects: `first` x decay^index, rounded, at least 1."""
+    return max(1, round(first * decay**index))
+
+
+def first_round_labels(total: int, decay: float, rounds: int) -> int:
+    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`."""
+    return min(range(1, max(1, total) + 1),
+               key=lambda n: abs(sum(labels_in_round(n, decay, i) for i in range(rounds)) - total))
+
+
 def round_seed(seed: int, round: int) -> int:
     """The seed of everything random in round `round` of a loop seeded `seed` (sampling, selection, training)."""
     return seed * 1000 + round
@@ -46,7 +57,9 @@ class LoopConfig:
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
-    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected each round"})
+    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
+    label_decay: float = field(default=0.3, metadata={
+        "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
     annotator: str = field(default=Annotator.ORACLE.value, metadata={
         "help": "oracle labels synthetically; human waits for labels from the studio's Label tab",
@@ -56,9 +69,14 @@ class LoopConfig:
     selector: str = field(default=Selector.RANDOM.value, metadata={
         "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
-    reward_epochs: int = field(default=4, metadata={"help": "reward-model epochs over all labels"})
-    reward_lr: float = field(default=1e-3, metadata={"help": "reward-model learning rate"})
+    reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
+    reward_lr: float = field(default=2e-3, metadata={"help": "reward-model learning rate"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
+    reward_warm_start: bool = field(default=False, metadata={
+        "help": "start each round's reward model from the previous round's instead of the SFT policy"})
+    reward_patience: int = field(default=0, metadata={
+        "help": "stop reward training after this many validations without a lower validation loss, keeping the "
+                "best weights (0: off)"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
         "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
         "choices": Algorithm})
@@ -101,6 +119,10 @@ class LoopConfig:
             raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {self.samples_per_prompt}")
         if self.queue_reserve < 0 or self.kl_coef < 0:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
+        if self.reward_patience < 0:
+            raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
+        if not 0 < self.label_decay <= 1:
+            raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
         if self.ppo_batch_size % self.ppo_mini_batches:
             whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
             raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size "
@@ -222,17 +244,33 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.reward_config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": round_seed(config.seed, round), "bf16": config.bf16}
+            "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
+            "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
+
+
+def label_noise(config: LoopConfig) -> float:
+    """The label-noise rate ε the reward model is told: the oracle's own rate of random votes (a human annotator's
+    is unknown: 0)."""
+    noisy_oracle = config.annotator == Annotator.ORACLE and config.oracle_noise < 1  # ε = 1: nothing to learn
+    return config.oracle_noise if noisy_oracle else 0.0
 
 
 def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.ppo_config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
     return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
             "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
-            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "response_length": config.response_length,
+            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
+            "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
             "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
+
+
+def kl_horizon(config: LoopConfig) -> int:
+    """The adaptive β controller's horizon: the loop's episodes over all rounds, so β can move as far over the whole
+    loop as Ziegler et al.'s controller does over its horizon (β is carried from round to round)."""
+    group = config.group_size if config.algorithm == Algorithm.GRPO else 1
+    return config.rounds * config.ppo_iterations * config.ppo_batch_size * group
 
 
 def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:

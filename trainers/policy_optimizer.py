@@ -104,9 +104,9 @@ class PolicyOptimizer:
         if config.gradient_checkpointing:
             enable_activation_checkpointing(policy, model)
         model.eval()  # dropout off: rollout and update must see the same distribution
-        params = [p for p in model.parameters() if p.requires_grad]
         # the fused kernel (as transformers' Trainer defaults to): the same AdamW, several times faster per step
-        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=config.adam_eps, fused=True)
+        optimizer = torch.optim.AdamW(self._parameter_groups(model), lr=config.learning_rate, eps=config.adam_eps,
+                                      fused=True)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.backend = backend or make_rollout_backend(self.policy_model.policy, tokenizer, self.chat.end_ids, config,
                                                        max(len(ids) for ids in self.prompt_ids))
@@ -126,6 +126,10 @@ class PolicyOptimizer:
     def _make_model(self, policy: nn.Module) -> PolicyModel:
         """The trained model around `policy` (the actor alone, or with a critic)."""
         raise NotImplementedError
+
+    def _parameter_groups(self, model: PolicyModel) -> list[dict]:
+        """The optimiser's parameter groups (one: every trainable weight at `learning_rate`)."""
+        return [{"params": [p for p in model.parameters() if p.requires_grad]}]
 
     def _learn(self, rollout: Rollout, kl: torch.Tensor, kl_coef: float) -> dict[str, float]:
         """Advantages and the update from one rollout (`kl`: per-token KL estimate, masked); returns local metrics."""

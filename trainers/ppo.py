@@ -44,6 +44,13 @@ from .ppo_rollout import PolicyWithValueHead, Rollout, RolloutBackend
 PPOResult = TrainResult  # the name PPO's callers know
 
 
+def parameter_groups(model: PolicyWithValueHead, config: PPOConfig) -> list[dict]:
+    """The optimiser's groups: the policy's trainable weights at `learning_rate`, the value head at `value_lr`."""
+    policy = [p for p in model.policy.parameters() if p.requires_grad]
+    value_lr = config.value_lr if config.value_lr is not None else config.learning_rate
+    return [{"params": policy}, {"params": list(model.value_head.parameters()), "lr": value_lr}]
+
+
 class PPOTrainer(PolicyOptimizer):
     """Trains `policy` with PPO against `reward`; `value_head` (a saved head's state dict) warms the critic."""
 
@@ -69,6 +76,9 @@ class PPOTrainer(PolicyOptimizer):
         if self.warm_value_head is not None:
             model.value_head.load_state_dict(self.warm_value_head)
         return model
+
+    def _parameter_groups(self, model: PolicyWithValueHead) -> list[dict]:
+        return parameter_groups(model, self.config)
 
     def _learn(self, rollout: Rollout, kl: torch.Tensor, kl_coef: float) -> dict[str, float]:
         """Per-token rewards, GAE, whitened advantages, the PPO epochs; returns the losses and statistics."""

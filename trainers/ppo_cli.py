@@ -32,6 +32,7 @@ from .reporting import Reporter
 
 RUN_SKIPPED = ("round", "ppo")  # set by the loop, not on the command line
 RUN_ALIASES = {"policy_id": ["--policy"]}
+LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "ppo_epochs", "learning_rate", "init_kl_coef")  # see command_defaults
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,11 +40,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, PPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
     add_accelerate_option(parser)
-    add_options(parser.add_argument_group("PPO and GRPO settings"), PPOConfig)
+    add_options(parser.add_argument_group("PPO and GRPO settings (left out: the loop's batch size, mini-batches, "
+                                          "epochs, learning rate and β; the others' defaults as shown)"), PPOConfig)
+
+
+def command_defaults(given: dict) -> dict:
+    """The settings this command takes from the loop's defaults where its options are left out (`LOOP_DEFAULTS`),
+    which suit the demo the README points at; the mini-batch count only when it divides the batch."""
+    from .loop_config import LoopConfig, ppo_settings
+
+    loop = ppo_settings(LoopConfig())
+    defaults = {name: loop[name] for name in LOOP_DEFAULTS if name not in given}
+    if given.get("batch_size", loop["batch_size"]) % defaults.get("num_mini_batches", 1):
+        del defaults["num_mini_batches"]
+    return defaults
 
 
 def run_from_args(args: argparse.Namespace) -> PPORun:
-    return PPORun(**given_options(args, PPORun, skip=RUN_SKIPPED), ppo=given_options(args, PPOConfig))
+    given = given_options(args, PPOConfig)
+    return PPORun(**given_options(args, PPORun, skip=RUN_SKIPPED), ppo={**command_defaults(given), **given})
 
 
 class ProgressBar(Reporter):

@@ -59,6 +59,8 @@ class PPOConfig:
         "help": "Mini-batches per epoch; must divide batch_size (so GRPO's never split a group)."})
     ppo_epochs: int = field(default=4, metadata={"help": "Passes over each rollout buffer."})
     learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate of the policy and value head."})
+    value_lr: float | None = field(default=None, metadata={
+        "help": "AdamW learning rate of the value head; None: learning_rate."})
     adam_eps: float = field(default=1e-5, metadata={"help": "AdamW epsilon."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clipping threshold."})
     clip_range: float = field(default=0.2, metadata={"help": "PPO ratio clip ε of the policy loss."})

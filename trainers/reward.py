@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import EarlyStoppingCallback, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from .chat_format import ChatFormat
@@ -29,9 +29,10 @@ from .reward_config import RewardConfig
 from .reward_data import PreferenceCollator, PreferenceExample, tokenize_examples
 from .reward_scorer import quiet_loading, sequence_scores
 
-METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "val_loss": "reward/val_loss",
-                "val_accuracy": "reward/val_accuracy", "val_tie_logloss": "reward/tie_logloss",
-                "learning_rate": "reward/learning_rate", "grad_norm": "reward/grad_norm"}
+VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
+METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "learning_rate": "reward/learning_rate",
+                "grad_norm": "reward/grad_norm",
+                **{f"{prefix}_{name}": metric for name, metric in VALIDATION_NAMES.items() for prefix in ("val", "eval")}}
 
 
 def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: torch.Tensor | None = None,
@@ -74,8 +75,9 @@ class PreferenceTrainer(Trainer):
             self._correct_and_strict.zero_()
         super().log(logs, start_time)
 
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "val") -> dict[str, float]:
-        """Validation loss, strict-pair accuracy and tie log-loss over the whole validation set."""
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """Validation loss, strict-pair accuracy and tie log-loss over the whole validation set (`eval_loss`... during
+        training, where early stopping reads `eval_loss`)."""
         was_training = self.model.training
         self.model.eval()
         diffs, targets, margins = [], [], []
@@ -92,6 +94,8 @@ class PreferenceTrainer(Trainer):
         metrics = preference_metrics(torch.cat(diffs), torch.cat(targets), torch.cat(margins), self.label_noise)
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
         self.log(dict(metrics))  # log() adds the epoch to the dict it is given
+        if metric_key_prefix == "eval":  # during training: early stopping hears it
+            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
 
@@ -99,8 +103,9 @@ class ReporterCallback(TrainerCallback):
     """Carries the Trainer's logs, progress and stop checks to a reporter, for ensemble member `member` of
     `members` (its steps come after the earlier members' ones). `stopped` is True once the reporter said stop."""
 
-    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1):
+    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool = False):
         self.reporter, self.member, self.members = reporter, member, members
+        self.validate_last_step = validate_last_step  # early stopping: the final weights compete with the best too
         self.stopped = False
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -111,6 +116,8 @@ class ReporterCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:
             control.should_log = True  # the last step too, so a training shorter than `logging_steps` has a point
+            if self.validate_last_step:
+                control.should_evaluate = control.should_save = True
         self.reporter.progress(self.member * state.max_steps + state.global_step, self.members * state.max_steps)
         if state.global_step % args.logging_steps == 0 and stop_requested(self.reporter):
             self.stopped = control.should_training_stop = True
@@ -127,13 +134,15 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
     with quiet_loading():  # "newly initialized: score.weight" is expected here
         model = load_reward_model(init_dir)
     disable_dropout(model)  # both responses of a pair must see the same network
-    callback = ReporterCallback(reporter, k, config.ensemble)
+    early_stopping = bool(val) and config.early_stopping_patience > 0
+    callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=early_stopping)
+    callbacks = [callback, EarlyStoppingCallback(config.early_stopping_patience)] if early_stopping else [callback]
     with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
         trainer = PreferenceTrainer(
             model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val)),
             train_dataset=tokenize_examples(chat, train), eval_dataset=tokenize_examples(chat, val),
             data_collator=PreferenceCollator(tokenizer.pad_token_id), processing_class=tokenizer,
-            callbacks=[callback], label_noise=config.label_noise,
+            callbacks=callbacks, label_noise=config.label_noise,
         )
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
@@ -141,7 +150,7 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
         if callback.stopped:
             raise JobCancelled("reward training was stopped; no reward model was registered (a resumed job trains "
                                "it again)")
-        metrics = trainer.evaluate() if val else {}
+        metrics = trainer.evaluate(metric_key_prefix="val") if val else {}
         trainer.save_model(str(out_dir))
         if on_trained is not None:
             on_trained(model)
@@ -152,15 +161,21 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
 
 
 def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val: bool) -> TrainingArguments:
-    """Trainer arguments for one member: no checkpoints, no reports, validation at each logging step."""
+    """Trainer arguments for one member: no reports, validation at each logging step; no checkpoints, except with
+    early stopping: then each validated model is saved to `output_dir` (the best and the newest are kept) and the
+    best is loaded at the end."""
+    early_stopping = has_val and config.early_stopping_patience > 0
+    best = {"save_strategy": "steps", "save_steps": config.logging_steps, "save_total_limit": 1, "save_only_model": True,
+            "load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False}
     return TrainingArguments(
         output_dir=output_dir, num_train_epochs=config.epochs, learning_rate=config.learning_rate,
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=max(config.batch_size, 32),
         weight_decay=config.weight_decay, warmup_steps=config.warmup_ratio, lr_scheduler_type="linear",
         logging_steps=config.logging_steps, eval_strategy="steps" if has_val else "no",
-        eval_steps=config.logging_steps if has_val else None, save_strategy="no", report_to="none",
+        eval_steps=config.logging_steps if has_val else None, report_to="none",
         seed=seed, data_seed=seed, disable_tqdm=True, remove_unused_columns=False, bf16=config.bf16,
         activation_checkpointing=config.activation_checkpointing, dataloader_pin_memory=torch.cuda.is_available(),
         use_cpu=not torch.cuda.is_available(),  # else, launched on CPUs, each process trains alone on every batch
         label_names=[], train_sampling_strategy="group_by_length" if config.group_by_length else "random",
+        **(best if early_stopping else {"save_strategy": "no"}),
     )

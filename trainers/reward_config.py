@@ -29,6 +29,14 @@ class RewardConfig:
         "help": "Members K; K > 1 trains each on a bootstrap resample of the labels (the disagreement selector "
                 "needs 2+)."})
     val_fraction: float = field(default=0.2, metadata={"help": "Fraction of labelled pairs held out for validation."})
+    split_seed: int | None = field(default=None, metadata={
+        "help": "Seed of the validation split (None: seed); the loop keeps one per run."})
+    warm_start: bool = field(default=False, metadata={
+        "help": "Start from the newest reward model (member k from its member k) instead of the base, when one "
+                "exists; each pair then keeps its side of the validation split as labels are added."})
+    early_stopping_patience: int = field(default=0, metadata={
+        "help": "Stop after this many validations without a lower validation loss and keep the best weights (0: "
+                "train every epoch)."})
     both_bad_as_tie: bool = field(default=True, metadata={
         "help": "Train 'both bad' labels as ties (off: leave them out)."})
     margin: float = field(default=0.0, metadata={
@@ -61,7 +69,9 @@ class RewardConfig:
                   (0 <= self.val_fraction < 1, f"validation fraction must be in [0, 1), got {self.val_fraction}"),
                   (0 <= self.label_noise < 1, f"label noise must be in [0, 1), got {self.label_noise}"),
                   (self.margin >= 0, f"margin must be 0 or positive, got {self.margin}"),
-                  (self.logging_steps >= 1, f"logging steps must be at least 1, got {self.logging_steps}")]
+                  (self.logging_steps >= 1, f"logging steps must be at least 1, got {self.logging_steps}"),
+                  (self.early_stopping_patience >= 0,
+                   f"early stopping patience must be 0 (off) or more, got {self.early_stopping_patience}")]
         for ok, message in checks:
             if not ok:
                 raise InvalidInput(message)

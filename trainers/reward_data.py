@@ -36,13 +36,21 @@ class PreferenceExample:
     margin: float = 0.0
 
 
-def split_by_pair(examples: Sequence[PreferenceExample], val_fraction: float,
-                  seed: int) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
-    """(train, validation): a seeded shuffle of the pair ids puts ~val_fraction of the pairs in validation."""
+def split_by_pair(examples: Sequence[PreferenceExample], val_fraction: float, seed: int,
+                  stable: bool = False) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
+    """(train, validation), at least one pair training. By default a seeded shuffle of the pair ids puts
+    round(n x val_fraction) of the pairs in validation; `stable`: a pair validates when its own seeded draw is below
+    `val_fraction`, so it keeps its side as labels are added (a model warm-started from one trained on fewer labels
+    is never validated on pairs it trained on)."""
     pair_ids = sorted({e.pair_id for e in examples})
-    random.Random(seed).shuffle(pair_ids)
-    n_val = min(round(len(pair_ids) * val_fraction), len(pair_ids) - 1)
-    val_pairs = set(pair_ids[:n_val])
+    if stable:
+        draws = {pair_id: random.Random(f"{seed}/{pair_id}").random() for pair_id in pair_ids}
+        val_pairs = {pair_id for pair_id, draw in draws.items() if draw < val_fraction}
+        if val_pairs and len(val_pairs) == len(pair_ids):
+            val_pairs.discard(max(pair_ids, key=draws.get))
+    else:
+        random.Random(seed).shuffle(pair_ids)
+        val_pairs = set(pair_ids[:min(round(len(pair_ids) * val_fraction), len(pair_ids) - 1)])
     return [e for e in examples if e.pair_id not in val_pairs], [e for e in examples if e.pair_id in val_pairs]
 
 

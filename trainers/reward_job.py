@@ -21,7 +21,7 @@ import json
 import random
 import shutil
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -33,7 +33,7 @@ from storage.labels import count_labels, labeled_pairs
 from storage.metrics import last_step
 from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import get_prompt
-from storage.reward_models import add_reward_model
+from storage.reward_models import add_reward_model, latest_reward_models
 from storage.settings import REWARD_BASE_SETTING, get_setting
 from storage.types import Job, Policy
 
@@ -67,12 +67,14 @@ class RewardTrainingResult:
 @dataclass(frozen=True)
 class RewardInputs:
     """What a reward training starts from, checked: the examples, the policy to normalise on, the initial weights
-    (a model directory) and how that model reads prompts and responses."""
+    (a model directory; with a warm start, one per member of the newest reward model) and how they read prompts and
+    responses."""
 
     examples: list[PreferenceExample]
     policy: Policy
     init_dir: Path
     chat: ChatFormat
+    warm_dirs: tuple[Path, ...] = ()
 
 
 def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
@@ -83,10 +85,11 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
     if policy is None:
         raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
-    init_dir = Path(reward_base(store, config, policy))
+    warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if config.warm_start else ()
+    init_dir = warm_dirs[0] if warm_dirs else Path(reward_base(store, config, policy))
     chat = load_chat_format(init_dir)  # raises ModelError: no directory, no tokenizer, no pad token
     check_examples_fit(chat, examples, model_context(init_dir))
-    return RewardInputs(examples, policy, init_dir, chat)
+    return RewardInputs(examples, policy, init_dir, chat, warm_dirs)
 
 
 def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
@@ -122,12 +125,17 @@ class RewardPlan:
     process of a launched phase trains from it without the store."""
 
     config: dict  # RewardConfig settings
-    init_dir: str  # the model the members start from
+    init_dir: str  # the model the members start from (with a warm start, the newest reward model's first member)
     policy_id: int  # the policy whose samples normalise the scores
     train: list[PreferenceExample]
     val: list[PreferenceExample]
     norm_texts: tuple[list, list[str], str]  # (prompts, responses, source) the scores are normalised on
     staged: list[str]  # where each member is written before it is registered
+    warm_dirs: list[str] = field(default_factory=list)  # warm start: the newest reward model's members
+
+    def start_dir(self, k: int) -> Path:
+        """Where member k starts: the newest reward model's member k (its first when it had fewer), else the base."""
+        return Path(self.warm_dirs[k % len(self.warm_dirs)] if self.warm_dirs else self.init_dir)
 
     @property
     def members(self) -> list[list[PreferenceExample]]:
@@ -148,16 +156,19 @@ def plan_reward_training(store: Store, config: RewardConfig) -> RewardPlan:
     """The plan of a reward training: the checked inputs, split by pair, and the normalisation texts."""
     inputs = check_reward_inputs(store, config)
     examples = inputs.examples
-    train, val = split_by_pair(examples, config.val_fraction, config.seed)
+    split_seed = config.seed if config.split_seed is None else config.split_seed
+    train, val = split_by_pair(examples, config.val_fraction, split_seed, stable=config.warm_start)
     norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
     staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
               for _ in range(config.ensemble)]
-    return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged)
+    return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged,
+                      [str(d) for d in inputs.warm_dirs])
 
 
 def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
                        listener: Reporter | None = None) -> RewardTrainingResult:
-    """Train `config.ensemble` members from the SFT policy, checkpoint them and register them in the store.
+    """Train `config.ensemble` members from the reward base (or, warm-started, from the newest reward model's),
+    checkpoint them and register them in the store.
 
     Metrics go to the store under `job_id` (steps continue after the job's earlier `reward/` steps); `listener`
     hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
@@ -189,7 +200,7 @@ def train_plan(plan: RewardPlan, reporter: Reporter, on_trained: Callable | None
     metrics = []
     for k, member_examples in enumerate(plan.members):
         staged = Path(plan.staged[k])
-        metrics.append(train_member(config, k, init_dir, chat, member_examples, plan.val, staged, reporter,
+        metrics.append(train_member(config, k, plan.start_dir(k), chat, member_examples, plan.val, staged, reporter,
                                     on_trained))
         if is_main_process():
             _finish_member(staged, plan, k, member_examples, metrics[-1])
