@@ -45,7 +45,7 @@ from trainers.reward import PreferenceTrainer, training_arguments
 from trainers.reward_config import RewardConfig
 from trainers.reward_data import (PreferenceCollator, PreferenceExample, check_examples_fit, pad_right,
                                   split_by_pair, tokenize_examples)
-from trainers.reward_job import check_reward_inputs, load_examples, train_reward_model
+from trainers.reward_job import check_reward_inputs, load_examples, plan_reward_training, train_reward_model
 from trainers.reward_scorer import INFO_FILE, RewardScorer, pair_probabilities, sequence_scores
 
 FAST = dict(epochs=3.0, learning_rate=1e-3, batch_size=16, logging_steps=5)
@@ -344,9 +344,9 @@ def test_a_warm_start_begins_each_member_from_the_newest_reward_models_same_memb
     fill_store(store, policy_dir, sentences, 60)
     assert check_reward_inputs(store, RewardConfig(warm_start=True)).warm_dirs == ()  # no reward model yet: the base
     first = train_reward_model(store, RewardConfig(**{**FAST, "epochs": 1.0}, ensemble=2))
-    inputs = check_reward_inputs(store, RewardConfig(warm_start=True, ensemble=3))
-    assert [str(inputs.start_dir(k)) for k in range(3)] == [first.paths[0], first.paths[1], first.paths[0]]
-    assert check_reward_inputs(store, RewardConfig()).start_dir(1) == policy_dir
+    plan = plan_reward_training(store, RewardConfig(warm_start=True, ensemble=3))
+    assert [str(plan.start_dir(k)) for k in range(3)] == [first.paths[0], first.paths[1], first.paths[0]]
+    assert plan_reward_training(store, RewardConfig()).start_dir(1) == policy_dir
     again = train_reward_model(store, RewardConfig(**{**FAST, "epochs": 1.0, "learning_rate": 1e-12}, warm_start=True,
                                                    round=1))
     head = lambda path: load_reward_model(path).score.weight.detach()  # the head a cold start draws anew
