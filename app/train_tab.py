@@ -190,7 +190,7 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
         counts = [gr.Number(getattr(defaults, name), label=label, precision=0, minimum=minimum)
                   for name, label, minimum in (("rounds", "Rounds", 1),
                                                ("samples_per_prompt", "K: samples per prompt", 2),
-                                               ("labels_per_round", "N: labels per round", 1),
+                                               ("labels_per_round", "N: labels in round 1 (then × label_decay)", 1),
                                                ("ppo_iterations", "M: PPO iterations", 1),
                                                ("ensemble", "Reward ensemble size", 1))]
     with gr.Row():

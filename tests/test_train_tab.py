@@ -120,10 +120,10 @@ def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer]
-    assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels per round", "M: PPO iterations",
-                                         "Pair selector", "Reward ensemble size", "β: KL coefficient", "Reward LR",
-                                         "PPO LR", "Reward epochs", "Labels from", "Policy optimiser",
-                                         "G: GRPO responses per prompt"]
+    assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels in round 1 (then × label_decay)",
+                                         "M: PPO iterations", "Pair selector", "Reward ensemble size",
+                                         "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
+                                         "Policy optimiser", "G: GRPO responses per prompt"]
     assert ui.run_ppo.value == "Run PPO now" and train_tab.on_algorithm("grpo").value == "Run GRPO now"
 
 
