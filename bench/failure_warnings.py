@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.label_efficiency import seeded_template  # noqa: E402
+
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "failure_warnings"
 BASE = {"rounds": 2, "prompts_per_round": 20, "labels_per_round": 100, "queue_reserve": 10, "ppo_iterations": 6,
@@ -46,16 +48,6 @@ ARMS = {
     "noisy_oracle": ({"oracle_noise": 0.5, "rounds": 1}, False, True),
 }
 SEEDS = {"defaults": (0, 1, 2)}
-
-
-def seeded_template() -> Path:
-    """A demo-seeded store, made once and copied for every run."""
-    path = WORK / "template" / "studio.db"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
-                       capture_output=True)
-    return path
 
 
 def flip_oracle_votes() -> None:
@@ -82,7 +74,7 @@ def run_arm(arm: str, seed: int, folder: Path, extra: dict | None = None, templa
         flip_oracle_votes()
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    copy_store(template or seeded_template(), folder / "studio.db")
+    copy_store(template or seeded_template(WORK), folder / "studio.db")
     store = Store(folder / "studio.db")
     config = LoopConfig.from_dict({**BASE, **settings, "seed": seed, **(extra or {})})
     job_id = job_rows.create_job(store, "loop", config.to_dict())
@@ -159,7 +151,7 @@ def main() -> None:
         rows = [judge(arm, seed, run_folder(arm, seed, args.tag)) for arm, seed in runs
                 if run_folder(arm, seed, args.tag).exists()]
     else:
-        seeded_template()
+        seeded_template(WORK)
         with ProcessPoolExecutor(args.workers) as pool:
             rows = list(pool.map(_run_in_child, *zip(*runs), [args.config] * len(runs), [args.tag] * len(runs)))
     OUT.mkdir(parents=True, exist_ok=True)

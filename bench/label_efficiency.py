@@ -50,9 +50,9 @@ ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
-def seeded_template() -> Path:
-    """A demo-seeded store, made once and copied for every run."""
-    path = WORK / "template" / "studio.db"
+def seeded_template(work: Path = WORK) -> Path:
+    """A demo-seeded store under `work`, made once and copied for every run (the failure-warnings bench's too)."""
+    path = work / "template" / "studio.db"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
