@@ -39,8 +39,9 @@ MIN_PANEL_PIXELS = 20  # a lone point is a dot of about 40 colored pixels; an em
 ROUNDS, LABELS_PER_ROUND = 2, 7
 # About the smallest loop that fills every chart panel: each round's reward training logs its loss and accuracy (at
 # its last step at least) and its validation metrics (round 2 holds out 3 of its 14 labels, not all of them ties).
-TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "reward_epochs": 1,
-             "reward_batch_size": 1, "ppo_iterations": 3, "ppo_batch_size": 4, "ppo_epochs": 1, "response_length": 8}
+TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "label_decay": 1.0,
+             "reward_epochs": 1, "reward_batch_size": 1, "ppo_iterations": 3, "ppo_batch_size": 4, "ppo_epochs": 1,
+             "response_length": 8}
 
 pytestmark = pytest.mark.browser
 
