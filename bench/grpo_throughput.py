@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ppo_throughput import OUT, ROOT, memory_mb, prepare, reset_peak  # noqa: E402
+from ppo_throughput import OUT, ROOT, memory_mb, prepare, reset_peak, timed_steps  # noqa: E402
 
 PROMPTS_PER_STEP, GROUP, RESPONSE_LENGTH, EPOCHS, BETA, LEARNING_RATE = 8, 4, 24, 2, 0.05, 1e-5
 EPISODES = PROMPTS_PER_STEP * GROUP
@@ -66,12 +66,7 @@ def run_ours(args: argparse.Namespace) -> None:
     trainer = GRPOTrainer(config, load_policy(args.policy), load_tokenizer(args.policy), prompts, reward)
     loaded = memory_mb()
     reset_peak()
-    times = []
-    for _ in range(args.blocks):
-        started = time.perf_counter()
-        trainer.step()
-        trainer.iteration += 1
-        times.append(time.perf_counter() - started)
+    times = timed_steps(trainer, args.blocks)
     profile = profile_ours(trainer) if args.profile else {}
     report(args.worker, times, loaded, profile=profile)
 

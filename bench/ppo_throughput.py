@@ -43,6 +43,17 @@ def reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 
 
+def timed_steps(trainer, n: int) -> list[float]:
+    """Seconds of each of `n` optimiser iterations (rollout + update) of one of our trainers."""
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        trainer.step()
+        trainer.iteration += 1
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def report(name: str, step_times: list[float], loaded: dict, before_reset_peak: float) -> None:
     after = memory_mb()
     measured = step_times[1:] or step_times
@@ -71,13 +82,7 @@ def run_ours(args: argparse.Namespace, lora: bool, checkpointing: bool) -> None:
     trainer = PPOTrainer(config, load_policy(args.policy), load_tokenizer(args.policy), prompts, reward)
     loaded = memory_mb()
     reset_peak()
-    times = []
-    for _ in range(args.iterations):
-        started = time.perf_counter()
-        trainer.step()
-        trainer.iteration += 1
-        times.append(time.perf_counter() - started)
-    report(args.worker, times, loaded, loaded["peak"])
+    report(args.worker, timed_steps(trainer, args.iterations), loaded, loaded["peak"])
 
 
 def run_trl(args: argparse.Namespace, checkpointing: bool) -> None:
