@@ -17,6 +17,7 @@ import psutil
 from gradio_client import Client
 
 from app.auth import AuthFile, AuthLine, write_auth_file
+from app.context import Studio
 from app.passwords import ScryptCost, hash_password
 from labeling.annotation import Choice, next_pair, submit_label
 from storage import Outcome, Store
@@ -269,3 +270,18 @@ def stop_and_wait(store: Store, job_id: int, timeout: float = 120) -> None:
     job = job_rows.get_job(store, job_id)
     if job.status.active and job.pid:
         psutil.Process(job.pid).kill()
+
+
+def workerless_studio(store: Store, monkeypatch, users) -> Studio:
+    """A studio on `store`, with 16 training prompts and the demo policy, whose Train tab writes job rows (start,
+    resume) but starts no worker."""
+    from app import train_tab
+    from storage.policies import add_policy
+    from storage.prompts import add_prompts
+
+    add_prompts(store, [f"Review {i}: the film" for i in range(16)])
+    add_policy(store, str(Path(__file__).resolve().parent.parent / "assets" / "demo_policy"), round=0, note="SFT")
+    monkeypatch.setattr(train_tab, "start_job",
+                        lambda store, kind, config, accelerate_config: job_rows.create_job(store, kind, config))
+    monkeypatch.setattr(train_tab, "resume_job", lambda store, job_id: job_rows.requeue_job(store, job_id))
+    return Studio(store, users)

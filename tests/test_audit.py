@@ -24,9 +24,7 @@ from app.cli import record_terminal_action
 from app.context import Studio
 from storage import jobs as job_rows
 from storage.audit import MAX_TEXT, AuditAction, list_actions, record_action
-from storage.policies import add_policy
-from storage.prompts import add_prompts
-from tests.helpers import hashed_auth_file
+from tests.helpers import hashed_auth_file, workerless_studio
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
@@ -41,13 +39,8 @@ def trail(store) -> list[tuple[str, str, dict]]:
 
 @pytest.fixture
 def studio(store, monkeypatch):
-    """An --auth studio on a store with training prompts and the demo policy; jobs get no worker."""
-    add_prompts(store, [f"Review {i}: the film" for i in range(16)])
-    add_policy(store, str(ROOT / "assets" / "demo_policy"), round=0, note="SFT")
-    monkeypatch.setattr(train_tab, "start_job",
-                        lambda store, kind, config, accelerate_config: job_rows.create_job(store, kind, config))
-    monkeypatch.setattr(train_tab, "resume_job", lambda store, job_id: job_rows.requeue_job(store, job_id))
-    return Studio(store, USERS)
+    """A studio under --auth on a store with training prompts and the demo policy; jobs get no worker."""
+    return workerless_studio(store, monkeypatch, USERS)
 
 
 def test_each_admin_action_in_the_studio_is_recorded_with_its_user_and_what_changed(studio, store, tmp_path):

@@ -13,11 +13,9 @@ import pytest
 
 from app import train_tab
 from app.auth import Users
-from app.context import Studio
 from storage import jobs as job_rows
-from storage.policies import add_policy
-from storage.prompts import add_prompts
 from storage.types import JobStatus
+from tests.helpers import workerless_studio
 from trainers.launch_config import read_launch_config
 from trainers.loop_config import PRESETS
 
@@ -30,11 +28,7 @@ SMALL = {"rounds": 1, "prompts_per_round": 8, "ppo_batch_size": 8, "labels_per_r
 @pytest.fixture
 def studio(store, monkeypatch):
     """A studio under --auth on a store with training prompts and the demo policy; jobs get no worker."""
-    add_prompts(store, [f"Review {i}: the film" for i in range(16)])
-    add_policy(store, str(ROOT / "assets" / "demo_policy"), round=0, note="SFT")
-    monkeypatch.setattr(train_tab, "start_job",
-                        lambda store, kind, config, accelerate_config: job_rows.create_job(store, kind, config))
-    return Studio(store, USERS)
+    return workerless_studio(store, monkeypatch, USERS)
 
 
 def test_start_loop_checks_the_settings_and_starts_a_job_for_admins_only(studio, store):
