@@ -1,8 +1,8 @@
 """Queue a round's pairs with its audit pairs: the newest policy's sample pairs that the current reward model ranks
 most confidently (`labeling.audit_pairs` says which, where they go and how agreement is counted).
 
-Each sample is scored once by every member of the current (newest) reward model; a candidate pair's P(first better)
-is the members' mean of sigmoid(r_first - r_second). Without a reward model (round 1) or with `share` 0 the round
+A candidate pair's P(first better) is the mean over the current (newest) reward model's members of
+`trainers.reward_scorer.pair_probabilities`. Without a reward model (round 1) or with `share` 0 the round
 has no audit pairs.
 
     queue_round_pairs(store, regular, samples, prompts_by_id, share=0.1, labels=100, round=g)
@@ -11,9 +11,6 @@ has no audit pairs.
 from __future__ import annotations
 
 from typing import Mapping, Sequence
-
-import numpy as np
-import torch
 
 from labeling.audit_pairs import AuditPair, audit_count, interleave, most_confident
 from labeling.conversations import PromptInput
@@ -34,19 +31,15 @@ def pick_audit_pairs(store: Store, samples: Sequence[Generation], prompts: Mappi
     members = latest_reward_models(store)
     if n < 1 or not members:
         return [], None
-    from .reward_scorer import RewardScorer
+    from .reward_scorer import RewardScorer, pair_probabilities
 
     queued = [(p.first_id, p.second_id) for p in list_pairs(store)] + [(p.first_id, p.second_id) for p in taken]
     candidates = candidate_pairs(samples, exclude=queued)
     if not candidates:
         return [], members[0].id
     scorer = RewardScorer.from_store(store, device=default_device())
-    index = {g.id: i for i, g in enumerate(samples)}
-    raw = scorer.raw_scores([prompts[g.prompt_id] for g in samples], [g.text for g in samples])  # (K, N)
-    first = torch.tensor([index[c.first.id] for c in candidates])
-    second = torch.tensor([index[c.second.id] for c in candidates])
-    probs = torch.sigmoid(raw[:, first] - raw[:, second]).mean(0).cpu().numpy()  # (P,)
-    return most_confident(candidates, np.asarray(probs, dtype=float), n, round), members[0].id
+    probs = pair_probabilities(scorer, candidates, prompts).mean(0)  # (P,): the members' mean
+    return most_confident(candidates, probs.astype(float), n, round), members[0].id
 
 
 def queue_round_pairs(store: Store, regular: list[NewPair], samples: Sequence[Generation],

@@ -126,12 +126,16 @@ class RewardScorer:
 
 
 def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, PromptInput]) -> np.ndarray:
-    """(K, P) members' P(first preferred) of `labeling.selection.Candidate`s, for `select_by_disagreement`.
+    """(K, P) members' P(first preferred) = sigmoid(r_first - r_second) of `labeling.selection.Candidate`s, for
+    `select_by_disagreement` and the audit pairs; each response is scored once, however many pairs it is in.
 
     `prompts` maps each candidate's prompt id to the prompt (`Prompt.content`).
     """
     if not candidates:
         return np.zeros((scorer.size, 0))
-    probs = scorer.preference_probabilities([prompts[c.prompt_id] for c in candidates],
-                                            [c.first.text for c in candidates], [c.second.text for c in candidates])
-    return probs.cpu().numpy()
+    samples = {g.id: g for c in candidates for g in (c.first, c.second)}
+    index = {sample_id: i for i, sample_id in enumerate(samples)}
+    raw = scorer.raw_scores([prompts[g.prompt_id] for g in samples.values()], [g.text for g in samples.values()])
+    first = torch.tensor([index[c.first.id] for c in candidates], device=raw.device)
+    second = torch.tensor([index[c.second.id] for c in candidates], device=raw.device)
+    return torch.sigmoid(raw[:, first] - raw[:, second]).cpu().numpy()  # (K, P)
