@@ -14,8 +14,9 @@ Most rules compare the means of a series' four quarters (q1..q4, in step order),
 
 A GRPO job's series (`grpo/kl`, `grpo/entropy`, `grpo/score`: the same names and units) are read the same way.
 
-Per-phase rules in absolute terms (what a loop checks after each reward-model and PPO/GRPO phase, `phase_findings`,
-`reward_model_findings`, `round_findings`, `audit_findings`); each finding names the round and step where it fired.
+Per-phase rules in absolute terms (what a loop checks after each reward-model and PPO/GRPO phase: `phase_findings`,
+`reward_model_findings`, `held_out_oracle_falls`, `audit_findings`); each finding names the round and step where it
+fired.
 A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive steps, so one odd batch never fires it:
 
 | rule | fires when | why this threshold |
