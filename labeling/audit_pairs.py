@@ -3,7 +3,7 @@ how often the labels agree with it. Pure functions (no torch, no SQL); `trainers
 
 Each round, `audit_share` of the round's labels (default 10%) go to pairs of two samples of the newest policy that the
 current reward model ranks most confidently (P(first better) farthest from 1/2). People label them like any pair:
-they are spread evenly through the first `labels_per_round` places of the round's queue, each taking the selector
+they are spread evenly through the first places of the round's queue (as many as its labels), each taking the selector
 score of the pair after it (so the queue's order puts it there) and queued in the same transaction as the others,
 so neither their place, their id nor anything shown tells them apart. Their labels train the next reward model
 like any other; `agreement` measures how often they side with the reward model, the signal of reward hacking that
@@ -50,9 +50,9 @@ class Agreement:
     labels: int
 
 
-def audit_count(labels_per_round: int, share: float) -> int:
-    """How many of a round's labels go to audit pairs: `share` of them, rounded (0 when share is 0)."""
-    return int(round(labels_per_round * share))
+def audit_count(labels: int, share: float) -> int:
+    """How many of a round's `labels` go to audit pairs: `share` of them, rounded (0 when share is 0)."""
+    return int(round(labels * share))
 
 
 def most_confident(candidates: Sequence[Candidate], prob_first: Sequence[float], n: int, round: int = 0
