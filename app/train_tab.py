@@ -24,17 +24,18 @@ from trainers.chat_format import prompt_budget
 from trainers.job_layer import JobKind, job_kind_label
 from trainers.launch_config import AccelerateLaunch, read_launch_config
 from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
-from trainers.loop_config import PRESETS, Annotator, LoopConfig, check_against_store, job_settings, settings_from_json
+from trainers.loop_config import (PRESETS, Annotator, LoopConfig, OnWarning, check_against_store, job_settings,
+                                  settings_from_json)
 from trainers.ppo_config import Algorithm
 
 from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Train"
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "selector", "ensemble", "kl_coef",
-        "reward_lr", "ppo_lr", "reward_epochs", "annotator", "algorithm",
-        "group_size")  # the form's LoopConfig fields, in the order it sends them
+        "reward_lr", "ppo_lr", "reward_epochs", "annotator", "algorithm", "group_size", "label_decay", "audit_share",
+        "reward_patience", "reward_warm_start", "on_warning")  # the form's LoopConfig fields, in the order it sends them
 WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs",
-         "group_size")
+         "group_size", "reward_patience")
 LOG_LINES = 12
 POLL_S = 2.0
 
@@ -158,6 +159,11 @@ class TrainLayout:
     ppo_lr: gr.Number
     reward_epochs: gr.Number
     group_size: gr.Number
+    label_decay: gr.Number
+    audit_share: gr.Number
+    reward_patience: gr.Number
+    reward_warm_start: gr.Checkbox
+    on_warning: gr.Radio
     advanced: gr.Code
     start_loop: gr.Button
     train_reward: gr.Button
@@ -200,6 +206,14 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
         reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0, minimum=1)
         group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0, minimum=2,
                                elem_id="train-group-size")
+    with gr.Row():
+        label_decay = gr.Number(defaults.label_decay, label="Label decay (each later round × this)", minimum=0,
+                                maximum=1)
+        audit_share = gr.Number(defaults.audit_share, label="Audit share of labels", minimum=0, maximum=1)
+        reward_patience = gr.Number(defaults.reward_patience, label="Reward early-stop patience (0: off)", precision=0,
+                                    minimum=0)
+        reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label="Warm-start the reward model")
+        on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning, label="On a failure warning")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
         advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
     with gr.Row():
@@ -208,7 +222,7 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
     limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs,
-                       group_size, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
+                       group_size, label_decay, audit_share, reward_patience, reward_warm_start, on_warning, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
 
 
 @dataclass(frozen=True)

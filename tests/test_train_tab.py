@@ -84,15 +84,24 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     assert values == [getattr(PRESETS["demo"], name) for name in train_tab.FORM]
     values[train_tab.FORM.index("rounds")] = 2.0  # a float, as gr.Number sends it
     values[train_tab.FORM.index("labels_per_round")] = 8.0
+    values[train_tab.FORM.index("label_decay")] = 0.5
+    values[train_tab.FORM.index("reward_patience")] = 2.0
+    values[train_tab.FORM.index("reward_warm_start")] = True
+    values[train_tab.FORM.index("on_warning")] = "pause"
     shown = train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "ppo_batch_size": 8}),
                                *values)
     [job] = job_rows.list_jobs(store)
     assert job.kind == "loop" and shown.status.startswith(f"**Job {job.id}** (loop) — **queued**")
     assert (job.config["rounds"], job.config["labels_per_round"], job.config["prompts_per_round"]) == (2, 8, 8)
-    assert isinstance(job.config["rounds"], int)
+    assert isinstance(job.config["rounds"], int) and isinstance(job.config["reward_patience"], int)
+    assert (job.config["label_decay"], job.config["reward_patience"], job.config["reward_warm_start"],
+            job.config["on_warning"]) == (0.5, 2, True, "pause")
     assert shown.progress == '<progress max="1" value="0.000" style="width:100%"></progress>'
     with pytest.raises(gr.Error, match="only an admin"):
         train_tab.on_start(studio, "ppo", ALICE, "demo", "{}", *values)
+    values[train_tab.FORM.index("label_decay")] = 0.0
+    with pytest.raises(gr.Error, match=r"label_decay must be in \(0, 1\]"):
+        train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
 
 
 def test_the_newest_job_is_shown(studio, store):
@@ -117,7 +126,10 @@ def test_the_job_buttons_are_named_outputs(studio):
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels in round 1 (then × label_decay)",
                                          "M: PPO iterations", "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
-                                         "Policy optimiser", "G: GRPO responses per prompt"]
+                                         "Policy optimiser", "G: GRPO responses per prompt",
+                                         "Label decay (each later round × this)", "Audit share of labels",
+                                         "Reward early-stop patience (0: off)", "Warm-start the reward model",
+                                         "On a failure warning"]
     assert ui.run_ppo.value == "Run PPO now" and train_tab.on_algorithm("grpo").value == "Run GRPO now"
 
 
