@@ -193,21 +193,22 @@ def test_oracle_falling_within_a_phase_while_the_score_rises():
 
 
 def test_reward_model_ranking_the_policys_samples_unlike_the_oracle():
-    # means so far: -0.3, -0.4, -0.5, -0.5 (judged from the 4th step, step 14)
-    flipped = d.oracle_uncorrelated(phase(oracle_correlation=[-0.3, -0.5, -0.7, -0.5]))
-    assert (flipped.rule, flipped.round, flipped.step) == ("oracle_uncorrelated", 2, 14)
+    # means so far: -0.3, -0.4, -0.5, -0.5, -0.5 (judged from the 5th step, step 15)
+    flipped = d.oracle_uncorrelated(phase(oracle_correlation=[-0.3, -0.5, -0.7, -0.5, -0.5]))
+    assert (flipped.rule, flipped.round, flipped.step) == ("oracle_uncorrelated", 2, 15)
     assert "correlated -0.50 on average" in flipped.detail and "wrong way round" in flipped.detail
-    # means so far: 0.1, 0.0, 0.05/3, 0.05/4 = +0.01
-    coin = d.oracle_uncorrelated(phase(oracle_correlation=[0.1, -0.1, 0.05, 0.0]))
-    assert coin.step == 14 and "+0.01" in coin.detail and "hardly better than a coin" in coin.detail
-    # means so far: 0.6, 0.55, 0.5, 0.45, 0.26: held at 0.3 or above until the 5th step
-    assert d.oracle_uncorrelated(phase(oracle_correlation=[0.6, 0.5, 0.4, 0.3, -0.5])).step == 15
+    # means so far: 0.1, 0.0, 0.05/3, 0.05/4, 0.05/5 = +0.01
+    coin = d.oracle_uncorrelated(phase(oracle_correlation=[0.1, -0.1, 0.05, 0.0, 0.0]))
+    assert coin.step == 15 and "+0.01" in coin.detail and "hardly better than a coin" in coin.detail
+    # means so far: 0.6, 0.55, 0.5, 0.45, 0.4, 0.25: held at 0.3 or above until the 6th step
+    assert d.oracle_uncorrelated(phase(oracle_correlation=[0.6, 0.5, 0.4, 0.3, 0.2, -0.5])).step == 16
 
 
 def test_one_poor_rollout_too_few_steps_or_no_oracle_fire_no_correlation_warning():
-    assert d.oracle_uncorrelated(phase(oracle_correlation=[0.6, 0.7, 0.5, 0.0, 0.5])) is None  # means >= 0.45
-    assert d.oracle_uncorrelated(phase(oracle_correlation=[-0.9, -0.9, -0.9])) is None  # 3 steps: not judged yet
-    assert d.oracle_uncorrelated(phase(score=[0.1, 0.2, 0.3, 0.4])) is None  # no oracle: nothing to compare
+    # means so far: 0.6, 0.65, 0.6, 0.4, 0.42, 0.45
+    assert d.oracle_uncorrelated(phase(oracle_correlation=[0.6, 0.7, 0.5, -0.2, 0.5, 0.6])) is None
+    assert d.oracle_uncorrelated(phase(oracle_correlation=[-0.9] * 4)) is None  # 4 steps: not judged yet
+    assert d.oracle_uncorrelated(phase(score=[0.1, 0.2, 0.3, 0.4, 0.5])) is None  # no oracle: nothing to compare
 
 
 def test_held_out_oracle_falling_across_rounds():

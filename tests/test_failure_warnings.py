@@ -25,7 +25,7 @@ def test_a_loop_without_a_kl_anchor_warns_in_its_first_round(demo_template, tmp_
 
 def test_labels_stored_the_wrong_way_round_warn_in_the_first_round(demo_template, tmp_path, monkeypatch):
     monkeypatch.setattr(OracleAnnotator, "choose", OracleAnnotator.choose)  # the arm flips it; undone after the test
-    result = run_arm("flipped", 0, tmp_path / "flipped", extra=FAST, template=demo_template)
+    result = run_arm("flipped", 0, tmp_path / "flipped", extra={**FAST, "ppo_iterations": 5}, template=demo_template)
     assert result["status"] == "completed"
     assert [(f["rule"], f["round"]) for f in result["fired"] if f["rule"] == "oracle_uncorrelated"] == \
         [("oracle_uncorrelated", 1)], result["fired"]

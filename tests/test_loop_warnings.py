@@ -43,12 +43,12 @@ def test_a_held_out_oracle_falling_across_rounds_fires(store):
 
 def test_a_grpo_phases_oracle_correlation_is_read_from_its_steps(store):
     job = job_rows.create_job(store, "loop", {})
-    for step, value in enumerate([0.5, 0.6, 0.4, 0.5, -0.5, -0.6, -0.4, -0.5], start=1):  # rounds 1 and 2, 4 steps each
+    for step, value in enumerate([0.5, 0.6, 0.4, 0.5, 0.5, -0.5, -0.6, -0.4, -0.5, -0.5], start=1):  # 2 rounds of 5 steps
         log_metrics(store, job, step, {"grpo/oracle_correlation": value})
-    config = LoopConfig.from_dict({"ppo_iterations": 4, "algorithm": "grpo"})
+    config = LoopConfig.from_dict({"ppo_iterations": 5, "algorithm": "grpo"})
     assert policy_phase_warnings(store, job, config, round=1, first_round=1) == []
     [found] = policy_phase_warnings(store, job, config, round=2, first_round=1)
-    assert (found.rule, found.round, found.step) == ("oracle_uncorrelated", 2, 8) and "-0.50" in found.detail
+    assert (found.rule, found.round, found.step) == ("oracle_uncorrelated", 2, 10) and "-0.50" in found.detail
 
 
 def test_a_reward_model_on_few_validation_pairs_warns_with_the_count(store):

@@ -25,7 +25,7 @@ A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive step
 | `kl_growth` | within one phase the KL per token grew 5-fold from the phase's first steps, to 0.3 or more | a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters means nothing holds it (healthy demo rounds reach 0.12-0.18 from ~0) |
 | `score_beyond_range` | normalised reward-model score > 3 | rewards are normalised to mean 0, std 1 on the samples the reward model was fitted to; 3 std above their mean is beyond ~all of them: the reward model is extrapolating |
 | `oracle_falls` | the oracle's score fell 0.3 or more (demo oracle units, ~1/3 of its samples' std) below the phase's first steps, or below the previous round's held-out score, while the reward-model score rose | the policy is learning what the reward model gets wrong; a healthy phase moves the oracle up with the score |
-| `oracle_uncorrelated` | the correlation between the reward model's and the oracle's scores of each rollout's samples (`oracle_correlation`, 16 samples a step), averaged over the phase's steps so far, < 0.3 once 4 steps are in | measured at bench scale (`bench/failure_warnings.py`, 3 seeds): healthy phases average +0.43 to +0.69 (their running means from step 4 on never below +0.425), stored-the-wrong-way-round labels -0.48 to -0.58, a 50%-noise oracle +0.24, +0.24 and +0.44 (that seed's reward model ranks as well as a healthy one); one step of 16 is noisy (healthy steps spread with std 0.19, down to +0.06), so no single step decides and 4 steps bring that spread to ~0.1 |
+| `oracle_uncorrelated` | the correlation between the reward model's and the oracle's scores of each rollout's samples (`oracle_correlation`), averaged over the phase's steps so far, < 0.3 once 5 steps are in | measured at bench scale (`bench/failure_warnings.py`, 16 samples a step): 10 healthy phases (5 seeds, 2 rounds) average +0.39 to +0.69 and their running means from step 5 on stay >= +0.37; labels stored the wrong way round average -0.48 to -0.58, a reward model from 8 labels -0.03 to +0.02, a 50%-noise oracle +0.12, +0.24, +0.24 (fired) and +0.39, +0.44 (those seeds' reward models rank as well as healthy ones, and their policies gained on the held-out oracle as much); one step is noisy (healthy steps spread with std 0.22, one down to -0.22), so no single step decides: 5 steps bring that spread to ~0.1, and 0.3 sits halfway between the healthy and the noisy runs |
 | `entropy_floor` | per-token entropy < 0.1 nats | ~0.1 nats means the likeliest token takes ~99% of the mass: sampling is nearly greedy and the samples stop varying |
 | `length_collapse` | mean response length < 2 tokens | the policy answers with (almost) nothing: a reward found in ending at once |
 | `never_ending` | fewer than 20% of responses end with EOS | the policy runs into the length limit instead of finishing (its scores are then cut texts) |
@@ -63,7 +63,7 @@ MIN_VAL_PAIRS = 20
 MIN_CHANCE_PAIRS = 50
 MIN_AUDIT_LABELS = 5
 MIN_ORACLE_CORRELATION = 0.3
-MIN_CORRELATION_STEPS = 4
+MIN_CORRELATION_STEPS = 5
 
 
 @dataclass(frozen=True)
