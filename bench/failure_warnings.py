@@ -14,7 +14,7 @@ updates a run draws decides how far its reward model agrees with the oracle), th
 Every broken arm should fire by the end of its first (bad) round. Prints the table and writes
 bench/out/failure_warnings.json.
 
-    python bench/failure_warnings.py                       # every arm, ~45 min on 2 busy cores
+    python bench/failure_warnings.py                       # every arm at 3 seeds, ~30 min on 2 cores
     python bench/failure_warnings.py --arms no_kl --seeds 0
     python bench/failure_warnings.py --rejudge             # the stored runs judged again by the current rules
     python bench/failure_warnings.py --arms flipped --config '{"rounds": 2}' --tag r2   # settings on top of each arm
