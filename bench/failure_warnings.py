@@ -11,8 +11,9 @@ updates a run draws decides how far its reward model agrees with the oracle), th
   is the true one);
 - **oracle 50% noise**: half of the oracle's votes are coin flips.
 
-Every broken arm should fire by the end of its first (bad) round. Prints the table and writes
-bench/out/failure_warnings.json.
+Every broken arm should fire by the end of its first (bad) round; the 50%-noise arm misses at seeds whose reward model
+still ranks the policy's samples as a healthy one does (`oracle_uncorrelated` in `trainers.diagnostics` gives the
+numbers). Prints the table and writes bench/out/failure_warnings.json.
 
     python bench/failure_warnings.py                       # every arm at 3 seeds, ~30 min on 2 cores
     python bench/failure_warnings.py --arms no_kl --seeds 0
