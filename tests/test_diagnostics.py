@@ -153,7 +153,8 @@ def phase(round=2, **series):
 
 HEALTHY_PHASE = dict(kl=[0.0, 0.3, 0.6, 0.9, 1.0], response_length=[8.0, 8.5, 9.0, 9.0, 9.5],
                      score=[0.1, 0.4, 0.8, 1.0, 1.2], oracle_score=[-0.1, 0.0, 0.05, 0.1, 0.1],
-                     entropy=[2.0, 1.9, 1.9, 1.8, 1.8], eos_rate=[1.0, 1.0, 0.9, 1.0, 1.0])
+                     entropy=[2.0, 1.9, 1.9, 1.8, 1.8], eos_rate=[1.0, 1.0, 0.9, 1.0, 1.0],
+                     oracle_correlation=[0.5, 0.6, 0.4, 0.5, 0.55])
 
 
 def test_a_healthy_phase_fires_nothing():
@@ -189,6 +190,25 @@ def test_oracle_falling_within_a_phase_while_the_score_rises():
     found = d.oracle_falls(phase(oracle_score=[0.2, 0.2, -0.2, -0.2], score=[0.0, 0.5, 1.0, 2.0]))
     assert found.rule == "oracle_falls" and found.step == 14 and "from 0.20 to -0.20" in found.detail
     assert d.oracle_falls(phase(oracle_score=[0.2, 0.2, -0.2, -0.2], score=[2.0, 1.5, 1.0, 0.0])) is None
+
+
+def test_reward_model_ranking_the_policys_samples_unlike_the_oracle():
+    # means so far: -0.3, -0.4, -0.5, -0.5, -0.5 (judged from the 5th step, step 15)
+    flipped = d.oracle_uncorrelated(phase(oracle_correlation=[-0.3, -0.5, -0.7, -0.5, -0.5]))
+    assert (flipped.rule, flipped.round, flipped.step) == ("oracle_uncorrelated", 2, 15)
+    assert "correlated -0.50 on average" in flipped.detail and "wrong way round" in flipped.detail
+    # means so far: 0.1, 0.0, 0.05/3, 0.05/4, 0.05/5 = +0.01
+    coin = d.oracle_uncorrelated(phase(oracle_correlation=[0.1, -0.1, 0.05, 0.0, 0.0]))
+    assert coin.step == 15 and "+0.01" in coin.detail and "hardly better than a coin" in coin.detail
+    # means so far: 0.6, 0.55, 0.5, 0.45, 0.4, 0.25: held at 0.3 or above until the 6th step
+    assert d.oracle_uncorrelated(phase(oracle_correlation=[0.6, 0.5, 0.4, 0.3, 0.2, -0.5])).step == 16
+
+
+def test_one_poor_rollout_too_few_steps_or_no_oracle_fire_no_correlation_warning():
+    # means so far: 0.6, 0.65, 0.6, 0.4, 0.42, 0.45
+    assert d.oracle_uncorrelated(phase(oracle_correlation=[0.6, 0.7, 0.5, -0.2, 0.5, 0.6])) is None
+    assert d.oracle_uncorrelated(phase(oracle_correlation=[-0.9] * 4)) is None  # 4 steps: not judged yet
+    assert d.oracle_uncorrelated(phase(score=[0.1, 0.2, 0.3, 0.4, 0.5])) is None  # no oracle: nothing to compare
 
 
 def test_held_out_oracle_falling_across_rounds():

@@ -1,5 +1,5 @@
-"""The broken-run suite's fast subset (bench/failure_warnings.py holds every arm): a loop without a KL anchor fires
-in its first round, a healthy one fires nothing; a loop set to pause on a warning stops before PPO with the
+"""The broken-run suite's fast subset (bench/failure_warnings.py holds every arm): a loop without a KL anchor and one
+whose labels are stored the wrong way round fire in their first round, a healthy one fires nothing; a loop set to pause on a warning stops before PPO with the
 warning printed, `status` shows it, and `--resume` continues past it."""
 
 import json
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.failure_warnings import run_arm
+from labeling.synthetic import OracleAnnotator
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.policies import list_policies
@@ -20,6 +21,15 @@ def test_a_loop_without_a_kl_anchor_warns_in_its_first_round(demo_template, tmp_
     result = run_arm("no_kl", 0, tmp_path / "no_kl", extra=FAST, template=demo_template)
     assert result["status"] == "completed"
     assert any(f["round"] == 1 for f in result["fired"]), result["fired"]  # KL per token or the oracle, by seed
+
+
+def test_labels_stored_the_wrong_way_round_warn_in_the_first_round(demo_template, tmp_path, monkeypatch):
+    monkeypatch.setattr(OracleAnnotator, "choose", OracleAnnotator.choose)  # the arm flips it; undone after the test
+    result = run_arm("flipped", 0, tmp_path / "flipped", extra={**FAST, "ppo_iterations": 5}, template=demo_template)
+    assert result["status"] == "completed"
+    assert [(f["rule"], f["round"]) for f in result["fired"] if f["rule"] == "oracle_uncorrelated"] == \
+        [("oracle_uncorrelated", 1)], result["fired"]
+    assert "the wrong way round" in next(f["detail"] for f in result["fired"] if f["rule"] == "oracle_uncorrelated")
 
 
 def test_a_healthy_loop_fires_nothing(demo_template, tmp_path):

@@ -41,6 +41,16 @@ def test_a_held_out_oracle_falling_across_rounds_fires(store):
     assert (falls.rule, falls.round, falls.step) == ("oracle_falls", 1, 3)
 
 
+def test_a_grpo_phases_oracle_correlation_is_read_from_its_steps(store):
+    job = job_rows.create_job(store, "loop", {})
+    for step, value in enumerate([0.5, 0.6, 0.4, 0.5, 0.5, -0.5, -0.6, -0.4, -0.5, -0.5], start=1):  # 2 rounds of 5 steps
+        log_metrics(store, job, step, {"grpo/oracle_correlation": value})
+    config = LoopConfig.from_dict({"ppo_iterations": 5, "algorithm": "grpo"})
+    assert policy_phase_warnings(store, job, config, round=1, first_round=1) == []
+    [found] = policy_phase_warnings(store, job, config, round=2, first_round=1)
+    assert (found.rule, found.round, found.step) == ("oracle_uncorrelated", 2, 10) and "-0.50" in found.detail
+
+
 def test_a_reward_model_on_few_validation_pairs_warns_with_the_count(store):
     job = job_rows.create_job(store, "loop", {})
     log_metrics(store, job, 12, {"reward/val_accuracy": 1.0})

@@ -25,6 +25,7 @@ A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive step
 | `kl_growth` | within one phase the KL per token grew 5-fold from the phase's first steps, to 0.3 or more | a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters means nothing holds it (healthy demo rounds reach 0.12-0.18 from ~0) |
 | `score_beyond_range` | normalised reward-model score > 3 | rewards are normalised to mean 0, std 1 on the samples the reward model was fitted to; 3 std above their mean is beyond ~all of them: the reward model is extrapolating |
 | `oracle_falls` | the oracle's score fell 0.3 or more (demo oracle units, ~1/3 of its samples' std) below the phase's first steps, or below the previous round's held-out score, while the reward-model score rose | the policy is learning what the reward model gets wrong; a healthy phase moves the oracle up with the score |
+| `oracle_uncorrelated` | the correlation between the reward model's and the oracle's scores of each rollout's samples (`oracle_correlation`), averaged over the phase's steps so far, < 0.3 once 5 steps are in | measured at bench scale (`bench/failure_warnings.py`, 16 samples a step): 10 healthy phases (5 seeds, 2 rounds) average +0.39 to +0.69 and their running means from step 5 on stay >= +0.37; labels stored the wrong way round average -0.48 to -0.58, a reward model from 8 labels -0.03 to +0.02, a 50%-noise oracle +0.12, +0.24, +0.24 (fired) and +0.39, +0.44 (those seeds' reward models rank as well as healthy ones, and their policies gained on the held-out oracle as much); one step is noisy (healthy steps spread with std 0.22, one down to -0.22), so no single step decides: 5 steps bring that spread to ~0.1, and 0.3 sits halfway between the healthy and the noisy runs |
 | `entropy_floor` | per-token entropy < 0.1 nats | ~0.1 nats means the likeliest token takes ~99% of the mass: sampling is nearly greedy and the samples stop varying |
 | `length_collapse` | mean response length < 2 tokens | the policy answers with (almost) nothing: a reward found in ending at once |
 | `never_ending` | fewer than 20% of responses end with EOS | the policy runs into the length limit instead of finishing (its scores are then cut texts) |
@@ -61,6 +62,8 @@ MIN_EOS_RATE = 0.2
 MIN_VAL_PAIRS = 20
 MIN_CHANCE_PAIRS = 50
 MIN_AUDIT_LABELS = 5
+MIN_ORACLE_CORRELATION = 0.3
+MIN_CORRELATION_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -166,20 +169,31 @@ def reward_model_near_chance(val_accuracy: Sequence[float]) -> Finding | None:
 class Phase:
     """One PPO/GRPO phase of a loop round: its steps and the optimiser's series over them, aligned with `steps` and
     named without the `ppo/` or `grpo/` prefix (`kl`, `score`, `entropy`, `response_length`, `eos_rate`,
-    `oracle_score`)."""
+    `oracle_score`, `oracle_correlation`)."""
 
     round: int
     steps: Sequence[int]
     series: Mapping[str, Sequence[float]]
 
-    def held(self, name: str, high: bool = True) -> np.ndarray | None:
-        """At each step, the level the series held over the last `WINDOW` steps (fewer at the start): their minimum
-        (`high`: how high it stayed) or maximum (how low it stayed); None when the series is missing."""
+    def values(self, name: str) -> np.ndarray | None:
+        """The series, one value per step; None when it is missing (or not one value per step)."""
         values = self.series.get(name)
         if values is None or len(values) == 0 or len(values) != len(self.steps):
             return None
-        values, pick = np.asarray(values, dtype=float), np.min if high else np.max
+        return np.asarray(values, dtype=float)
+
+    def held(self, name: str, high: bool = True) -> np.ndarray | None:
+        """At each step, the level the series held over the last `WINDOW` steps (fewer at the start): their minimum
+        (`high`: how high it stayed) or maximum (how low it stayed); None when the series is missing."""
+        values, pick = self.values(name), np.min if high else np.max
+        if values is None:
+            return None
         return np.array([pick(values[max(0, i - WINDOW + 1):i + 1]) for i in range(len(values))])
+
+    def mean_so_far(self, name: str) -> np.ndarray | None:
+        """At each step, the mean of the series over the phase's steps up to it; None when the series is missing."""
+        values = self.values(name)
+        return None if values is None else np.cumsum(values) / np.arange(1, len(values) + 1)
 
     def first(self, fired: np.ndarray, start: int = WINDOW - 1) -> int | None:
         """The step where `fired` (one flag per step) first holds, judged from index `start` on; None if never."""
@@ -249,6 +263,25 @@ def oracle_falls(phase: Phase) -> Finding | None:
                start=WINDOW)
 
 
+def oracle_uncorrelated(phase: Phase) -> Finding | None:
+    """The reward model ranks the policy's own samples unlike the oracle: each rollout's correlation between the two
+    scores, averaged over the phase's steps so far, below `MIN_ORACLE_CORRELATION` once `MIN_CORRELATION_STEPS` are
+    in."""
+    mean = phase.mean_so_far("oracle_correlation")
+
+    def detail(i: int) -> str:
+        how = "the wrong way round" if mean[i] < 0 else "hardly better than a coin"
+        return (f"Over the round's first {i + 1} steps the reward model's scores of the policy's samples correlated "
+                f"{mean[i]:+.2f} on average with the oracle's (< {MIN_ORACLE_CORRELATION}; sound reward models stay "
+                f"near +0.5): it ranks them {how}.")
+
+    return _at(phase, None if mean is None else mean < MIN_ORACLE_CORRELATION, "oracle_uncorrelated",
+               "Reward model disagrees with the oracle", detail,
+               "PPO is optimising a reward the oracle (and so your annotators) would not give. Check that labels are "
+               "stored the right way round (first vs second) and that annotators agree (Samples tab), and collect "
+               "more labels before the next PPO phase.", start=MIN_CORRELATION_STEPS - 1)
+
+
 def held_out_oracle_falls(round: int, step: int | None, before: float, after: float, score_rise: float
                           ) -> Finding | None:
     """Across rounds: the new policy's held-out oracle score fell below the last one's while its phase raised the
@@ -285,7 +318,8 @@ def phase_findings(phase: Phase) -> list[Finding]:
     """Every per-phase rule that fires on one PPO/GRPO phase, each at its first step."""
     if not phase.steps:
         return []
-    found = [*kl_findings(phase), score_beyond_range(phase), oracle_falls(phase), *sampling_findings(phase)]
+    found = [*kl_findings(phase), score_beyond_range(phase), oracle_falls(phase), oracle_uncorrelated(phase),
+             *sampling_findings(phase)]
     return [f for f in found if f is not None]
 
 
