@@ -70,8 +70,8 @@ class LoopConfig:
         "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
-    reward_lr: float = field(default=1e-3, metadata={
-        "help": "reward-model learning rate (demo: 1e-3; real models: ~1e-5)"})
+    reward_lr: float = field(default=5e-4, metadata={
+        "help": "reward-model learning rate (demo: 5e-4; real models: ~1e-5)"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
     reward_val_fraction: float = field(default=0.2, metadata={
         "help": "share of the labelled pairs held out to validate the reward model (never trained on; 0: none)"})
