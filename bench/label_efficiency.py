@@ -135,8 +135,10 @@ def run_oracle_ppo(store, config) -> None:
         train_ppo(store, run, trainer=trainer)
 
 
-def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int) -> dict:
-    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, labels_used, seconds}."""
+def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
+            name: str) -> dict:
+    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, labels_used, seconds}; its store
+    is a folder named after the bench run `name` too, so two benches with other names can run side by side."""
     import torch
 
     from storage.labels import count_labels
@@ -147,7 +149,8 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     started = time.perf_counter()
     config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
     config = dataclasses.replace(config, labels_per_round=first_round_labels(labels, config.label_decay, config.rounds))
-    store = fresh_store(f"{arm}-L{labels}-s{seed}")
+    folder = f"{name}-{arm}-L{labels}-s{seed}"
+    store = fresh_store(folder)
     try:
         labels_before = count_labels(store)
         (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
@@ -156,7 +159,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
         used = count_labels(store) - labels_before
     finally:
         store.close()
-        shutil.rmtree(WORK / f"{arm}-L{labels}-s{seed}", ignore_errors=True)
+        shutil.rmtree(WORK / folder, ignore_errors=True)
     row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": sft, "final": final,
            "gain": final - sft, "labels_used": used, "seconds": time.perf_counter() - started}
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {sft:+.3f} -> {final:+.3f} (gain {row['gain']:+.3f}), "
@@ -268,7 +271,8 @@ def main() -> None:
     tasks += [(arm, labels, seed) for labels in args.budgets for arm in ARMS[1:] if arm in args.arms
               for seed in args.seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(one_run, arm, labels, seed, settings, args.eval_samples, 1) for arm, labels, seed in tasks]
+        futures = [pool.submit(one_run, arm, labels, seed, settings, args.eval_samples, 1, args.name)
+                   for arm, labels, seed in tasks]
         rows = [f.result() for f in futures]
 
     table = summarise(rows)
