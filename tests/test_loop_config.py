@@ -36,8 +36,6 @@ def test_every_field_documents_itself():
     ('{"label_decay": 0}', "label_decay must be in (0, 1]"),
     ('{"label_decay": 1.5}', "label_decay must be in (0, 1]"),
     ('{"reward_patience": -1}', "reward_patience must be 0 (off) or more"),
-    ('{"reward_val_fraction": 0.6}', "reward_val_fraction must be between 0 and 0.5"),
-    ('{"reward_val_fraction": -0.1}', "reward_val_fraction must be between 0 and 0.5"),
     ('{"annotator": "robot"}', "annotator must be one of"),
     ('{"selector": "best"}', "selector must be one of"),
     ('{"selector": "disagreement"}', "needs an ensemble of 2"),
@@ -141,13 +139,6 @@ def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early
     assert (first.seed, second.seed) == (7001, 7002) and first.split_seed == second.split_seed == 7
     assert second.warm_start and second.early_stopping_patience == 2
     assert not RewardConfig(**reward_settings(LoopConfig())).warm_start
-
-
-def test_the_loop_sets_the_reward_models_validation_share():
-    from trainers.reward_config import RewardConfig
-
-    assert RewardConfig(**reward_settings(LoopConfig(reward_val_fraction=0.05))).val_fraction == 0.05
-    assert RewardConfig(**reward_settings(LoopConfig(reward_val_fraction=0.0))).val_fraction == 0.0
 
 
 def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_within_a_loop():

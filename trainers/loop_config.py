@@ -73,8 +73,6 @@ class LoopConfig:
     reward_lr: float = field(default=5e-4, metadata={
         "help": "reward-model learning rate (demo: 5e-4; real models: ~1e-5)"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
-    reward_val_fraction: float = field(default=0.2, metadata={
-        "help": "share of the labelled pairs held out to validate the reward model (never trained on; 0: none)"})
     reward_warm_start: bool = field(default=False, metadata={
         "help": "start each round's reward model from the previous round's instead of the SFT policy"})
     reward_patience: int = field(default=0, metadata={
@@ -124,9 +122,6 @@ class LoopConfig:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
         if self.reward_patience < 0:
             raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
-        if not 0 <= self.reward_val_fraction <= 0.5:
-            raise InvalidInput(f"reward_val_fraction must be between 0 and 0.5 (a share of the labelled pairs), got "
-                               f"{self.reward_val_fraction}")
         if not 0 < self.label_decay <= 1:
             raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
         if self.ppo_batch_size % self.ppo_mini_batches:
@@ -250,8 +245,7 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.reward_config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": round_seed(config.seed, round), "split_seed": config.seed,
-            "val_fraction": config.reward_val_fraction, "warm_start": config.reward_warm_start,
+            "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
             "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
 
 
