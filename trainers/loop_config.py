@@ -20,6 +20,7 @@ from storage.types import Prompt
 from .chat_format import PromptBudget, model_context, prompt_budget
 from .job_layer import JobKind
 from .ppo_config import Algorithm, RewardSource
+from .reward_config import RewardConfig
 
 
 class Annotator(StrEnum):
@@ -70,7 +71,7 @@ class LoopConfig:
         "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
-    reward_lr: float = field(default=5e-4, metadata={
+    reward_lr: float = field(default=RewardConfig.learning_rate, metadata={
         "help": "reward-model learning rate (demo: 5e-4; real models: ~1e-5)"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
     reward_warm_start: bool = field(default=False, metadata={
