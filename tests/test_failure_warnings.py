@@ -1,6 +1,6 @@
 """The broken-run suite's fast subset (bench/failure_warnings.py holds every arm): a loop without a KL anchor and one
-whose labels are stored the wrong way round fire in their first round, a healthy one fires nothing; a loop set to pause on a warning stops before PPO with the
-warning printed, `status` shows it, and `--resume` continues past it."""
+whose labels are stored the wrong way round fire in their first round, a healthy one fires nothing; a loop set to
+pause on a warning stops before PPO with the warning printed, `status` shows it, and `--resume` continues past it."""
 
 import json
 import subprocess
