@@ -18,6 +18,7 @@ from gradio_client import Client, handle_file
 
 from app.cli import build_parser
 from app.limits import MAX_UPLOAD_MB
+from app import train_tab
 from app.server import serve
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
@@ -107,7 +108,7 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
     handlers = {index: fn for index, fn in app.fns.items() if fn.name in ADMIN_HANDLERS}
     assert {fn.name for fn in handlers.values()} == ADMIN_HANDLERS
     for index, fn in handlers.items():
-        data = ["demo", "{}", 1, 4, 8, 1, "random", 1, 0.05, 5e-4, 3e-4, 1, "oracle", "ppo", 4][:len(fn.inputs)]
+        data = ["demo", "{}", *train_tab.fill_preset("demo")][:len(fn.inputs)]
         event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s1",
                                                           "event_data": None, "trigger_id": None}).json()["event_id"]
         with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s1"}) as stream:
@@ -121,7 +122,7 @@ def test_the_train_tab_start_button_works_for_an_admin(studio, store):
     app, url = studio
     http = signed_in(url, "owner")
     [index] = [i for i, fn in app.fns.items() if fn.name == "on_start" and fn.api_name == "on_start"]  # Start loop
-    data = ["demo", '{"prompts_per_round": 5}', 1, 4, 8, 1, "random", 1, 0.05, 5e-4, 3e-4, 1, "oracle", "ppo", 4]
+    data = ["demo", '{"prompts_per_round": 5, "labels_per_round": 8}', *train_tab.fill_preset("demo")]
     event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s2",
                                                       "event_data": None, "trigger_id": None}).json()["event_id"]
     with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s2"}) as stream:
