@@ -231,7 +231,7 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
                               [t["gain_ci95"] for t in points], marker="o", capsize=3, label=f"loop, {arm}")
         if budgets:
             axis.set_xscale("log")
-            axis.set_xticks([b * scale for b in budgets], [f"{b * scale:g}" for b in budgets])
+            axis.set_xticks([b * scale for b in budgets], [f"{round(b * scale, 1):g}" for b in budgets])
             axis.minorticks_off()
         axis.set(xlabel=unit)
         axis.grid(alpha=0.3)
