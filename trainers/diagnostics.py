@@ -95,7 +95,7 @@ def kl_runaway(kl: Sequence[float]) -> Finding | None:
             f"The KL divergence to the reference model rose in every quarter of the run, from {q[0]:.2f} to "
             f"{q[3]:.2f} nats on average, and is still climbing.",
             "The policy is drifting away from what the SFT model would write. Raise β (the KL coefficient), set a "
-            "target KL for the adaptive controller, or lower the PPO learning rate.")
+            "target KL for the adaptive controller, or lower the PPO (or GRPO) learning rate (`ppo_lr`).")
     return None
 
 
@@ -112,7 +112,7 @@ def entropy_collapse(entropy: Sequence[float]) -> Finding | None:
             f"The policy's per-token entropy fell from {start:.2f} to {end:.2f} nats ({end / start - 1:+.0%}): it "
             "now writes nearly the same tokens every time.",
             "Samples lose their variety and the reward model sees nothing new. Raise the entropy bonus or β, or "
-            "lower the PPO learning rate.")
+            "lower the PPO (or GRPO) learning rate (`ppo_lr`).")
     return None
 
 
@@ -220,7 +220,7 @@ def kl_findings(phase: Phase) -> list[Finding]:
     per_token = Phase(phase.round, phase.steps, {"kl": per_token_series}).held("kl")
     base = per_token_series[:WINDOW].mean()
     advice = "The policy is drifting away from what the SFT model would write. Raise β (the KL coefficient), set a " \
-             "target KL, or lower the PPO learning rate."
+             "target KL, or lower the PPO (or GRPO) learning rate (`ppo_lr`)."
     found = [
         _at(phase, per_token > KL_PER_TOKEN_MAX, "kl_per_token", "KL per token beyond healthy runs",
             lambda i: f"The KL to the reference stayed above {per_token[i]:.2f} nats per response token for {WINDOW} "
@@ -301,7 +301,7 @@ def sampling_findings(phase: Phase) -> list[Finding]:
             lambda i: f"The policy's per-token entropy is {entropy[i]:.3f} nats (< {ENTROPY_FLOOR}): it writes nearly "
                       "the same tokens every time.",
             "Samples lose their variety and the reward model sees nothing new. Raise the entropy bonus or β, or "
-            "lower the PPO learning rate."),
+            "lower the PPO (or GRPO) learning rate (`ppo_lr`)."),
         _at(phase, None if length is None else length < MIN_LENGTH, "length_collapse", "Responses collapsed",
             lambda i: f"Responses are {length[i]:.1f} tokens long on average (< {MIN_LENGTH:.0f}).",
             "The policy found a reward in saying nothing. Raise β and check what the reward model scores short "
