@@ -222,7 +222,8 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
     limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs,
-                       group_size, label_decay, audit_share, reward_patience, reward_warm_start, on_warning, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
+                       group_size, label_decay, audit_share, reward_patience, reward_warm_start, on_warning, advanced,
+                       *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
 
 
 @dataclass(frozen=True)
