@@ -31,9 +31,10 @@ from trainers.ppo_config import Algorithm
 from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Train"
+# the form's LoopConfig fields, in the order it sends them
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "selector", "ensemble", "kl_coef",
         "reward_lr", "ppo_lr", "reward_epochs", "annotator", "algorithm", "group_size", "label_decay", "audit_share",
-        "reward_patience", "reward_warm_start", "on_warning")  # the form's LoopConfig fields, in the order it sends them
+        "reward_patience", "reward_warm_start", "on_warning")
 WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs",
          "group_size", "reward_patience")
 LOG_LINES = 12

@@ -43,7 +43,8 @@ def test_a_held_out_oracle_falling_across_rounds_fires(store):
 
 def test_a_grpo_phases_oracle_correlation_is_read_from_its_steps(store):
     job = job_rows.create_job(store, "loop", {})
-    for step, value in enumerate([0.5, 0.6, 0.4, 0.5, 0.5, -0.5, -0.6, -0.4, -0.5, -0.5], start=1):  # 2 rounds of 5 steps
+    two_rounds_of_5_steps = [0.5, 0.6, 0.4, 0.5, 0.5, -0.5, -0.6, -0.4, -0.5, -0.5]
+    for step, value in enumerate(two_rounds_of_5_steps, start=1):
         log_metrics(store, job, step, {"grpo/oracle_correlation": value})
     config = LoopConfig.from_dict({"ppo_iterations": 5, "algorithm": "grpo"})
     assert policy_phase_warnings(store, job, config, round=1, first_round=1) == []
