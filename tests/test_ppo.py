@@ -11,7 +11,7 @@ from transformers import (AutoModelForCausalLM, GPT2Config, GPT2ForSequenceClass
 from storage.jobs import claim_job, create_job, get_job, request_cancel
 from storage.metrics import read_metrics
 from storage.policies import list_policies
-from trainers.job_layer import StoreReporter, new_staging_dir, register_policy
+from trainers.job_layer import StoreReporter, register_policy, staging_path
 from trainers.ppo import PPOTrainer
 from trainers.ppo_checkpoint import STATE_FILE, load_value_head
 from trainers.ppo_config import PPOConfig, PPOSetupError
@@ -192,7 +192,7 @@ class CancelAt(Reporter):
 
 def register(store, trainer, round: int = 0) -> int:
     """What the job layer does with a trained policy: save it into a staging folder, then register it."""
-    staged = new_staging_dir(store)
+    staged = staging_path(store)
     trainer.save_pretrained(staged)
     return register_policy(store, staged, parent_id=None, round=round, note="PPO")
 

@@ -5,7 +5,7 @@ uses `JobKind` from here.
 
     reporter = job_reporter(store, job.id, phase="ppo", listener=terminal_bar)   # null on non-main processes
     trainer.train(iterations, reporter)                                           # JobCancelled when stopped
-    staged = new_staging_dir(store)
+    staged = staging_path(store)
     trainer.save_pretrained(staged)
     policy_id = register_policy(store, staged, parent_id=start.id, round=1, note="PPO, 10 iterations")
 """
@@ -13,7 +13,6 @@ uses `JobKind` from here.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 import traceback
 import uuid
@@ -106,17 +105,10 @@ def job_reporter(store: Store, job_id: int | None, step_offset: int = 0, phase: 
     return StoreReporter(store, job_id, step_offset, phase, listener)
 
 
-def new_staging_dir(store: Store, folder: str = POLICIES_FOLDER) -> Path:
-    """An empty folder under the store's data folder for a checkpoint being written; the worker sweeps such folders
-    when a killed job left one behind."""
-    root = store.data_dir / folder
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=root, prefix=STAGING_PREFIX))
-
-
 def staging_path(store: Store, folder: str = POLICIES_FOLDER, prefix: str = STAGING_PREFIX) -> Path:
     """A new, not yet created, path under the store's data folder for a checkpoint that a launched phase (or this
-    process) will write; nothing is left on disk if the run is killed before it saves."""
+    process) will write; nothing is left on disk if the run is killed before it saves, and the worker sweeps a
+    half-written one a killed job left behind."""
     return store.data_dir / folder / f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
