@@ -209,7 +209,8 @@ PRESETS = {
     "demo": LoopConfig(),
     "small real model (LoRA)": LoopConfig(prompts_per_round=128, samples_per_prompt=2, labels_per_round=100,
                                           label_decay=1.0, reward_epochs=1, reward_lr=1e-5, reward_batch_size=8,
-                                          ppo_batch_size=16, ppo_lr=1e-5, kl_coef=0.1, target_kl=6.0, response_length=64, lora=True),
+                                          ppo_batch_size=16, ppo_lr=1e-5, kl_coef=0.1, target_kl=6.0,
+                                          response_length=64, lora=True),
 }
 
 
