@@ -157,7 +157,8 @@ def main() -> int:
     parser.add_argument("--size", choices=list(SIZES), default="0.5b" if torch.cuda.is_available() else "tiny")
     parser.add_argument("--work", default=None, help="folder for the model and the store (default: a temp folder)")
     parser.add_argument("--accelerate", default=None, metavar="FILE",
-                        help="then run a 1-round loop job with its training phases under accelerate launch --config_file FILE")
+                        help="then run a 1-round loop job with its training phases under accelerate launch "
+                             "--config_file FILE")
     args = parser.parse_args()
     launch = read_launch_config(args.accelerate) if args.accelerate else None  # a bad file: one line, before any work
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu-check-"))

@@ -46,7 +46,8 @@ WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
 ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
-                "disagreement": {"selector": "disagreement", "ensemble": 2}, "grpo": {"algorithm": "grpo", "group_size": 4, "ppo_batch_size": 8}}  # GRPO: 8 prompts x G=4, PPO's episodes
+                "disagreement": {"selector": "disagreement", "ensemble": 2},
+                "grpo": {"algorithm": "grpo", "group_size": 4, "ppo_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
