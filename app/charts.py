@@ -19,8 +19,8 @@ from gradio.components.plot import PlotData
 
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from storage.curves import Series
-from trainers.diagnostics import downsample, ema
-from trainers.ppo_config import Algorithm
+from trainers.loop.diagnostics import downsample, ema
+from trainers.policy.config import Algorithm
 
 REWARD_PANELS = {"reward/loss": "Loss", "reward/accuracy": "Accuracy (training batches)",
                  "reward/val_accuracy": "Validation accuracy", "reward/val_loss": "Validation loss"}

@@ -59,12 +59,12 @@ def open_store(args: argparse.Namespace) -> Store:
     seeds the demo (into an empty store, unless --no-demo), so a project's store never receives demo prompts or the
     demo policy by accident."""
     if getattr(args, "accelerate_config", None) is not None:
-        from trainers.launch_config import read_launch_config
+        from trainers.jobs.launch_config import read_launch_config
 
         read_launch_config(args.accelerate_config)  # one line, before the store is created or changed
     store = Store(args.db)
     if getattr(args, "seed_demo", False) and store_is_empty(store):
-        seed = subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(store.path.resolve())], cwd=ROOT)
+        seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())], cwd=ROOT)
         if seed.returncode != 0:
             raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")
     return store
@@ -158,7 +158,7 @@ def init_arguments(parser: argparse.ArgumentParser):
                         help="convert pickle-only weights (pytorch_model.bin) once into a safetensors copy")
 
     def run(args: argparse.Namespace) -> int:
-        from trainers.project import start_project
+        from trainers.loop.project import start_project
 
         for path in (args.prompts, args.heldout):
             if path is not None:
@@ -188,8 +188,7 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
 
     def run(args: argparse.Namespace) -> int:
         from labeling.importing import import_prompt_file
-
-        from trainers.loop_config import import_budget
+        from trainers.loop.config import import_budget
 
         check_prompt_file(args.file)
         store = open_store(args)
@@ -238,7 +237,7 @@ def label_arguments(parser: argparse.ArgumentParser):
 @subcommand("train-reward", "train the reward model on every label in the store and register it",
             audit=AuditAction.JOB_STARTED)
 def train_reward_arguments(parser: argparse.ArgumentParser):
-    from trainers import reward_cli
+    from trainers.entry import reward_cli
 
     add_store_arguments(parser)
     reward_cli.add_arguments(parser)
@@ -247,7 +246,7 @@ def train_reward_arguments(parser: argparse.ArgumentParser):
 
 @subcommand("loop", "run the preference loop in the terminal (oracle or human labels)", audit=AuditAction.JOB_STARTED)
 def loop_arguments(parser: argparse.ArgumentParser):
-    from trainers import loop_cli
+    from trainers.entry import loop_cli
 
     add_store_arguments(parser)
     loop_cli.add_arguments(parser)
@@ -257,7 +256,7 @@ def loop_arguments(parser: argparse.ArgumentParser):
 @subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)",
             audit=AuditAction.JOB_STARTED)
 def ppo_arguments(parser: argparse.ArgumentParser):
-    from trainers import ppo_cli
+    from trainers.entry import ppo_cli
 
     add_store_arguments(parser)
     ppo_cli.add_arguments(parser)

@@ -23,12 +23,20 @@ from storage.job_warnings import list_warnings
 from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
-from trainers.diagnostics import Finding, diagnose
-from trainers.job_layer import job_algorithm, job_kind_label
-from trainers.ppo_config import Algorithm
+from trainers.jobs.layer import job_algorithm, job_kind_label
+from trainers.loop.diagnostics import Finding, diagnose
+from trainers.policy.config import Algorithm
 
-from .charts import (ROUND_PANELS, Segment, align_rounds, optimiser_figure, reward_figure, round_order, rounds_figure,
-                     segments)
+from .charts import (
+    ROUND_PANELS,
+    Segment,
+    align_rounds,
+    optimiser_figure,
+    reward_figure,
+    round_order,
+    rounds_figure,
+    segments,
+)
 from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Curves"

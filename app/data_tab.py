@@ -19,7 +19,7 @@ from labeling.export import export_labels
 from labeling.importing import import_prompt_file
 from storage.audit import AuditAction
 from storage.votes import current_votes
-from trainers.loop_config import import_budget
+from trainers.loop.config import import_budget
 
 from . import project_panel
 from .audit import HEADERS as AUDIT_HEADERS

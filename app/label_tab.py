@@ -18,8 +18,16 @@ from dataclasses import asdict, dataclass
 
 import gradio as gr
 
-from labeling.annotation import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next,
-                                 undo_label, update_queue_settings)
+from labeling.annotation import (
+    Choice,
+    ShownPair,
+    next_pair,
+    progress,
+    queue_settings,
+    submit_and_next,
+    undo_label,
+    update_queue_settings,
+)
 from storage.audit import AuditAction
 from storage.errors import Conflict, NotFound
 

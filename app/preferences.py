@@ -20,7 +20,7 @@ def policy_has_chat_template(store: Store) -> bool:
     policy = latest_policy(store)
     if policy is None:
         return False
-    from trainers.chat_format import (
+    from trainers.models.chat_format import (
         ChatFormat,  # reads the tokenizer files only: no torch
     )
 

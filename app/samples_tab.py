@@ -31,7 +31,7 @@ from .render import TEXT_SCOPE, plain_text_toggle, text_html
 TITLE = "Samples"
 ALL_PROMPTS = ""
 MAX_PROMPTS = 20  # rows shown when every prompt is listed
-RM_AGREEMENT = "/rm_agreement"  # metric `annotator/<name>/rm_agreement`, written by trainers.annotator_agreement
+RM_AGREEMENT = "/rm_agreement"  # metric `annotator/<name>/rm_agreement`, written by trainers.loop.annotator_agreement
 
 CSS = """
 .samples-wrap { overflow-x: auto; }

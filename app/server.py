@@ -11,8 +11,7 @@ from pathlib import Path
 
 from storage import Store
 from storage.errors import Conflict, InvalidInput
-
-from trainers.launcher import reap_orphans
+from trainers.jobs.launcher import reap_orphans
 
 from .auth import AuthFile
 from .limits import IDLE_TIMEOUT_MIN, LOGIN_BACKOFF_MAX_S, MAX_UPLOAD_MB

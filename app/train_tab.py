@@ -1,6 +1,6 @@
 """Train tab: loop settings with presets (the policy optimiser among them: PPO or GRPO), start/stop/resume buttons,
 live job status; API start_loop, stop_job, job_status, resume_job. Jobs run in a worker process that
-`trainers.launcher` starts, stops and resumes (under `serve --accelerate-config FILE`, each training phase on the
+`trainers.jobs.launcher` starts, stops and resumes (under `serve --accelerate-config FILE`, each training phase on the
 processes FILE asks for: the tab and the job's status say how many); this tab only reads their state."""
 
 from __future__ import annotations
@@ -20,13 +20,20 @@ from storage.errors import InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
 from storage.types import Job
-from trainers.chat_format import prompt_budget
-from trainers.job_layer import JobKind, job_kind_label
-from trainers.launch_config import AccelerateLaunch, read_launch_config
-from trainers.launcher import reap_orphans, resume_job, start_job, stop_job
-from trainers.loop_config import (PRESETS, Annotator, LoopConfig, OnWarning, check_against_store, job_settings,
-                                  settings_from_json)
-from trainers.ppo_config import Algorithm
+from trainers.jobs.launch_config import AccelerateLaunch, read_launch_config
+from trainers.jobs.launcher import reap_orphans, resume_job, start_job, stop_job
+from trainers.jobs.layer import JobKind, job_kind_label
+from trainers.loop.config import (
+    PRESETS,
+    Annotator,
+    LoopConfig,
+    OnWarning,
+    check_against_store,
+    job_settings,
+    settings_from_json,
+)
+from trainers.models.chat_format import prompt_budget
+from trainers.policy.config import Algorithm
 
 from .context import Refresh, Studio, View, bind, user_errors
 

@@ -22,8 +22,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import numpy as np  # noqa: E402
 
-from app.context import Studio  # noqa: E402
 from app.charts import PPO_PANELS, optimiser_figure, reward_figure, rounds_figure  # noqa: E402
+from app.context import Studio  # noqa: E402
 from app.curves_tab import ALL, findings, load_curves  # noqa: E402
 from storage import Store  # noqa: E402
 from storage import jobs as job_rows  # noqa: E402

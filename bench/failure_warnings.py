@@ -12,7 +12,7 @@ updates a run draws decides how far its reward model agrees with the oracle), th
 - **oracle 50% noise**: half of the oracle's votes are coin flips.
 
 Every broken arm should fire by the end of its first (bad) round; the 50%-noise arm misses at seeds whose reward model
-still ranks the policy's samples as a healthy one does (`oracle_uncorrelated` in `trainers.diagnostics` gives the
+still ranks the policy's samples as a healthy one does (`oracle_uncorrelated` in `trainers.loop.diagnostics` gives the
 numbers). Prints the table and writes bench/out/failure_warnings.json.
 
     python bench/failure_warnings.py                       # every arm at 3 seeds, ~30 min on 2 cores
@@ -67,9 +67,9 @@ def run_arm(arm: str, seed: int, folder: Path, extra: dict | None = None, templa
     from storage import jobs as job_rows
     from storage.db import copy_store
     from storage.job_warnings import list_warnings
-    from trainers.loop import Loop
-    from trainers.loop_config import LoopConfig
-    from trainers.worker import run_job
+    from trainers.entry.worker import run_job
+    from trainers.loop.config import LoopConfig
+    from trainers.loop.rounds import Loop
 
     settings, flipped, broken = ARMS[arm]
     if flipped:
@@ -91,8 +91,8 @@ def judge(arm: str, seed: int, folder: Path) -> dict:
     """A stored run judged again by the current rules (after a threshold changed), without training anything."""
     from storage import Store
     from storage import jobs as job_rows
-    from trainers.loop_config import LoopConfig
-    from trainers.loop_warnings import policy_phase_findings, reward_phase_findings
+    from trainers.loop.config import LoopConfig
+    from trainers.loop.failure_warnings import policy_phase_findings, reward_phase_findings
 
     store = Store(folder / "studio.db")
     [job] = job_rows.list_jobs(store)

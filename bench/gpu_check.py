@@ -40,13 +40,13 @@ from storage.metrics import read_metrics  # noqa: E402
 from storage.policies import list_policies  # noqa: E402
 from storage.prompts import list_prompts  # noqa: E402
 from tests.tiny_models import build_tiny_qwen  # noqa: E402
-from trainers.generation import HFGenerator  # noqa: E402
-from trainers.launch_config import read_launch_config  # noqa: E402
-from trainers.launcher import start_job  # noqa: E402
-from trainers.loop_config import LoopConfig  # noqa: E402
-from trainers.models import load_sampler_policy, load_tokenizer  # noqa: E402
-from trainers.project import start_project  # noqa: E402
-from trainers.worker import run_job  # noqa: E402
+from trainers.entry.worker import run_job  # noqa: E402
+from trainers.jobs.launch_config import read_launch_config  # noqa: E402
+from trainers.jobs.launcher import start_job  # noqa: E402
+from trainers.loop.config import LoopConfig  # noqa: E402
+from trainers.loop.project import start_project  # noqa: E402
+from trainers.models.generation import HFGenerator  # noqa: E402
+from trainers.models.loading import load_sampler_policy, load_tokenizer  # noqa: E402
 
 QWEN_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                 num_key_value_heads=2, max_position_embeddings=32768)  # Qwen2.5-0.5B's shape

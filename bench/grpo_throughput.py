@@ -1,4 +1,4 @@
-"""GRPO throughput and memory: our trainer (`trainers.grpo.GRPOTrainer`) vs this venv's TRL `GRPOTrainer`.
+"""GRPO throughput and memory: our trainer (`trainers.policy.grpo.GRPOTrainer`) vs this venv's TRL `GRPOTrainer`.
 
 Same algorithm and settings for both: the demo SFT policy, the same reward model (a seeded one-output head on the
 policy, as in bench/ppo_throughput.py) as the only reward, 8 prompts x G = 4 responses per generation (32
@@ -51,10 +51,10 @@ def run_ours(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from trainers.grpo import GRPOTrainer
-    from trainers.models import load_policy, load_tokenizer
-    from trainers.ppo_config import PPOConfig
-    from trainers.reward_scorer import RewardScorer
+    from trainers.models.loading import load_policy, load_tokenizer
+    from trainers.policy.config import PPOConfig
+    from trainers.policy.grpo import GRPOTrainer
+    from trainers.reward.scorer import RewardScorer
 
     torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())
@@ -132,7 +132,7 @@ def run_trl(args: argparse.Namespace) -> None:
 
 # ----- the orchestrator -------------------------------------------------------------------------------------------
 
-RUNS = {"trl": "TRL {version} GRPOTrainer", "ours": "ours (trainers.grpo)"}
+RUNS = {"trl": "TRL {version} GRPOTrainer", "ours": "ours (trainers.policy.grpo)"}
 
 
 def run_worker(worker: str, policy: Path, reward_model: Path, prompts: Path, args: argparse.Namespace) -> dict:

@@ -56,7 +56,7 @@ def seeded_template(work: Path = WORK) -> Path:
     path = work / "template" / "studio.db"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
+        subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
                        capture_output=True)
     return path
 
@@ -77,8 +77,8 @@ def heldout_score(store, policy, config, samples: int) -> float:
     """Mean oracle score of `policy` on the held-out prompts (`samples` each, fixed seed)."""
     from labeling.synthetic import load_scorer
     from storage.prompts import list_prompts
-    from trainers.generation import HFGenerator
-    from trainers.models import load_policy, load_tokenizer
+    from trainers.models.generation import HFGenerator
+    from trainers.models.loading import load_policy, load_tokenizer
 
     prompts = [p.text for p in list_prompts(store, heldout=True)]
     generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
@@ -92,7 +92,7 @@ def run_loop(store, config) -> None:
     """The headless loop, in this process, as the worker would run it."""
     from storage import JobStatus
     from storage import jobs as job_rows
-    from trainers.loop import Loop
+    from trainers.loop.rounds import Loop
 
     job_id = job_rows.create_job(store, "loop", config.to_dict())
     job_rows.claim_job(store, job_id, os.getpid())
@@ -107,11 +107,11 @@ def run_oracle_ppo(store, config) -> None:
     from labeling.synthetic import load_scorer
     from storage.policies import latest_policy
     from storage.prompts import list_prompts
-    from trainers.generation import HFGenerator
-    from trainers.loop_config import ppo_settings, round_seed
-    from trainers.ppo import PPOTrainer
-    from trainers.ppo_config import PPOConfig, PPORun
-    from trainers.ppo_job import load_models, train_ppo
+    from trainers.jobs.policy_job import load_models, train_ppo
+    from trainers.loop.config import ppo_settings, round_seed
+    from trainers.models.generation import HFGenerator
+    from trainers.policy.config import PPOConfig, PPORun
+    from trainers.policy.ppo import PPOTrainer
 
     oracle = load_scorer(config.oracle)
     prompts = list_prompts(store, heldout=False)
@@ -144,7 +144,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
-    from trainers.loop_config import LoopConfig, first_round_labels
+    from trainers.loop.config import LoopConfig, first_round_labels
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
@@ -248,7 +248,7 @@ def difference(value: tuple[float, float, int] | None) -> str:
 
 
 def main() -> None:
-    from trainers.loop_config import LoopConfig
+    from trainers.loop.config import LoopConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=int, nargs="+", default=[100, 300], help="labels in total over all rounds")

@@ -29,8 +29,8 @@ from gradio_client import Client  # noqa: E402
 from bench.annotate_load import fill, percentile, wait_for  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
-from tests.helpers import (Annotation, Progress, annotate, audit, cpu_s, free_port, job_progress,  # noqa: E402
-                           stop_and_wait)
+from tests.helpers import Annotation, Progress, annotate, audit, cpu_s, free_port, job_progress, stop_and_wait  # noqa: E402
+
 
 def start_studio(db: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
@@ -85,7 +85,7 @@ def main() -> int:
 
     folder = Path(tempfile.mkdtemp(prefix="load-while-training-"))
     template = folder / "template.db"
-    subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(template)], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(template)], cwd=ROOT, check=True,
                    capture_output=True)
     fill(Store(template), args.pairs)
     config = json.loads(args.config)

@@ -29,9 +29,9 @@ import torch  # noqa: E402
 
 from assets.build_demo import ensure_demo_policy  # noqa: E402
 from assets.corpus import demo_prompts  # noqa: E402
-from trainers.models import load_policy, load_tokenizer  # noqa: E402
-from trainers.ppo_config import PPOConfig  # noqa: E402
-from trainers.ppo_job import make_trainer, oracle_reward  # noqa: E402
+from trainers.jobs.policy_job import make_trainer, oracle_reward  # noqa: E402
+from trainers.models.loading import load_policy, load_tokenizer  # noqa: E402
+from trainers.policy.config import PPOConfig  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 GROUP = 4  # GRPO's responses per prompt

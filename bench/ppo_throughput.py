@@ -68,10 +68,10 @@ def run_ours(args: argparse.Namespace, lora: bool, checkpointing: bool) -> None:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from trainers.models import load_policy, load_tokenizer
-    from trainers.ppo import PPOTrainer
-    from trainers.ppo_config import PPOConfig
-    from trainers.reward_scorer import RewardScorer
+    from trainers.models.loading import load_policy, load_tokenizer
+    from trainers.policy.config import PPOConfig
+    from trainers.policy.ppo import PPOTrainer
+    from trainers.reward.scorer import RewardScorer
 
     torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())
@@ -132,10 +132,11 @@ def run_trl(args: argparse.Namespace, checkpointing: bool) -> None:
 
 def trl_python() -> Path:
     """The TRL venv's interpreter, creating the venv on first use."""
-    import accelerate
     import datasets
     import torch
     import transformers
+
+    import accelerate
 
     venv = OUT / f"trl-{TRL_VERSION}-venv"
     python = venv / "bin" / "python"
@@ -158,7 +159,7 @@ def prepare(work: Path, width: int | None, layers: int) -> tuple[Path, Path, Pat
 
     from assets.build_demo import ensure_demo_policy
     from assets.corpus import demo_prompts
-    from trainers.models import load_tokenizer
+    from trainers.models.loading import load_tokenizer
 
     policy = ensure_demo_policy()
     tokenizer = load_tokenizer(policy)

@@ -40,11 +40,11 @@ from assets.corpus import build_corpus  # noqa: E402
 from assets.lexicon import sentiment_score  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.jobs import claim_job, create_job  # noqa: E402
-from trainers.job_layer import StoreReporter  # noqa: E402
-from trainers.models import load_chat_format, load_reward_model, load_tokenizer  # noqa: E402
-from trainers.reward import PreferenceTrainer, ReporterCallback, training_arguments  # noqa: E402
-from trainers.reward_config import RewardConfig  # noqa: E402
-from trainers.reward_data import PreferenceCollator, PreferenceExample, tokenize_examples  # noqa: E402
+from trainers.jobs.layer import StoreReporter  # noqa: E402
+from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer  # noqa: E402
+from trainers.reward.config import RewardConfig  # noqa: E402
+from trainers.reward.data import PreferenceCollator, PreferenceExample, tokenize_examples  # noqa: E402
+from trainers.reward.trainer import PreferenceTrainer, ReporterCallback, training_arguments  # noqa: E402
 
 
 def strict_pairs(n: int, seed: int) -> list[tuple[str, str, str]]:

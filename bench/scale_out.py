@@ -30,7 +30,7 @@ from storage import jobs as job_rows  # noqa: E402
 from storage.metrics import read_metrics  # noqa: E402
 from storage.policies import add_policy  # noqa: E402
 from storage.prompts import add_prompts  # noqa: E402
-from trainers.launcher import start_job  # noqa: E402
+from trainers.jobs.launcher import start_job  # noqa: E402
 
 ONE_CPU_PROCESS = "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nuse_cpu: true\nnum_processes: 1\n"
 

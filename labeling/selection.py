@@ -6,7 +6,7 @@ and keeps the best `n`, highest score first (the queue serves pairs in that orde
 
 - `select_random`: a seeded random score, so the order is random but reproducible.
 - `select_by_disagreement`: the spread (std across ensemble members) of the members' predicted
-  P(first preferred); the members' probabilities are computed by `trainers.reward_scorer.pair_probabilities`.
+  P(first preferred); the members' probabilities are computed by `trainers.reward.scorer.pair_probabilities`.
 
     candidates = candidate_pairs(list_generations(store, policy_id=policy.id))
     add_pairs(store, select_random(candidates, n=64, seed=round_seed, round=r))

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from .db import Store
 from .types import Generation
 
-
 SAMPLE_SOURCE = "sample"  # policy samples that may be paired and queued for labeling
 EVAL_SOURCE = "eval"  # held-out samples drawn to compare policy versions, never queued for labeling
 

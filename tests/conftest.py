@@ -37,7 +37,7 @@ def store(tmp_path):
 def demo_template(tmp_path_factory) -> Path:
     """A store seeded with the demo, made once per test session (seeding costs ~25 s of CPU); copy it, never write it."""
     path = tmp_path_factory.mktemp("demo-template") / "studio.db"
-    subprocess.run([sys.executable, "-m", "trainers.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
                    capture_output=True)
     return path
 

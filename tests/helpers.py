@@ -259,9 +259,9 @@ def job_progress(store: Store, job_id: int) -> Progress:
 
 
 def stop_and_wait(store: Store, job_id: int, timeout: float = 120) -> None:
-    """Stop the job as the studio does (`trainers.launcher.stop_job`) and wait for its worker to end it (SIGKILL
+    """Stop the job as the studio does (`trainers.jobs.launcher.stop_job`) and wait for its worker to end it (SIGKILL
     after `timeout`: the worker is ours)."""
-    from trainers.launcher import stop_job
+    from trainers.jobs.launcher import stop_job
 
     stop_job(store, job_id)
     deadline = time.time() + timeout

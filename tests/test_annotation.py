@@ -6,8 +6,16 @@ import uuid
 
 import pytest
 
-from labeling.annotation import (Choice, check_annotator, next_pair, progress, submit_and_next, submit_label,
-                                 undo_label, update_queue_settings)
+from labeling.annotation import (
+    Choice,
+    check_annotator,
+    next_pair,
+    progress,
+    submit_and_next,
+    submit_label,
+    undo_label,
+    update_queue_settings,
+)
 from storage import votes
 from storage.errors import Conflict, InvalidInput, NotFound
 from storage.labels import list_labels

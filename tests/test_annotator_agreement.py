@@ -11,8 +11,8 @@ from storage.metrics import read_metrics
 from storage.reward_models import add_reward_model
 from storage.types import Outcome
 from tests.helpers import label_pairs
-from trainers.annotator_agreement import record_annotator_agreement
-from trainers.reward_scorer import INFO_FILE
+from trainers.loop.annotator_agreement import record_annotator_agreement
+from trainers.reward.scorer import INFO_FILE
 
 
 class FixedScorer:

@@ -3,13 +3,21 @@
 import pytest
 import torch
 
-from labeling.audit_pairs import (AUDIT, AuditPair, agreement, agreement_by_round, audit_count, audit_positions,
-                                  interleave, most_confident)
+from labeling.audit_pairs import (
+    AUDIT,
+    AuditPair,
+    agreement,
+    agreement_by_round,
+    audit_count,
+    audit_positions,
+    interleave,
+    most_confident,
+)
 from labeling.selection import Candidate
 from storage.audit_pairs import AuditVote
 from storage.pairs import NewPair
 from storage.types import Generation, Outcome
-from trainers.ppo_math import correlation
+from trainers.policy.ppo_math import correlation
 
 
 def generation(id, prompt_id=1):

@@ -30,7 +30,7 @@ from storage.prompts import NewPrompt, add_prompts, list_prompts
 from storage.rounds import list_rounds
 from storage.votes import current_votes
 from tests.test_curves_tab import fill_synthetic_run
-from trainers.diagnostics import diagnose
+from trainers.loop.diagnostics import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 CHARTS = {"curves-rounds": ROUND_PANELS, "curves-reward": REWARD_PANELS, "curves-optimiser": PPO_PANELS}

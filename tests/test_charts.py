@@ -7,8 +7,15 @@ import pytest
 
 
 def test_figures_smooth_downsample_and_color_by_round():
-    from app.charts import (PANEL_POINTS, align_rounds, optimiser_figure, reward_figure, round_color, rounds_figure,
-                            segments)
+    from app.charts import (
+        PANEL_POINTS,
+        align_rounds,
+        optimiser_figure,
+        reward_figure,
+        round_color,
+        rounds_figure,
+        segments,
+    )
     from storage.curves import Series
 
     steps = list(range(1, 20_001))

@@ -1,4 +1,4 @@
-"""trainers.chat_format: the one place prompts and responses become token ids, checked against transformers'
+"""trainers.models.chat_format: the one place prompts and responses become token ids, checked against transformers'
 own `apply_chat_template` on tiny Qwen2 and Llama-3-style chat models and against the demo's plain tokenizer."""
 
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from storage.errors import InvalidInput
-from trainers.chat_format import ChatFormat, generation_eos, model_context, prompt_budget
+from trainers.models.chat_format import ChatFormat, generation_eos, model_context, prompt_budget
 
 CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "the movie was good"},
         {"role": "assistant", "content": "it was"}, {"role": "user", "content": "why?"}]
@@ -67,6 +67,6 @@ def test_a_folder_without_tokenizer_json_is_refused_in_one_line(tmp_path):
 
 
 def test_counting_tokens_imports_no_torch(tiny_qwen_dir):
-    code = (f"import sys; from trainers.chat_format import ChatFormat; "
+    code = (f"import sys; from trainers.models.chat_format import ChatFormat; "
             f"ChatFormat.from_dir({str(tiny_qwen_dir)!r}).count('hi'); assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from storage import InvalidInput
-from trainers import loop_cli, ppo_cli, reward_cli
-from trainers.cli_options import add_options, given_options
-from trainers.loop_config import LoopConfig
-from trainers.ppo_config import PPOConfig, PPORun
-from trainers.reward_config import RewardConfig
+from trainers.entry import loop_cli, ppo_cli, reward_cli
+from trainers.entry.options import add_options, given_options
+from trainers.loop.config import LoopConfig
+from trainers.policy.config import PPOConfig, PPORun
+from trainers.reward.config import RewardConfig
 
 
 def parser_of(add_arguments) -> argparse.ArgumentParser:

@@ -10,8 +10,8 @@ import assets.build_demo as build_module
 from assets.build_demo import DEMO_POLICY_DIR, DemoConfig, build_demo, ensure_demo_policy
 from assets.corpus import build_corpus, demo_prompts
 from assets.lexicon import NEGATIVE, POSITIVE, sentiment_score, words
-from trainers.generation import HFGenerator
-from trainers.models import load_policy, load_tokenizer
+from trainers.models.generation import HFGenerator
+from trainers.models.loading import load_policy, load_tokenizer
 
 
 @pytest.mark.parametrize("text, expected", [

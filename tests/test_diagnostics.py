@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trainers import diagnostics as d
+from trainers.loop import diagnostics as d
 
 RNG = np.random.default_rng(0)
 

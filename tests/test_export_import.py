@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
 
+from labeling.annotation import next_pair, submit_label
 from labeling.export import export_labels
 from labeling.preference_import import import_preference_file
-from labeling.annotation import next_pair, submit_label
 from storage.errors import InvalidInput
 from storage.labels import list_labels
 from storage.pairs import list_pairs

@@ -34,9 +34,9 @@ from storage import JobStatus, Store
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.policies import add_policy
-from trainers import worker
 from tests.helpers import free_port, wait_for
-from trainers.loop_config import LoopConfig
+from trainers.entry import worker
+from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_POLICY = ROOT / "assets" / "demo_policy"

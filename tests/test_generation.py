@@ -7,8 +7,8 @@ import torch
 
 from assets.build_demo import DEMO_POLICY_DIR
 from storage.errors import InvalidInput
-from trainers.generation import HFGenerator, Sample
-from trainers.models import load_policy, load_tokenizer
+from trainers.models.generation import HFGenerator, Sample
+from trainers.models.loading import load_policy, load_tokenizer
 
 PROMPTS = ["the movie was", "in my opinion the lead actor", "i thought the plot"]
 

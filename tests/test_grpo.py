@@ -8,12 +8,24 @@ from transformers import AutoModelForCausalLM
 from storage.jobs import claim_job, create_job, get_job
 from storage.metrics import read_metrics
 from storage.policies import list_policies
-from tests.test_ppo import (CLI_SETTINGS, PROMPTS, CancelAt, cli, count_great, make_policy, make_reward_model,
-                            make_tokenizer, one_thread, register, seeded_store, small_config)
-from trainers.grpo import GRPOTrainer
-from trainers.job_layer import StoreReporter
-from trainers.ppo_checkpoint import STATE_FILE, VALUE_HEAD_FILE, load_value_head
-from trainers.ppo_config import PPOSetupError
+from tests.test_ppo import (
+    CLI_SETTINGS,
+    PROMPTS,
+    CancelAt,
+    cli,
+    count_great,
+    make_policy,
+    make_reward_model,
+    make_tokenizer,
+    one_thread,
+    register,
+    seeded_store,
+    small_config,
+)
+from trainers.jobs.layer import StoreReporter
+from trainers.policy.checkpoint import STATE_FILE, VALUE_HEAD_FILE, load_value_head
+from trainers.policy.config import PPOSetupError
+from trainers.policy.grpo import GRPOTrainer
 from trainers.reporting import JobCancelled
 
 assert one_thread and seeded_store  # fixtures shared with test_ppo (pytest finds them by name in this module)
@@ -137,7 +149,7 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
 
 
 def test_a_ppo_state_does_not_resume_as_grpo(tmp_path):
-    from trainers.ppo import PPOTrainer
+    from trainers.policy.ppo import PPOTrainer
 
     PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great, state_dir=tmp_path).train(1)
     with pytest.raises(PPOSetupError, match="made with other settings \\(algorithm, LoRA or model\\)"):
@@ -166,9 +178,9 @@ def test_lora_trains_adapters_only_against_the_base_as_reference():
 def test_oracle_grpo_raises_the_heldout_score_on_the_demo():
     from assets.build_demo import ensure_demo_policy
     from assets.corpus import demo_prompts
-    from trainers.models import load_policy, load_tokenizer
-    from trainers.ppo_config import PPOConfig
-    from trainers.ppo_job import oracle_reward
+    from trainers.jobs.policy_job import oracle_reward
+    from trainers.models.loading import load_policy, load_tokenizer
+    from trainers.policy.config import PPOConfig
 
     path = ensure_demo_policy()
     train, heldout = demo_prompts()
@@ -194,7 +206,7 @@ def ppo_command(store, *arguments: str) -> int:
 
 def test_cli_trains_grpo_and_a_later_ppo_run_starts_a_fresh_value_head(seeded_store, capsys):
     from storage.jobs import list_jobs
-    from trainers.ppo_job import load_models, start_policy
+    from trainers.jobs.policy_job import load_models, start_policy
 
     arguments = ["--iterations", "2", "--reward", "oracle", *CLI_SETTINGS]
     assert ppo_command(seeded_store, *arguments, *GRPO_CLI) == 0, capsys.readouterr().err

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from trainers.grpo_math import group_advantages, grpo_loss, sequence_mean, zero_variance_share
-from trainers.ppo_math import kl_estimate
+from trainers.policy.grpo_math import group_advantages, grpo_loss, sequence_mean, zero_variance_share
+from trainers.policy.ppo_math import kl_estimate
 
 PAD = 1e6  # a value on padding positions that would wreck any result it leaked into
 

@@ -11,7 +11,7 @@ from labeling.annotation import queue_settings
 from storage import Store
 from storage.policies import list_policies
 from storage.prompts import list_prompts
-from trainers.chat_format import ChatFormat
+from trainers.models.chat_format import ChatFormat
 
 CHAT = [{"role": "system", "content": "Answer in one line."}, {"role": "user", "content": "hello world"}]
 
@@ -120,9 +120,9 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     """init -> conversational prompts -> `loop` (oracle labels) -> reward model -> PPO -> a new policy version, and the
     reward model reads each (prompt, response) with exactly the ids its training data had, whose prompt part is what
     PPO's rollouts were sampled from."""
-    from trainers import reward_data
-    from trainers.ppo import PPOTrainer
-    from trainers.reward_scorer import RewardScorer
+    from trainers.policy.ppo import PPOTrainer
+    from trainers.reward import data as reward_data
+    from trainers.reward.scorer import RewardScorer
 
     prompts = write_prompts(tmp_path / "train.jsonl",
                             [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"hello {i}"}]
@@ -152,7 +152,7 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
             rollout_prompts[json.dumps(prompt)] = self.prompt_ids[self.prompts.index(prompt)]
         return score(self, prompts, responses, mask)
 
-    monkeypatch.setattr("trainers.reward.tokenize_examples", spy_tokenize)
+    monkeypatch.setattr("trainers.reward.trainer.tokenize_examples", spy_tokenize)
     monkeypatch.setattr(RewardScorer, "raw_scores", spy_raw_scores)
     monkeypatch.setattr(PPOTrainer, "_score", spy_score)
     config = {"oracle": "labeling.synthetic:brevity_score", "prompts_per_round": 8, "samples_per_prompt": 2,

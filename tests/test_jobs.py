@@ -9,8 +9,9 @@ import pytest
 from storage import Conflict, JobStatus
 from storage import jobs as job_rows
 from storage.metrics import read_metrics
-from trainers import launcher, worker
-from trainers.job_layer import JobKind, StoreReporter, job_reporter
+from trainers.entry import worker
+from trainers.jobs import launcher
+from trainers.jobs.layer import JobKind, StoreReporter, job_reporter
 from trainers.reporting import JobCancelled, Reporter
 
 
@@ -153,7 +154,7 @@ def test_stale_heartbeat_and_never_claimed(store):
 
 def test_worker_command_has_no_shell(store):
     argv = launcher.worker_command(store, 7)
-    assert argv[:3] == [sys.executable, "-m", "trainers.worker"] and argv[-2:] == ["--job", "7"]
+    assert argv[:3] == [sys.executable, "-m", "trainers.entry.worker"] and argv[-2:] == ["--job", "7"]
 
 
 def test_a_starting_job_sweeps_what_killed_workers_left_and_keeps_every_registered_checkpoint(store, runners):

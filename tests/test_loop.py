@@ -25,10 +25,10 @@ from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from tests import helpers
 from tests.test_worker_faults import kill_in_policy_optimisation
-from trainers.launcher import reap_orphans, resume_job, start_job
-from trainers.loop import Loop, evaluate_policy
-from trainers.loop_config import LoopConfig, labels_in_round
-from trainers.sampling import SamplingConfig, sample_policy
+from trainers.jobs.launcher import reap_orphans, resume_job, start_job
+from trainers.loop.config import LoopConfig, labels_in_round
+from trainers.loop.rounds import Loop, evaluate_policy
+from trainers.loop.sampling import SamplingConfig, sample_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,

@@ -6,8 +6,17 @@ import pytest
 
 from storage import InvalidInput
 from storage.types import Prompt
-from trainers.loop_config import (PRESETS, LoopConfig, check_against_store, first_round_labels, job_settings,
-                                  kl_horizon, labels_in_round, ppo_settings, reward_settings)
+from trainers.loop.config import (
+    PRESETS,
+    LoopConfig,
+    check_against_store,
+    first_round_labels,
+    job_settings,
+    kl_horizon,
+    labels_in_round,
+    ppo_settings,
+    reward_settings,
+)
 
 
 def test_defaults_and_presets_are_valid():
@@ -95,8 +104,8 @@ def test_every_prompt_must_fit_the_context_with_the_response_named_by_its_id():
 
 
 def test_settings_map_onto_the_trainers_configs():
-    from trainers.ppo_config import PPOConfig
-    from trainers.reward_config import RewardConfig
+    from trainers.policy.config import PPOConfig
+    from trainers.reward.config import RewardConfig
 
     config = LoopConfig(reward_lr=0.01, ppo_lr=0.02, kl_coef=0.3, ensemble=2, lora=True, seed=4)
     reward = RewardConfig(**reward_settings(config, round=2))
@@ -110,7 +119,7 @@ def test_settings_map_onto_the_trainers_configs():
 
 
 def test_grpo_settings_map_onto_the_grpo_config():
-    from trainers.ppo_config import PPOConfig
+    from trainers.policy.config import PPOConfig
 
     config = LoopConfig.from_json('{"algorithm": "grpo", "group_size": 8, "kl_coef": 0.02, "target_kl": 3.0, '
                                   '"ppo_batch_size": 4, "ppo_mini_batches": 2}')
@@ -132,7 +141,7 @@ def test_the_label_schedule_decays_from_the_first_rounds_labels():
 
 
 def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early_when_asked():
-    from trainers.reward_config import RewardConfig
+    from trainers.reward.config import RewardConfig
 
     config = LoopConfig(seed=7, reward_warm_start=True, reward_patience=2)
     first, second = (RewardConfig(**reward_settings(config, round=g)) for g in (1, 2))
@@ -142,7 +151,7 @@ def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early
 
 
 def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_within_a_loop():
-    from trainers.ppo_config import PPOConfig
+    from trainers.policy.config import PPOConfig
 
     config = LoopConfig(rounds=3, ppo_iterations=10, ppo_batch_size=32, target_kl=3.0)
     assert kl_horizon(config) == 960 == PPOConfig(**ppo_settings(config, round=1)).kl_horizon
@@ -150,7 +159,7 @@ def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_withi
 
 
 def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():
-    from trainers.reward_config import RewardConfig
+    from trainers.reward.config import RewardConfig
 
     assert RewardConfig(**reward_settings(LoopConfig(oracle_noise=0.1))).label_noise == 0.1
     assert reward_settings(LoopConfig())["label_noise"] == 0.0

@@ -5,10 +5,15 @@ from storage import JobStatus
 from storage import jobs as job_rows
 from storage.job_warnings import list_warnings
 from storage.metrics import log_metrics
-from trainers import worker
-from trainers.loop_config import LoopConfig
-from trainers.loop_warnings import (VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings,
-                                    warning_line)
+from trainers.entry import worker
+from trainers.loop.config import LoopConfig
+from trainers.loop.failure_warnings import (
+    VAL_PAIRS_METRIC,
+    pause_reason,
+    policy_phase_warnings,
+    reward_phase_warnings,
+    warning_line,
+)
 from trainers.reporting import JobPaused
 
 CONFIG = LoopConfig(ppo_iterations=3)

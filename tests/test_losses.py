@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainers.losses import preference_loss
+from trainers.reward.loss import preference_loss
 
 LN2 = 0.6931471805599453
 

@@ -9,12 +9,17 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from storage.errors import StudioError
-from tests.tiny_models import (build_tiny_llama, build_tiny_qwen, folder_digest, make_pickle_shards,
-                               same_weights)
-from trainers.model_checks import ModelRole, declared_end_ids, inspect_model_dir, read_tokenizer
-from trainers.model_copies import (NEW_PAD_TOKEN, PadFix, convert_pickle_weights, copy_model_files, make_prepared_copy,
-                                   plan_pad_fix)
-from trainers.models import ModelError, load_policy, load_reward_model, load_tokenizer
+from tests.tiny_models import build_tiny_llama, build_tiny_qwen, folder_digest, make_pickle_shards, same_weights
+from trainers.models.checks import ModelRole, declared_end_ids, inspect_model_dir, read_tokenizer
+from trainers.models.copies import (
+    NEW_PAD_TOKEN,
+    PadFix,
+    convert_pickle_weights,
+    copy_model_files,
+    make_prepared_copy,
+    plan_pad_fix,
+)
+from trainers.models.loading import ModelError, load_policy, load_reward_model, load_tokenizer
 
 TEXTS = ["the movie was", "i thought the acting was brilliant and moving ."]
 

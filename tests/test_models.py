@@ -7,7 +7,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from assets.build_demo import EOS_TOKEN, PAD_TOKEN, train_tokenizer
 from assets.corpus import build_corpus
 from storage.errors import StudioError
-from trainers.models import ModelError, load_policy, load_reward_model, load_tokenizer
+from trainers.models.loading import ModelError, load_policy, load_reward_model, load_tokenizer
 
 
 def _tokenizer(**special):

@@ -5,18 +5,23 @@ import copy
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel,
-                          PreTrainedTokenizerFast)
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPT2ForSequenceClassification,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
 
 from storage.jobs import claim_job, create_job, get_job, request_cancel
 from storage.metrics import read_metrics
 from storage.policies import list_policies
-from trainers.job_layer import StoreReporter, register_policy, staging_path
-from trainers.ppo import PPOTrainer
-from trainers.ppo_checkpoint import STATE_FILE, load_value_head
-from trainers.ppo_config import PPOConfig, PPOSetupError
-from trainers.generation import left_pad
-from trainers.ppo_rollout import cut_at_end
+from trainers.jobs.layer import StoreReporter, register_policy, staging_path
+from trainers.models.generation import left_pad
+from trainers.policy.checkpoint import STATE_FILE, load_value_head
+from trainers.policy.config import PPOConfig, PPOSetupError
+from trainers.policy.ppo import PPOTrainer
+from trainers.policy.rollout import cut_at_end
 from trainers.reporting import JobCancelled, Reporter
 
 WORDS = "the movie plot acting was is great good bad awful fine and but .".split()
@@ -99,8 +104,8 @@ def test_refuses_a_reward_model_with_two_labels_or_too_few_embeddings_for_its_to
 
 
 def test_a_reward_model_with_its_own_tokenizer_scores_the_decoded_text_in_its_own_format():
-    from trainers.chat_format import ChatFormat
-    from trainers.reward_scorer import RewardScorer
+    from trainers.models.chat_format import ChatFormat
+    from trainers.reward.scorer import RewardScorer
 
     other = make_tokenizer()
     other.add_tokens(["superb"])  # another vocabulary than the policy's: fine, the reward model reads text
@@ -134,8 +139,8 @@ def test_left_pad_and_cut_at_any_end_id():
 
 
 def test_reward_model_scores_prompt_and_decoded_response_closed_by_eos_never_the_padding():
-    from trainers.chat_format import ChatFormat
-    from trainers.reward_scorer import RewardScorer
+    from trainers.models.chat_format import ChatFormat
+    from trainers.reward.scorer import RewardScorer
 
     reward_model, tokenizer = make_reward_model(), make_tokenizer()
     scorer = RewardScorer([reward_model], ChatFormat.from_tokenizer(tokenizer), 1, [(0.5, 2.0)])
@@ -247,7 +252,7 @@ class EngineStandIn:
     only after `sync_weights` handed it the policy's current weights."""
 
     def __init__(self, policy, tokenizer):
-        from trainers.ppo_rollout import HFRolloutBackend
+        from trainers.policy.rollout import HFRolloutBackend
 
         self.engine = copy.deepcopy(policy)
         self.hf = HFRolloutBackend(self.engine, tokenizer.pad_token_id, [tokenizer.eos_token_id])
@@ -329,8 +334,8 @@ def test_lora_trains_adapters_and_head_but_leaves_the_base_unchanged(store):
 def test_oracle_ppo_raises_the_heldout_score_on_the_demo():
     from assets.build_demo import ensure_demo_policy
     from assets.corpus import demo_prompts
-    from trainers.models import load_policy, load_tokenizer
-    from trainers.ppo_job import oracle_reward
+    from trainers.jobs.policy_job import oracle_reward
+    from trainers.models.loading import load_policy, load_tokenizer
 
     path = ensure_demo_policy()
     train, heldout = demo_prompts()
@@ -415,8 +420,8 @@ def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store):
 
     from storage.jobs import finish_job
     from storage.types import JobStatus
-    from trainers.ppo_config import PPORun
-    from trainers.ppo_job import state_dir, train_ppo
+    from trainers.jobs.policy_job import state_dir, train_ppo
+    from trainers.policy.config import PPORun
 
     run = PPORun(iterations=3, reward="oracle", policy_id=1, ppo={"batch_size": 4, "response_length": 6})
     job_id = create_job(seeded_store, "ppo", asdict(run))
@@ -446,8 +451,8 @@ def policy_dir(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA GPU")
 def test_vllm_samples_cut_at_eos_and_follow_synced_weights(policy_dir):
-    from trainers.models import load_policy, load_tokenizer
-    from trainers.vllm_generation import VLLMGenerator
+    from trainers.models.loading import load_policy, load_tokenizer
+    from trainers.models.vllm_generation import VLLMGenerator
 
     tokenizer = load_tokenizer(policy_dir)
     generator = VLLMGenerator(policy_dir, tokenizer, [tokenizer.eos_token_id], gpu_memory_utilization=0.2,
@@ -474,7 +479,7 @@ def test_vllm_samples_cut_at_eos_and_follow_synced_weights(policy_dir):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA GPU")
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_ppo_with_the_vllm_backend(policy_dir, lora):
-    from trainers.models import load_policy, load_tokenizer
+    from trainers.models.loading import load_policy, load_tokenizer
 
     config = small_config(generation_backend="vllm", vllm_gpu_memory_utilization=0.2, lora=lora)
     trainer = PPOTrainer(config, load_policy(policy_dir), load_tokenizer(policy_dir), PROMPTS, count_great)
@@ -495,7 +500,7 @@ def test_gradient_checkpointing_gives_the_same_update():
 
 
 def test_a_second_lora_run_continues_the_adapter_with_the_sft_policy_as_reference(seeded_store):
-    from trainers.ppo_job import load_models, start_policy
+    from trainers.jobs.policy_job import load_models, start_policy
 
     assert cli("ppo", "--db", str(seeded_store.path), "--iterations", "1", "--reward", "oracle",
                "--lora", "--learning-rate", "1e-2", *CLI_SETTINGS[:-2]) == 0
@@ -515,10 +520,10 @@ def test_rollout_logprobs_are_the_samplers_even_when_the_checkpoint_sets_generat
     computes (temperature-scaled, the pad ruled out)."""
     from transformers import AutoModelForCausalLM
 
-    from trainers.generation import sampling_config
-    from trainers.models import load_tokenizer
-    from trainers.ppo_math import logprobs_from_logits
-    from trainers.ppo_rollout import position_ids
+    from trainers.models.generation import sampling_config
+    from trainers.models.loading import load_tokenizer
+    from trainers.policy.ppo_math import logprobs_from_logits
+    from trainers.policy.rollout import position_ids
 
     tokenizer = load_tokenizer(tiny_qwen_dir)
     policy = AutoModelForCausalLM.from_pretrained(tiny_qwen_dir).eval()  # its generation config as saved
@@ -554,8 +559,8 @@ def test_rollout_logprobs_are_the_samplers_even_when_the_checkpoint_sets_generat
 
 
 def test_the_value_head_learns_at_its_own_rate_when_given_one():
-    from trainers.ppo import parameter_groups
-    from trainers.ppo_rollout import PolicyWithValueHead
+    from trainers.policy.ppo import parameter_groups
+    from trainers.policy.rollout import PolicyWithValueHead
 
     model = PolicyWithValueHead(make_policy())
     policy, head = parameter_groups(model, small_config(learning_rate=1e-5, value_lr=1e-3))
@@ -568,8 +573,8 @@ def test_the_value_head_learns_at_its_own_rate_when_given_one():
 def test_the_ppo_commands_left_out_settings_are_the_loops_which_suit_the_demo():
     import argparse
 
-    from trainers.loop_config import LoopConfig, ppo_settings
-    from trainers.ppo_cli import add_arguments, run_from_args
+    from trainers.entry.ppo_cli import add_arguments, run_from_args
+    from trainers.loop.config import LoopConfig, ppo_settings
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -39,8 +39,8 @@ def main(out: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_ppo import PROMPTS, count_great, make_policy, make_tokenizer, small_config
 
-    from trainers.grpo import GRPOTrainer
-    from trainers.ppo import PPOTrainer
+    from trainers.policy.grpo import GRPOTrainer
+    from trainers.policy.ppo import PPOTrainer
 
     torch.set_num_threads(1)
     grpo = small_config(algorithm="grpo", group_size=GROUP)

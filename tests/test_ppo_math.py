@@ -5,9 +5,19 @@ import math
 import pytest
 import torch
 
-from trainers.ppo_math import (compute_gae, entropy_from_logits, explained_variance, kl_estimate,
-                               logprobs_from_logits, masked_mean, policy_loss, sampler_logprobs, token_rewards,
-                               value_loss, whiten)
+from trainers.policy.ppo_math import (
+    compute_gae,
+    entropy_from_logits,
+    explained_variance,
+    kl_estimate,
+    logprobs_from_logits,
+    masked_mean,
+    policy_loss,
+    sampler_logprobs,
+    token_rewards,
+    value_loss,
+    whiten,
+)
 
 PAD = 1e6  # a value on padding positions that would wreck any result it leaked into
 
@@ -156,7 +166,7 @@ def test_explained_variance():
 
 
 def test_adaptive_kl_controller_by_hand():
-    from trainers.kl_control import AdaptiveKLController, make_kl_controller
+    from trainers.policy.kl_control import AdaptiveKLController, make_kl_controller
 
     controller = AdaptiveKLController(0.1, target=6.0, horizon=1000)
     # KL 9 -> error clip(0.5) = 0.2 -> beta * (1 + 0.2 * 100 / 1000) = 0.102

@@ -28,7 +28,7 @@ from storage.pairs import list_pairs
 from storage.policies import add_policy
 from storage.preferences import Preference
 from storage.prompts import count_prompts, list_prompts
-from trainers.chat_format import ChatFormat
+from trainers.models.chat_format import ChatFormat
 
 ROOT = Path(__file__).resolve().parent.parent
 H, A = "\n\nHuman:", "\n\nAssistant:"

@@ -7,8 +7,8 @@ from storage.policies import add_policy, list_policies
 from storage.prompts import add_prompts, count_prompts
 from storage.settings import REWARD_BASE_SETTING, get_setting
 from tests.tiny_models import build_tiny_llama, folder_digest, make_pickle_only
-from trainers.models import ModelError, load_policy, load_reward_model, load_tokenizer
-from trainers.project import MODELS_DIR, init_project
+from trainers.loop.project import MODELS_DIR, init_project
+from trainers.models.loading import ModelError, load_policy, load_reward_model, load_tokenizer
 
 
 def _snapshot(store: Store) -> dict:

@@ -22,8 +22,8 @@ from assets.build_demo import train_tokenizer
 from assets.corpus import build_corpus
 from assets.lexicon import sentiment_score
 from labeling.annotation import undo_label, update_queue_settings
-from labeling.synthetic import OracleAnnotator
 from labeling.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
+from labeling.synthetic import OracleAnnotator
 from storage import Store, StudioError
 from storage.db import copy_store
 from storage.errors import InvalidInput
@@ -38,15 +38,21 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.settings import REWARD_BASE_SETTING, set_setting
 from storage.types import JobStatus, Outcome
 from tests.helpers import label_pairs
-from trainers import reward_cli
-from trainers.models import load_chat_format, load_reward_model, load_tokenizer
+from trainers.entry import reward_cli
+from trainers.jobs.reward_job import check_reward_inputs, load_examples, plan_reward_training, train_reward_model
+from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
 from trainers.reporting import JobCancelled, Reporter
-from trainers.reward import PreferenceTrainer, training_arguments
-from trainers.reward_config import RewardConfig
-from trainers.reward_data import (PreferenceCollator, PreferenceExample, check_examples_fit, pad_right,
-                                  split_by_pair, tokenize_examples)
-from trainers.reward_job import check_reward_inputs, load_examples, plan_reward_training, train_reward_model
-from trainers.reward_scorer import INFO_FILE, RewardScorer, pair_probabilities, sequence_scores
+from trainers.reward.config import RewardConfig
+from trainers.reward.data import (
+    PreferenceCollator,
+    PreferenceExample,
+    check_examples_fit,
+    pad_right,
+    split_by_pair,
+    tokenize_examples,
+)
+from trainers.reward.scorer import INFO_FILE, RewardScorer, pair_probabilities, sequence_scores
+from trainers.reward.trainer import PreferenceTrainer, training_arguments
 
 FAST = dict(epochs=3.0, learning_rate=1e-3, batch_size=16, logging_steps=5)
 

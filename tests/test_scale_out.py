@@ -27,10 +27,10 @@ from storage.metrics import read_metrics
 from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from tests import helpers
-from trainers.launch_config import read_launch_config
-from trainers.launcher import resume_job, start_job, stop_job
-from trainers.loop_config import LoopConfig
-from trainers.phase_launch import PHASES_FOLDER, check_machine, phase_command
+from trainers.jobs.launch_config import read_launch_config
+from trainers.jobs.launcher import resume_job, start_job, stop_job
+from trainers.jobs.phase_launch import PHASES_FOLDER, check_machine, phase_command
+from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_2PROC = ROOT / "accelerate" / "cpu-2proc.yaml"
@@ -74,7 +74,7 @@ def phase_processes(store, job_id: int) -> list[psutil.Process]:
     marker = str(store.data_dir / PHASES_FOLDER / f"job-{job_id}-")
     found = []
     for process in psutil.process_iter(["cmdline"]):
-        if any(marker in part for part in process.info["cmdline"] or []) and "trainers.phase_worker" in \
+        if any(marker in part for part in process.info["cmdline"] or []) and "trainers.entry.phase_worker" in \
                 " ".join(process.info["cmdline"]):
             found.append(process)
     return found
@@ -257,7 +257,7 @@ def test_a_phase_is_an_accelerate_launch_of_the_phase_worker_and_a_bad_config_st
     spec = tmp_path / "spec.json"
     argv = phase_command(read_launch_config(CPU_2PROC).to_dict(), spec)  # no shell: an argv
     assert argv[:5] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC)]
-    assert argv[-4:] == ["-m", "trainers.phase_worker", "--spec", str(spec)]
+    assert argv[-4:] == ["-m", "trainers.entry.phase_worker", "--spec", str(spec)]
     assert argv[argv.index("--main_process_port") + 1].isdigit()  # one machine: a free port of its own
     with pytest.raises(InvalidInput, match="accelerate config .*missing.yaml does not exist"):
         start_job(store, "ppo", {}, tmp_path / "missing.yaml")

@@ -16,9 +16,9 @@ import psutil
 import pytest
 from gradio_client import Client, handle_file
 
+from app import train_tab
 from app.cli import build_parser
 from app.limits import MAX_UPLOAD_MB
-from app import train_tab
 from app.server import serve
 from storage import jobs as job_rows
 from storage.prompts import count_prompts

@@ -5,8 +5,23 @@ import threading
 import pytest
 
 from labeling.annotation import submit_label, undo_label, update_queue_settings
-from storage import Conflict, InvalidInput, JobStatus, NotFound, Outcome, Store
-from storage import generations, jobs, labels, metrics, pairs, policies, prompts, reward_models, settings
+from storage import (
+    Conflict,
+    InvalidInput,
+    JobStatus,
+    NotFound,
+    Outcome,
+    Store,
+    generations,
+    jobs,
+    labels,
+    metrics,
+    pairs,
+    policies,
+    prompts,
+    reward_models,
+    settings,
+)
 from storage.generations import NewGeneration
 from storage.pairs import NewPair
 from tests.helpers import label_pairs

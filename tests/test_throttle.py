@@ -3,8 +3,14 @@ per name and per address, a success clearing the name, concurrent attempts, forg
 
 import pytest
 
-from app.throttle import (BUSY_RETRY_S, FORGET_AFTER_S, FREE_FAILURES_PER_ADDRESS, FREE_FAILURES_PER_NAME, Backoff,
-                          LoginThrottle)
+from app.throttle import (
+    BUSY_RETRY_S,
+    FORGET_AFTER_S,
+    FREE_FAILURES_PER_ADDRESS,
+    FREE_FAILURES_PER_NAME,
+    Backoff,
+    LoginThrottle,
+)
 
 
 def test_the_backoff_doubles_from_the_fifth_failure_up_to_the_cap():

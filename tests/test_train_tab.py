@@ -16,8 +16,8 @@ from app.auth import Users
 from storage import jobs as job_rows
 from storage.types import JobStatus
 from tests.helpers import workerless_studio
-from trainers.launch_config import read_launch_config
-from trainers.loop_config import PRESETS
+from trainers.jobs.launch_config import read_launch_config
+from trainers.loop.config import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
@@ -72,7 +72,7 @@ def test_stop_goes_through_the_launcher_and_resume_continues(studio, store, monk
 
 
 def test_the_app_writes_no_job_row_itself():
-    """Jobs are started, stopped and resumed by trainers.launcher; the UI only reads their rows."""
+    """Jobs are started, stopped and resumed by trainers.jobs.launcher; the UI only reads their rows."""
     writes = ("request_cancel", "create_job", "requeue_job", "finish_job", "claim_job", "mark_interrupted")
     found = [(path.name, name) for path in sorted((ROOT / "app").glob("*.py")) for name in writes
              if name in path.read_text()]

@@ -8,7 +8,6 @@ Four kills come from inside the worker at a chosen call (deterministic); the PPO
 """
 
 import json
-
 import os
 import signal
 import subprocess
@@ -26,9 +25,9 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
 from tests import helpers
-from trainers.launcher import STALE_AFTER_S, reap_orphans, resume_job, start_job, worker_command
-from trainers.loop_config import LoopConfig
-from trainers.worker import PARTIAL_CHECKPOINTS
+from trainers.entry.worker import PARTIAL_CHECKPOINTS
+from trainers.jobs.launcher import STALE_AFTER_S, reap_orphans, resume_job, start_job, worker_command
+from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
@@ -53,7 +52,7 @@ def hook(*args, **kwargs):
     return original(*args, **kwargs)
 
 setattr(owner, name, hook)
-from trainers.worker import main
+from trainers.entry.worker import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -136,17 +135,17 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
     store = demo_store
     job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(FAULT_LOOP).to_dict())
     try:
-        run_dying_worker(store, job_id, "trainers.generation:HFGenerator.generate", nth=2)  # 1st: the baseline eval
+        run_dying_worker(store, job_id, "trainers.models.generation:HFGenerator.generate", nth=2)  # 1st: the baseline eval
         assert_interrupted(store, job_id)
         assert list_generations(store, policy_id=list_policies(store)[0].id, source=EVAL_SOURCE)
         assert round_pair_count(store, 1) == 0
 
-        run_dying_worker(store, job_id, "trainers.reward:preference_loss")  # the first training step
+        run_dying_worker(store, job_id, "trainers.reward.trainer:preference_loss")  # the first training step
         assert_interrupted(store, job_id)
         assert round_label_count(store, 1) >= FAULT_LOOP["labels_per_round"] and list_reward_models(store) == []
         labels_before = store.db().execute("SELECT count(*) FROM labels").fetchone()[0]
 
-        run_dying_worker(store, job_id, "trainers.reward_job:_finish_member")  # weights saved, reward_info.json not yet
+        run_dying_worker(store, job_id, "trainers.jobs.reward_job:_finish_member")  # weights saved, reward_info.json not yet
         assert_interrupted(store, job_id)
         assert list_reward_models(store) == []
         assert [p.parent.name for p in partial_checkpoints(store)] == ["reward_models"]  # the staged member
@@ -158,7 +157,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         # the resumed worker swept the staged member away; the kill may have caught PPO writing its state
         assert {p.parent.parent.name for p in partial_checkpoints(store)} <= {"ppo"}
 
-        run_dying_worker(store, job_id, "trainers.ppo_checkpoint:save_file")  # policy weights saved, value head not yet
+        run_dying_worker(store, job_id, "trainers.policy.checkpoint:save_file")  # policy weights saved, value head not yet
         assert_interrupted(store, job_id)
         assert len(list_policies(store)) == 1
         assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]
@@ -190,7 +189,7 @@ def test_grpo_worker_killed_in_grpo_and_before_registering_resumes_to_a_whole_lo
         assert_interrupted(store, job_id)
         assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
 
-        run_dying_worker(store, job_id, "trainers.ppo_job:register_policy")  # the policy saved, not yet registered
+        run_dying_worker(store, job_id, "trainers.jobs.policy_job:register_policy")  # the policy saved, not yet registered
         assert_interrupted(store, job_id)
         assert len(list_policies(store)) == 1
         assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]

@@ -28,12 +28,21 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import (AutoModelForCausalLM, BertConfig, BertForMaskedLM, GenerationConfig, LlamaConfig,
-                          LlamaForCausalLM, LlamaForSequenceClassification, PreTrainedTokenizerFast, Qwen2Config,
-                          Qwen2ForCausalLM)
+from transformers import (
+    AutoModelForCausalLM,
+    BertConfig,
+    BertForMaskedLM,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    LlamaForSequenceClassification,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from assets.corpus import build_corpus
-from trainers.model_copies import copy_model_files
+from trainers.models.copies import copy_model_files
 
 GENERATION_EXTRAS = dict(do_sample=True, repetition_penalty=1.5, no_repeat_ngram_size=2, top_k=20, top_p=0.8,
                          temperature=0.7)

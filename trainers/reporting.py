@@ -1,4 +1,4 @@
-"""What a trainer reports to, and how it is told to stop. No store here: the job layer (`trainers.job_layer`) builds
+"""What a trainer reports to, and how it is told to stop. No store here: the job layer (`trainers.jobs.layer`) builds
 the reporter, so a trainer (PPO, the reward model, later GRPO) never reaches the store itself.
 
     reporter.progress(done, total)        # where the trainer is (steps finished of the run)

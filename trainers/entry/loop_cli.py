@@ -1,0 +1,83 @@
+"""`python app.py loop`: the same rounds as the Train tab's Start loop, in the terminal, with a progress bar.
+
+Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round`, `--annotator`, `--selector`, `--ensemble`,
+`--ppo-iterations`, `--seed`, ...), its help and default the field's; `--config JSON` sets any of them on top.
+`--selector disagreement` without `--ensemble` trains an ensemble of 3. `--accelerate-config FILE` starts the job
+through the launcher (each training phase under `accelerate launch`) and follows it here. Imports nothing heavy at
+module level (app.py builds its parser from here)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from labeling.selection import Selector
+from storage import Store
+from storage import jobs as job_rows
+from storage.types import JobStatus
+
+from ..jobs.follow import add_accelerate_option, launch_and_follow
+from ..jobs.layer import JobKind
+from ..loop.config import LoopConfig, settings_from_json
+from .options import add_options, given_options
+
+DISAGREEMENT_ENSEMBLE = 3  # the ensemble `--selector disagreement` trains when `--ensemble` is not given
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, LoopConfig)
+    parser.add_argument("--config", default="{}", metavar="JSON",
+                        help='LoopConfig settings as a JSON object, applied on top of the options, e.g. '
+                             '\'{"kl_coef": 0.2, "lora": true}\'')
+    parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or killed loop job")
+    add_accelerate_option(parser)
+
+
+def config_from_args(args: argparse.Namespace) -> LoopConfig:
+    """The options given, then the JSON settings on top; the rest keeps LoopConfig's defaults."""
+    settings = given_options(args, LoopConfig)
+    if settings.get("selector") == Selector.DISAGREEMENT and "ensemble" not in settings:
+        settings["ensemble"] = DISAGREEMENT_ENSEMBLE
+    settings.update(settings_from_json(args.config))
+    return LoopConfig.from_dict(settings)
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    if args.accelerate_config is not None:
+        settings = None if args.resume is not None else config_from_args(args).to_dict()
+        job = launch_and_follow(store, JobKind.LOOP, settings, args.accelerate_config, resume=args.resume)
+        return report_end(store, job.id, job.status)
+    return run_here(args, store)
+
+
+def run_here(args: argparse.Namespace, store: Store) -> int:
+    """The loop in this process, with a progress bar."""
+    from tqdm import tqdm
+
+    from ..loop.rounds import Loop
+    from .worker import run_job
+
+    if args.resume is not None:
+        job_id = job_rows.requeue_job(store, args.resume).id
+    else:
+        job_id = job_rows.create_job(store, JobKind.LOOP.value, config_from_args(args).to_dict())
+    job = job_rows.claim_job(store, job_id, os.getpid())
+    bar = tqdm(total=1000, desc="loop", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")
+
+    def progress(fraction: float, phase: str) -> None:
+        bar.update(int(fraction * 1000) - bar.n)
+        bar.set_postfix_str(phase)
+
+    status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=bar.write, progress=progress).run())
+    bar.close()
+    return report_end(store, job_id, status)
+
+
+def report_end(store: Store, job_id: int, status: JobStatus) -> int:
+    print(f"loop job {job_id}: {status.value}")
+    if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
+        print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
+    if status is JobStatus.PAUSED:
+        print(f"{job_rows.get_job(store, job_id).phase}; resume with --resume {job_id}")
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED) else 1

@@ -1,0 +1,140 @@
+"""`python app.py ppo`: train a policy version with PPO (or GRPO: `--algorithm grpo`) in the terminal, as a `ppo`
+job with a progress bar.
+
+Options are generated from `PPORun` (`--iterations`, `--reward`, `--oracle`, `--policy`) and `PPOConfig` (every
+setting: `--algorithm`, `--group-size`, `--batch-size`, `--learning-rate`, ...), so their help and defaults are the
+fields'. Imports nothing heavy at module level (app.py builds its parser from here); the run itself is
+`trainers.jobs.policy_job`.
+
+    python app.py ppo --db studio.db --iterations 20 --reward oracle --batch-size 32 --learning-rate 3e-4
+    python app.py ppo --db studio.db --iterations 20 --algorithm grpo --group-size 8 --batch-size 8
+    python app.py ppo --db studio.db --resume 7        # continue job 7 after a stop or a crash
+    python app.py ppo --db studio.db --iterations 20 --accelerate-config accelerate/cpu-2proc.yaml   # 2 processes
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import asdict
+
+from storage import Store
+from storage import jobs as job_rows
+from storage.errors import InvalidInput
+from storage.types import Job, JobStatus
+
+from ..jobs.follow import add_accelerate_option, launch_and_follow
+from ..jobs.layer import JobKind
+from ..policy.config import Algorithm, PPOConfig, PPORun
+from ..reporting import Reporter
+from .options import add_options, given_options
+
+RUN_SKIPPED = ("round", "ppo")  # set by the loop, not on the command line
+RUN_ALIASES = {"policy_id": ["--policy"]}
+LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "ppo_epochs", "learning_rate", "init_kl_coef")  # see command_defaults
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `PPORun` options, `--resume`, and one option per PPOConfig field (`--batch-size`...)."""
+    add_options(parser, PPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
+    add_accelerate_option(parser)
+    add_options(parser.add_argument_group("PPO and GRPO settings (left out: the loop's batch size, mini-batches, "
+                                          "epochs, learning rate and β; the others' defaults as shown)"), PPOConfig)
+
+
+def command_defaults(given: dict) -> dict:
+    """The settings this command takes from the loop's defaults where its options are left out (`LOOP_DEFAULTS`),
+    which suit the demo the README points at; the mini-batch count only when it divides the batch."""
+    from ..loop.config import LoopConfig, ppo_settings
+
+    loop = ppo_settings(LoopConfig())
+    defaults = {name: loop[name] for name in LOOP_DEFAULTS if name not in given}
+    if given.get("batch_size", loop["batch_size"]) % defaults.get("num_mini_batches", 1):
+        del defaults["num_mini_batches"]
+    return defaults
+
+
+def run_from_args(args: argparse.Namespace) -> PPORun:
+    given = given_options(args, PPOConfig)
+    return PPORun(**given_options(args, PPORun, skip=RUN_SKIPPED), ppo={**command_defaults(given), **given})
+
+
+class ProgressBar(Reporter):
+    """A terminal bar over the iterations, with the last score and KL."""
+
+    def __init__(self, job_id: int, iterations: int, algorithm: Algorithm = Algorithm.PPO):
+        from tqdm import tqdm
+
+        self.prefix = algorithm.value
+        self.bar = tqdm(total=iterations, desc=f"{self.prefix} job {job_id}", unit="it", file=sys.stderr)
+
+    def on_step(self, step: int, metrics) -> None:
+        self.bar.update(step - self.bar.n)
+        self.bar.set_postfix(score=f"{metrics[f'{self.prefix}/score']:.3f}", kl=f"{metrics[f'{self.prefix}/kl']:.2f}")
+
+
+def checked_run(args: argparse.Namespace, store: Store) -> PPORun:
+    """The run to start (its start policy fixed now, so a resume trains the same version) or to resume."""
+    from ..jobs.policy_job import start_policy
+
+    if args.resume is not None:
+        job = job_rows.get_job(store, args.resume)
+        if job.kind != JobKind.PPO:
+            raise InvalidInput(f"job {job.id} is a {job.kind} job, not a PPO job; give the id of a PPO job")
+        return PPORun.from_dict(job.config)
+    run = run_from_args(args)
+    run.policy_id = start_policy(store, run.policy_id).id
+    return run
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    """Train in this process with a progress bar, or (--accelerate-config) through the launcher, followed here;
+    every check runs before the job row is written."""
+    from ..jobs.policy_job import plan_ppo
+
+    run = checked_run(args, store)
+    if args.accelerate_config is None:
+        return run_here(args, store, run)
+    plan_ppo(store, run)  # every check that loads no model; the phase's processes load them
+    job = launch_and_follow(store, JobKind.PPO, asdict(run), args.accelerate_config, resume=args.resume)
+    name = PPOConfig(**run.ppo).algorithm
+    if job.status is JobStatus.COMPLETED:
+        from storage.policies import latest_policy
+
+        print(f"{name} job {job.id}: completed; registered policy version {latest_policy(store).id}")
+        return 0
+    return report_unfinished(name, job)
+
+
+def run_here(args: argparse.Namespace, store: Store, run: PPORun) -> int:
+    """Train in this process with a progress bar."""
+    from ..jobs.policy_job import build_trainer, train_ppo
+    from .worker import run_job as run_claimed_job
+
+    trainer, _ = build_trainer(store, run)
+    if args.resume is not None:
+        job_id = job_rows.requeue_job(store, args.resume).id
+    else:
+        job_id = job_rows.create_job(store, JobKind.PPO.value, asdict(run))
+    job = job_rows.claim_job(store, job_id, os.getpid())
+    name = trainer.algorithm.value
+    bar = ProgressBar(job_id, run.iterations, trainer.algorithm)
+    outcome = []
+    status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(
+        train_ppo(s, run, j.id, listener=bar, trainer=trainer)))
+    bar.bar.close()
+    if status is JobStatus.COMPLETED:
+        print(f"{name} job {job_id}: completed; registered policy version {outcome[0].policy_id}")
+        return 0
+    return report_unfinished(name, job_rows.get_job(store, job_id))
+
+
+def report_unfinished(name: str, job: Job) -> int:
+    """The last line of a job that did not complete: where it stopped and how to resume, or its error."""
+    if job.status is JobStatus.CANCELLED:
+        print(f"{name} job {job.id}: cancelled at {job.phase or 'its start'}; resume with --resume {job.id}")
+        return 0
+    print(f"{name} job {job.id}: {job.status.value}: {job.error.splitlines()[-1]}", file=sys.stderr)
+    return 1

@@ -1,0 +1,104 @@
+"""`python app.py train-reward`: train the reward model on every label in the store, in the terminal.
+
+The run is a `reward` job like the Train tab's (metrics, cancel, end state in the store), executed in this process
+with a progress bar; bad input fails in one line before the job is created. Options are generated from
+`RewardConfig` (help and defaults are the fields'); the README's short names are aliases: `--lr` for
+`--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model starts from), `--drop-both-bad`
+for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the launcher (the training under
+`accelerate launch`) and follows it here. Imports nothing heavy at module level (app.py builds its parser from here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from typing import Callable
+
+from storage import Store
+from storage import jobs as job_rows
+from storage.types import JobStatus
+
+from ..jobs.follow import add_accelerate_option, launch_and_follow
+from ..jobs.layer import JobKind
+from ..reporting import Reporter
+from ..reward.config import RewardConfig
+from .options import add_options, given_options
+
+SKIPPED = ("round",)  # set by the loop, not on the command line
+ALIASES = {"learning_rate": ["--lr"], "init_policy_id": ["--policy"]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, RewardConfig, skip=SKIPPED, aliases=ALIASES)
+    parser.add_argument("--drop-both-bad", dest="both_bad_as_tie", action="store_false", default=None,
+                        help="leave 'both bad' labels out: the same as --no-both-bad-as-tie")
+    add_accelerate_option(parser)
+
+
+def config_from_args(args: argparse.Namespace) -> RewardConfig:
+    return RewardConfig(**given_options(args, RewardConfig, skip=SKIPPED))
+
+
+class ProgressBar(Reporter):
+    """A terminal bar over the optimiser steps of every ensemble member."""
+
+    def __init__(self):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=1, desc="reward model", unit="step", file=sys.stderr)
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+
+def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> int:
+    """Check the settings, open the store (`open_store(args)`), check the labels and policy, then train as a job."""
+    from ..jobs.reward_job import check_reward_inputs, train_reward_model
+    from .worker import run_job
+
+    config = config_from_args(args)
+    config.check()
+    store = open_store(args)
+    check_reward_inputs(store, config)
+    if args.accelerate_config is not None:
+        job = launch_and_follow(store, JobKind.REWARD, dataclasses.asdict(config), args.accelerate_config)
+        if job.status is not JobStatus.COMPLETED:
+            return report_unfinished(store, job.id, job.status)
+        from storage.reward_models import list_reward_models
+
+        members = [m for m in list_reward_models(store) if m.job_id == job.id]
+        print(f"reward job {job.id}: trained on {members[0].labels_used} labels")
+        print_members([(m.id, m.path, m.metrics) for m in members])
+        return 0
+    job_id = job_rows.create_job(store, JobKind.REWARD.value, dataclasses.asdict(config))
+    job = job_rows.claim_job(store, job_id, os.getpid())
+    bar = ProgressBar()
+    results = []
+    status = run_job(store, job, runner=lambda s, j: results.append(
+        train_reward_model(s, config, job_id=j.id, listener=bar)))
+    bar.bar.close()
+    if status is not JobStatus.COMPLETED:
+        return report_unfinished(store, job_id, status)
+    result = results[0]
+    print(f"reward job {job_id}: trained on {result.labels_used} labels "
+          f"({result.train_pairs} training pairs, {result.val_pairs} validation pairs)")
+    print_members(list(zip(result.reward_model_ids, result.paths, result.metrics)))
+    return 0
+
+
+def report_unfinished(store: Store, job_id: int, status: JobStatus) -> int:
+    print(f"reward job {job_id}: {status.value}")
+    if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
+        print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
+    return 0 if status is JobStatus.CANCELLED else 1
+
+
+def print_members(members: list[tuple[int, str, dict]]) -> None:
+    """One line per registered member: (id, path, metrics)."""
+    for k, (model_id, path, metrics) in enumerate(members):
+        shown = ", ".join(f"{name} {metrics[name]:.3f}" for name in ("val_accuracy", "val_loss", "val_tie_logloss")
+                          if name in metrics) or "no validation pairs"
+        print(f"  reward model {model_id} (member {k + 1}/{len(members)}): {shown}  [{path}]")

@@ -1,0 +1,120 @@
+"""The job layer's shared pieces: the kinds of job, the reporter that carries a trainer's reports into its job's
+row, and the registration of a trained policy. Trainers never touch the store; the job runners (`ppo_job`,
+`reward_job`, `loop`) and the worker do, through these. Import-light (no torch), so the launcher in the UI process
+uses `JobKind` from here.
+
+    reporter = job_reporter(store, job.id, phase="ppo", listener=terminal_bar)   # null on non-main processes
+    trainer.train(iterations, reporter)                                           # JobCancelled when stopped
+    staged = staging_path(store)
+    trainer.save_pretrained(staged)
+    policy_id = register_policy(store, staged, parent_id=start.id, round=1, note="PPO, 10 iterations")
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import uuid
+from enum import StrEnum
+from pathlib import Path
+from typing import Mapping
+
+from storage import Store
+from storage.jobs import heartbeat
+from storage.metrics import log_metrics
+from storage.policies import add_policy
+from storage.types import Job
+
+from ..policy.config import Algorithm
+from ..reporting import Reporter
+
+POLICIES_FOLDER = "policies"
+STAGING_PREFIX = ".tmp-"  # a policy being written
+POLICY_PREFIX = "ppo-r"  # a trained policy, renamed complete: ppo-r<round>-<time>-<random>
+TRACEBACK_LINES = 15  # what a failed job keeps of its traceback
+
+
+class JobKind(StrEnum):
+    """What a job does; the store keeps the value (`jobs.kind`), the worker's `RUNNERS` maps each to its runner."""
+
+    REWARD = "reward"
+    PPO = "ppo"
+    LOOP = "loop"
+
+
+def job_algorithm(job: Job) -> Algorithm | None:
+    """The policy optimiser a loop or PPO job runs (its settings' `algorithm`, PPO when unset); None for other kinds."""
+    if job.kind == JobKind.LOOP:
+        return Algorithm(job.config.get("algorithm", Algorithm.PPO))
+    if job.kind == JobKind.PPO:
+        return Algorithm(job.config.get("ppo", {}).get("algorithm", Algorithm.PPO))
+    return None
+
+
+def job_kind_label(job: Job) -> str:
+    """The job's kind as the UI shows it, naming GRPO when the job runs it: `ppo`, `grpo`, `loop`, `grpo loop`."""
+    if job_algorithm(job) != Algorithm.GRPO:
+        return job.kind
+    return "grpo loop" if job.kind == JobKind.LOOP else Algorithm.GRPO.value
+
+
+def error_tail(exc: BaseException) -> str:
+    """The last lines of `exc`'s traceback, as a failed job records them (the last line names the error)."""
+    return "\n".join("".join(traceback.format_exception(exc)).strip().splitlines()[-TRACEBACK_LINES:])
+
+
+def is_main_process() -> bool:
+    """True outside a distributed run and on its rank 0 (`accelerate launch` and `torchrun` set RANK)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+class StoreReporter(Reporter):
+    """A trainer's reports into job `job_id`: metrics at `step_offset + step`; `should_stop` heartbeats (with the
+    phase `"{phase} {done}/{total}"` and progress done/total when `phase` is given) and reads the cancel flag.
+    A `listener` (a terminal bar, the loop's log) hears every step and every progress report too."""
+
+    def __init__(self, store: Store, job_id: int, step_offset: int = 0, phase: str | None = None,
+                 listener: Reporter | None = None):
+        self.store, self.job_id, self.step_offset = store, job_id, step_offset
+        self.phase, self.listener = phase, listener or Reporter()
+        self.position: dict = {}
+
+    def on_step(self, step: int, metrics: Mapping[str, float]) -> None:
+        if metrics:
+            log_metrics(self.store, self.job_id, self.step_offset + step, dict(metrics))
+        self.listener.on_step(step, metrics)
+
+    def progress(self, done: int, total: int) -> None:
+        if self.phase is not None:
+            self.position = {"phase": f"{self.phase} {done}/{total}", "progress": done / max(1, total)}
+        self.listener.progress(done, total)
+
+    def should_stop(self) -> bool:
+        return heartbeat(self.store, self.job_id, **self.position)
+
+
+def job_reporter(store: Store, job_id: int | None, step_offset: int = 0, phase: str | None = None,
+                 listener: Reporter | None = None) -> Reporter:
+    """The reporter a job's trainer gets: store-backed on the main process, the null reporter on the others; with
+    no job, the listener alone (or nothing)."""
+    if not is_main_process():
+        return Reporter()
+    if job_id is None:
+        return listener or Reporter()
+    return StoreReporter(store, job_id, step_offset, phase, listener)
+
+
+def staging_path(store: Store, folder: str = POLICIES_FOLDER, prefix: str = STAGING_PREFIX) -> Path:
+    """A new, not yet created, path under the store's data folder for a checkpoint that a launched phase (or this
+    process) will write; nothing is left on disk if the run is killed before it saves, and the worker sweeps a
+    half-written one a killed job left behind."""
+    return store.data_dir / folder / f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def register_policy(store: Store, staged: Path, parent_id: int | None, round: int, note: str) -> int:
+    """Rename a complete policy directory (saved into `staged` by the trainer) to its final name beside it and
+    register it; returns the new policy version's id."""
+    final = staged.parent / f"{POLICY_PREFIX}{round}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    os.rename(staged, final)
+    return add_policy(store, str(final), parent_id=parent_id, round=round, note=note)

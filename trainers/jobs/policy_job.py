@@ -1,0 +1,237 @@
+"""PPO and GRPO runs on a store: the worker's `ppo` jobs, `python app.py ppo` and the loop's policy-optimisation
+phase all run here.
+
+A run (`trainers.policy.config.PPORun`, saved as the job's config so a resumed job repeats it) trains a policy version
+of the store (default: the newest) with the algorithm its settings name (`ppo`, or `grpo`) against the newest reward
+model ("rm", its ensemble averaged, normalised) or an oracle scoring function ("oracle", for benchmarks), then
+registers the new version with the start policy as parent. This is the job layer: it reads the store, builds the
+trainer's reporter and registers what the trainer saved.
+
+Models: the reference is the lineage's root (the SFT policy). With LoRA, a start policy saved by an earlier LoRA
+run carries its adapter in `adapter/`; training continues that adapter on its base, which is then the reference.
+Otherwise fresh adapters go on the start policy, which is then the reference. PPO reuses a saved value head; GRPO
+has no critic and loads none.
+
+    outcome = train_ppo(store, PPORun(iterations=20, reward="oracle"), job_id=job.id)   # JobCancelled when stopped
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from labeling.synthetic import DEFAULT_ORACLE, load_scorer
+from storage import Store
+from storage.errors import InvalidInput, NotFound
+from storage.policies import get_policy, latest_policy, root_policy
+from storage.prompts import list_prompts
+from storage.reward_models import latest_reward_models
+from storage.types import Job, Policy
+
+from ..models.chat_format import PromptBudget, model_context
+from ..models.loading import default_device, load_chat_format, load_policy, load_tokenizer
+from ..policy.checkpoint import load_value_head
+from ..policy.config import Algorithm, PPOConfig, PPORun, RewardSource
+from ..policy.grpo import GRPOTrainer
+from ..policy.optimizer import PolicyOptimizer, TrainResult
+from ..policy.ppo import PPOTrainer
+from ..reporting import Reporter
+from ..reward.scorer import RewardScorer
+from .layer import is_main_process, job_reporter, register_policy, staging_path
+from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
+
+
+@dataclass
+class PPOOutcome:
+    iterations: int = field(metadata={"help": "Iterations done in total."})
+    policy_id: int = field(metadata={"help": "The registered policy version."})
+    metrics: dict = field(metadata={"help": "The last iteration's metrics."})
+
+
+def make_oracle_reward(spec: str = DEFAULT_ORACLE) -> Callable:
+    """`score(prompts, responses)` from a `module:function` that scores one response text."""
+    scorer = load_scorer(spec)
+    return lambda prompts, responses: torch.tensor([float(scorer(r)) for r in responses])
+
+
+def oracle_reward(prompts: list[str], responses: list[str]):
+    """The demo's oracle (the sentiment lexicon) as a PPO reward."""
+    return make_oracle_reward()(prompts, responses)
+
+
+def state_dir(store: Store, job_id: int, name: str = "") -> Path:
+    """Where a job's resumable PPO state lives (`name` tells apart several PPO phases of one job)."""
+    return store.data_dir / "ppo" / f"job-{job_id}{'-' + name if name else ''}"
+
+
+def start_policy(store: Store, policy_id: int | None) -> Policy:
+    policy = get_policy(store, policy_id) if policy_id is not None else latest_policy(store)
+    if policy is None:
+        raise NotFound("the store has no policy to train; start the studio once to seed the demo, or register one")
+    return policy
+
+
+def load_models(store: Store, start: Policy, lora: bool, with_value_head: bool = True):
+    """(policy, reference or None, tokenizer, value head or None) for a run starting from `start`; no value head is
+    read unless `with_value_head` (GRPO has no critic)."""
+    return load_plan_models(start.path, reference_path(store, start, lora), lora, with_value_head)
+
+
+def reference_path(store: Store, start: Policy, lora: bool) -> str | None:
+    """The frozen reference's directory: the lineage's root when it is not `start` (None: a copy of the start, or,
+    with LoRA, the base with adapters disabled)."""
+    if lora:
+        return None
+    root = root_policy(store, start)
+    return root.path if root.id != start.id else None
+
+
+def load_plan_models(start_path: str, reference: str | None, lora: bool, with_value_head: bool = True):
+    """`load_models` from directories alone (every process of a launched phase loads its own copy)."""
+    tokenizer = load_tokenizer(start_path)
+    value_head = load_value_head(start_path) if with_value_head else None
+    adapter = Path(start_path) / "adapter"
+    if lora and adapter.is_dir():
+        from peft import PeftModel
+
+        base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+        return PeftModel.from_pretrained(load_policy(base), adapter, is_trainable=True), None, tokenizer, value_head
+    return load_policy(start_path), load_policy(reference) if reference else None, tokenizer, value_head
+
+
+def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list, reward, *, value_head: dict | None = None,
+                 **options) -> PolicyOptimizer:
+    """The trainer of `config.algorithm`: PPO (its critic warmed by `value_head` when given) or GRPO (no critic);
+    `options` (reference, state_dir, ...) go to either."""
+    if config.algorithm == Algorithm.GRPO:
+        return GRPOTrainer(config, policy, tokenizer, prompts, reward, **options)
+    return PPOTrainer(config, policy, tokenizer, prompts, reward, value_head=value_head, **options)
+
+
+@dataclass
+class PPOPlan:
+    """Everything a PPO or GRPO run needs, resolved from the store and checked: JSON-able, so every process of a
+    launched phase builds the same trainer from it without the store."""
+
+    config: dict = field(metadata={"help": "PPOConfig settings."})
+    iterations: int = field(metadata={"help": "Iterations the run ends at (counting those before a resume)."})
+    policy_path: str = field(metadata={"help": "The start policy's directory."})
+    reference_path: str | None = field(metadata={"help": "The reference's directory (None: see reference_path)."})
+    reward_members: list = field(metadata={"help": "[path, norm mean, norm std] per reward-model member, or []."})
+    oracle: str | None = field(metadata={"help": "module:function scoring responses, when no reward model."})
+    prompts: list = field(metadata={"help": "The training prompts (text or conversations)."})
+    state_dir: str | None = field(default=None, metadata={"help": "Where the resumable state is saved and read."})
+    staged: str | None = field(default=None, metadata={"help": "Where rank 0 saves the trained policy."})
+
+
+def plan_ppo(store: Store, run: PPORun) -> tuple[PPOPlan, Policy]:
+    """The plan of `run` and its start policy, after every check that loads no model (settings, policies, reward
+    model, prompts against the context); writes nothing."""
+    run.check()
+    unknown = sorted(set(run.ppo) - {f.name for f in fields(PPOConfig)})
+    if unknown:
+        raise InvalidInput(f"unknown PPO setting {unknown[0]!r}; see python app.py ppo --help for the settings")
+    config = PPOConfig(**run.ppo)
+    config.check()
+    start = start_policy(store, run.policy_id)
+    members = []
+    if run.reward == RewardSource.RM:
+        members = [[m.path, m.norm_mean, m.norm_std] for m in latest_reward_models(store)]
+        if not members:
+            raise NotFound("no reward model is registered; train one first (python app.py train-reward)")
+    prompts = list_prompts(store, heldout=False)
+    context = model_context(start.path)
+    if context is not None:  # nothing is truncated: a prompt that does not fit is refused by its id
+        PromptBudget(load_chat_format(start.path), context, config.response_length).check_prompts(prompts)
+    plan = PPOPlan(asdict(config), run.iterations, start.path, reference_path(store, start, config.lora), members,
+                   run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts])
+    return plan, start
+
+
+def build_plan_trainer(plan: PPOPlan) -> PolicyOptimizer:
+    """The trainer of `plan` (models loaded from its directories, the reward model on this process's device)."""
+    config = PPOConfig(**plan.config)
+    if plan.reward_members:
+        reward = RewardScorer.from_dirs([path for path, _, _ in plan.reward_members],
+                                        [(mean, std) for _, mean, std in plan.reward_members], device=default_device())
+    else:
+        reward = make_oracle_reward(plan.oracle)
+    policy, reference, tokenizer, value_head = load_plan_models(plan.policy_path, plan.reference_path, config.lora,
+                                                                with_value_head=config.algorithm == Algorithm.PPO)
+    return make_trainer(config, policy, tokenizer, plan.prompts, reward, reference=reference, value_head=value_head,
+                        chat=load_chat_format(plan.policy_path, tokenizer))
+
+
+def build_trainer(store: Store, run: PPORun) -> tuple[PolicyOptimizer, Policy]:
+    """The trainer for `run` and its start policy, after every check (models, reward model, prompts, settings);
+    writes nothing."""
+    plan, start = plan_ppo(store, run)
+    return build_plan_trainer(plan), start
+
+
+def train_plan(plan: PPOPlan, reporter: Reporter,
+               trainer: PolicyOptimizer | None = None) -> tuple[PolicyOptimizer, TrainResult]:
+    """Run (or resume, from `plan.state_dir`) the plan on this process; the main process saves the policy into
+    `plan.staged`. Raises JobCancelled after saving the state."""
+    trainer = trainer or build_plan_trainer(plan)
+    trainer.use_state_dir(plan.state_dir)
+    result = trainer.train(plan.iterations, reporter)
+    if is_main_process() and plan.staged is not None:
+        trainer.save_pretrained(plan.staged)
+    trainer.accelerator.wait_for_everyone()
+    return trainer, result
+
+
+def run_phase(spec: dict, reporter: Reporter) -> dict:
+    """One process of a launched PPO/GRPO phase (`trainers.entry.phase_worker`): the plan in `spec["plan"]`."""
+    trainer, result = train_plan(PPOPlan(**spec["plan"]), reporter)
+    return {"iterations": result.iterations, "metrics": result.metrics, "digest": weights_digest(trainer.policy_model)}
+
+
+def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
+              phase: str | None = "", listener: Reporter | None = None, trainer=None) -> PPOOutcome:
+    """Run (or resume) `run` reporting to `job_id`, register the new policy, and drop the resumable state.
+
+    The state lives in `state_dir(store, job_id, state_name)`; metrics are logged at `step_offset + iteration`; the
+    job's phase reads `"{phase} i/N"` ("": the algorithm, `ppo` or `grpo`; None: the caller keeps its own);
+    `listener` hears every iteration. Raises JobCancelled (after saving the state) when the job's cancel flag is
+    set. A job with an accelerate config trains in a launched phase (`trainers.jobs.phase_launch`), here otherwise.
+    The loop calls it once per round, e.g.
+    `train_ppo(store, PPORun(M, "rm", round=g, ppo=...), job.id, f"round-{g}", (g - 1) * M, phase=None)`.
+    """
+    plan, start = plan_ppo(store, run)
+    algorithm = Algorithm(plan.config["algorithm"])
+    folder = state_dir(store, job_id, state_name) if job_id is not None else None
+    plan.state_dir = str(folder) if folder is not None else None
+    phase = algorithm.value if phase == "" else phase
+    plan.staged = str(staging_path(store))
+    launch = job_launch(store, job_id)
+    try:
+        if launch is not None:
+            plan.config = with_launch_precision(plan.config, launch)
+            done = launch_phase(store, job_id, launch, f"{algorithm.value}-{state_name or 'run'}",
+                                {"kind": "ppo", "plan": asdict(plan)}, {"step_offset": step_offset, "phase": phase},
+                                listener)
+            iterations, metrics = done["iterations"], done["metrics"]
+        else:
+            _, result = train_plan(plan, job_reporter(store, job_id, step_offset, phase, listener), trainer)
+            iterations, metrics = result.iterations, result.metrics
+    except BaseException:
+        shutil.rmtree(plan.staged, ignore_errors=True)
+        raise
+    round = run.round if run.round is not None else start.round + 1
+    policy_id = register_policy(store, Path(plan.staged), parent_id=start.id, round=round,
+                                note=f"{algorithm.value.upper()}, {iterations} iterations")
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return PPOOutcome(iterations, policy_id, metrics)
+
+
+def run_job(store: Store, job: Job) -> None:
+    """The worker's runner for `ppo` jobs (every process under accelerate)."""
+    train_ppo(store, PPORun.from_dict(job.config), job.id)

@@ -1,0 +1,281 @@
+"""Reward-model runs on a store: the worker's `reward` jobs, `python app.py train-reward` and the loop's reward phase.
+
+This is the job layer around `trainers.reward.trainer`: it reads the labels (every current label but skips, as examples with
+target p = 1, 0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off), checks the inputs, splits by pair (one
+pair's labels never straddle the split), trains `ensemble` members (K > 1: each on a bootstrap resample), then
+normalises and registers them. The model starts from the project's reward base (`init --reward-base`), else the SFT
+policy (the root of the newest policy's lineage); it reads prompts and responses in its own format (`ChatFormat`),
+so a base with another tokenizer or chat template works too. Its scores are normalised on the newest policy's
+samples.
+
+Each member is a plain HF directory under `<store data dir>/reward_models/` with `reward_info.json` (labels used,
+metrics, normalisation, ensemble index); it is written under a temporary name, renamed when complete, and only then
+registered in the store, all members in one transaction.
+
+    result = train_reward_model(store, RewardConfig(ensemble=1), job_id=job.id)   # JobCancelled when stopped
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Callable
+
+from labeling.conversations import PromptInput
+from storage import Store
+from storage.errors import InvalidInput, NotFound
+from storage.generations import SAMPLE_SOURCE, list_generations
+from storage.labels import count_labels, labeled_pairs
+from storage.metrics import last_step
+from storage.policies import get_policy, latest_policy, root_policy
+from storage.prompts import get_prompt
+from storage.reward_models import add_reward_model, latest_reward_models
+from storage.settings import REWARD_BASE_SETTING, get_setting
+from storage.types import Job, Policy
+
+from ..models.chat_format import ChatFormat, model_context
+from ..models.loading import default_device, load_chat_format
+from ..reporting import Reporter
+from ..reward.config import RewardConfig
+from ..reward.data import PreferenceExample, bootstrap, check_examples_fit, split_by_pair
+from ..reward.scorer import INFO_FILE, RewardScorer
+from ..reward.trainer import train_member
+from .layer import is_main_process, job_reporter, staging_path
+from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
+
+REWARD_MODELS_FOLDER = "reward_models"
+STAGING_PREFIX = ".staging-"  # a member being written
+MODEL_PREFIX = "rm-r"  # registered members: rm-r<round>-<random>-m<k>
+
+
+@dataclass(frozen=True)
+class RewardTrainingResult:
+    """What `train_reward_model` registered: one id, path and metrics dict per ensemble member."""
+
+    reward_model_ids: list[int]
+    paths: list[str]
+    metrics: list[dict]
+    labels_used: int
+    train_pairs: int
+    val_pairs: int
+
+
+@dataclass(frozen=True)
+class RewardInputs:
+    """What a reward training starts from, checked: the examples, the policy to normalise on, the initial weights
+    (a model directory; with a warm start, one per member of the newest reward model) and how they read prompts and
+    responses."""
+
+    examples: list[PreferenceExample]
+    policy: Policy
+    init_dir: Path
+    chat: ChatFormat
+    warm_dirs: tuple[Path, ...] = ()
+
+
+def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
+    """Every check that needs no training, so bad input fails in one line (StudioError) before anything is written:
+    the labels, the policies, the initial model, and every labelled pair fitting that model's context."""
+    config.check()
+    examples = load_examples(store, config.both_bad_as_tie, config.margin)
+    policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
+    if policy is None:
+        raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
+    warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if config.warm_start else ()
+    init_dir = warm_dirs[0] if warm_dirs else Path(reward_base(store, config, policy))
+    chat = load_chat_format(init_dir)  # raises ModelError: no directory, no tokenizer, no pad token
+    check_examples_fit(chat, examples, model_context(init_dir))
+    return RewardInputs(examples, policy, init_dir, chat, warm_dirs)
+
+
+def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
+    """The model a reward model starts from: the policy version `init_policy_id` names, else the project's reward
+    base (`init --reward-base`), else the SFT root of `policy`'s lineage."""
+    if config.init_policy_id is not None:
+        return get_policy(store, config.init_policy_id).path
+    return get_setting(store, REWARD_BASE_SETTING) or root_policy(store, policy).path
+
+
+def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.0) -> list[PreferenceExample]:
+    """Every current non-skip label as an example, with its own margin (imported) or `margin`; raises InvalidInput
+    when none can train."""
+    labeled = labeled_pairs(store)
+    examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second, target,
+                                  margin if lp.margin is None else lp.margin)
+                for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
+    if examples:
+        return examples
+    stored = count_labels(store, include_skips=False)
+    if stored and not labeled:
+        raise InvalidInput(f"all {stored} labels belong to pairs whose generations were deleted; "
+                           "queue and label new pairs before training a reward model")
+    if labeled:
+        raise InvalidInput(f"the {len(labeled)} labels are all 'both bad', which this run leaves out; "
+                           "train them as ties or label more pairs")
+    raise InvalidInput("no labels to train a reward model on (skips do not count); label some pairs first")
+
+
+@dataclass
+class RewardPlan:
+    """Everything every process of a reward training needs, resolved from the store and checked: JSON-able, so every
+    process of a launched phase trains from it without the store."""
+
+    config: dict  # RewardConfig settings
+    init_dir: str  # the model the members start from (with a warm start, the newest reward model's first member)
+    policy_id: int  # the policy whose samples normalise the scores
+    train: list[PreferenceExample]
+    val: list[PreferenceExample]
+    norm_texts: tuple[list, list[str], str]  # (prompts, responses, source) the scores are normalised on
+    staged: list[str]  # where each member is written before it is registered
+    warm_dirs: list[str] = field(default_factory=list)  # warm start: the newest reward model's members
+
+    def start_dir(self, k: int) -> Path:
+        """Where member k starts: the newest reward model's member k (its first when it had fewer), else the base."""
+        return Path(self.warm_dirs[k % len(self.warm_dirs)] if self.warm_dirs else self.init_dir)
+
+    @property
+    def members(self) -> list[list[PreferenceExample]]:
+        """Each member's training examples: all of them, or (K > 1) a bootstrap resample each."""
+        seed, ensemble = self.config["seed"], self.config["ensemble"]
+        return [self.train] if ensemble == 1 else [bootstrap(self.train, seed + k) for k in range(ensemble)]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> RewardPlan:
+        examples = {name: [PreferenceExample(**e) for e in values[name]] for name in ("train", "val")}
+        return cls(**{**values, **examples})
+
+
+def plan_reward_training(store: Store, config: RewardConfig) -> RewardPlan:
+    """The plan of a reward training: the checked inputs, split by pair, and the normalisation texts."""
+    inputs = check_reward_inputs(store, config)
+    examples = inputs.examples
+    split_seed = config.seed if config.split_seed is None else config.split_seed
+    train, val = split_by_pair(examples, config.val_fraction, split_seed, stable=config.warm_start)
+    norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
+    staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
+              for _ in range(config.ensemble)]
+    return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged,
+                      [str(d) for d in inputs.warm_dirs])
+
+
+def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
+                       listener: Reporter | None = None) -> RewardTrainingResult:
+    """Train `config.ensemble` members from the reward base (or, warm-started, from the newest reward model's),
+    checkpoint them and register them in the store.
+
+    Metrics go to the store under `job_id` (steps continue after the job's earlier `reward/` steps); `listener`
+    hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
+    A job with an accelerate config trains in a launched phase (`trainers.jobs.phase_launch`), here otherwise.
+    """
+    plan = plan_reward_training(store, config)
+    step_offset = 0 if job_id is None else (last_step(store, job_id, "reward/") or 0)
+    launch = job_launch(store, job_id)
+    try:
+        if launch is not None:
+            plan.config = with_launch_precision(plan.config, launch)
+            launch_phase(store, job_id, launch, f"reward-r{config.round}", {"kind": "reward", "plan": plan.to_dict()},
+                         {"step_offset": step_offset}, listener)
+        else:
+            train_plan(plan, job_reporter(store, job_id, step_offset, listener=listener))
+        return register_reward_models(store, config, job_id, plan.policy_id, [Path(p) for p in plan.staged],
+                                      len(plan.train) + len(plan.val), len({e.pair_id for e in plan.train}),
+                                      len({e.pair_id for e in plan.val}))
+    finally:
+        for staged in plan.staged:
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+def train_plan(plan: RewardPlan, reporter: Reporter, on_trained: Callable | None = None) -> list[dict]:
+    """Train every member of `plan` on this process (the main process also writes each one's reward_info.json);
+    returns each member's metrics; `on_trained` sees each trained model. Raises JobCancelled when stopped."""
+    config, init_dir = RewardConfig(**plan.config), Path(plan.init_dir)
+    chat = load_chat_format(init_dir)
+    metrics = []
+    for k, member_examples in enumerate(plan.members):
+        staged = Path(plan.staged[k])
+        metrics.append(train_member(config, k, plan.start_dir(k), chat, member_examples, plan.val, staged, reporter,
+                                    on_trained))
+        if is_main_process():
+            _finish_member(staged, plan, k, member_examples, metrics[-1])
+    return metrics
+
+
+def run_phase(spec: dict, reporter: Reporter) -> dict:
+    """One process of a launched reward-model phase (`trainers.entry.phase_worker`): the plan in `spec["plan"]`."""
+    digests = []
+    metrics = train_plan(RewardPlan.from_dict(spec["plan"]), reporter, lambda model: digests.append(weights_digest(model)))
+    return {"metrics": metrics, "digest": "/".join(digests)}
+
+
+def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[PreferenceExample],
+                   metrics: dict) -> None:
+    """Score the normalisation texts with the saved member (mean/std) and write reward_info.json beside it."""
+    prompts, responses, source = plan.norm_texts
+    examples = plan.train + plan.val
+    scorer = RewardScorer.from_dirs([out_dir], norms=[(0.0, 1.0)], device=default_device())
+    raw = scorer.raw_scores(prompts, responses)[0]  # (N,)
+    info = {
+        "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
+        "member_label_ids": [e.label_id for e in member_examples], "val_pair_ids": sorted({e.pair_id for e in plan.val}),
+        "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
+        "norm_samples": len(responses), "norm_source": source, "policy_id": plan.policy_id,
+        "ensemble_index": k, "ensemble_size": len(plan.staged), "config": plan.config,
+    }
+    (out_dir / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
+
+
+def _normalisation_texts(store: Store, policy_id: int, examples: list[PreferenceExample], limit: int,
+                         seed: int) -> tuple[list[PromptInput], list[str], str]:
+    """(prompts, responses, source): the policy's samples, or the labelled responses when it has none."""
+    generations = list_generations(store, policy_id=policy_id, source=SAMPLE_SOURCE)
+    if generations:
+        prompts = {}
+        rows = random.Random(seed).sample(generations, min(limit, len(generations)))
+        for g in rows:
+            if g.prompt_id not in prompts:
+                prompts[g.prompt_id] = get_prompt(store, g.prompt_id).content
+        return [prompts[g.prompt_id] for g in rows], [g.text for g in rows], f"policy {policy_id} samples"
+    responses = sorted({(e.pair_id, i, text) for e in examples for i, text in enumerate((e.first, e.second))})
+    by_pair = {e.pair_id: e.prompt for e in examples}
+    rows = random.Random(seed).sample(responses, min(limit, len(responses)))
+    return [by_pair[pair_id] for pair_id, _, _ in rows], [text for _, _, text in rows], "labelled responses"
+
+
+def register_reward_models(store: Store, config: RewardConfig, job_id: int | None, policy_id: int,
+                           staging: list[Path], labels_used: int, train_pairs: int,
+                           val_pairs: int) -> RewardTrainingResult:
+    """Rename the complete members staged by the trainer to their final directories and register them all in one
+    transaction (the directories are removed again if registering fails)."""
+    name = f"{MODEL_PREFIX}{config.round}-{uuid.uuid4().hex[:8]}"
+    finals = [staged.parent / f"{name}-m{k}" for k, staged in enumerate(staging)]
+    infos = [json.loads((staged / INFO_FILE).read_text()) for staged in staging]
+    for staged, final in zip(staging, finals):
+        staged.rename(final)
+    try:
+        with store.write():
+            ids = [add_reward_model(store, str(final), labels_used, info["metrics"], info["norm_mean"], info["norm_std"],
+                                    policy_id=policy_id, round=config.round, ensemble_index=k,
+                                    ensemble_size=len(finals), job_id=job_id)
+                   for k, (final, info) in enumerate(zip(finals, infos))]
+    except BaseException:
+        for final in finals:
+            shutil.rmtree(final, ignore_errors=True)
+        raise
+    return RewardTrainingResult(ids, [str(f) for f in finals], [i["metrics"] for i in infos], labels_used,
+                                train_pairs, val_pairs)
+
+
+def run_job(store: Store, job: Job) -> None:
+    """The worker's runner for `reward` jobs: the job's config is a RewardConfig as a dict."""
+    known = {f.name for f in fields(RewardConfig)}
+    unknown = sorted(set(job.config) - known)
+    if unknown:
+        raise InvalidInput(f"unknown reward-model setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    train_reward_model(store, RewardConfig(**job.config), job_id=job.id)

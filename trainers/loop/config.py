@@ -1,0 +1,285 @@
+"""The loop's settings: one dataclass, validated before any job starts, saved with every round. No torch here,
+so the UI can validate a config without loading a model."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+
+from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
+from labeling.selection import Selector
+from labeling.synthetic import DEFAULT_ORACLE
+from storage import Store
+from storage.errors import InvalidInput
+from storage.policies import latest_policy
+from storage.types import Prompt
+
+from ..jobs.layer import JobKind
+from ..models.chat_format import PromptBudget, model_context, prompt_budget
+from ..policy.config import Algorithm, RewardSource
+from ..reward.config import RewardConfig
+
+
+class Annotator(StrEnum):
+    """Who labels a round's pairs: the synthetic oracle, or people in the Label tab (the loop waits for them)."""
+
+    ORACLE = "oracle"
+    HUMAN = "human"
+
+
+class OnWarning(StrEnum):
+    """What a loop does when a failure warning fires: go on, or pause before its next PPO/GRPO phase."""
+
+    CONTINUE = "continue"
+    PAUSE = "pause"
+
+
+def labels_in_round(first: int, decay: float, index: int) -> int:
+    """The labels round `index` (0 for the first) collects: `first` x decay^index, rounded, at least 1."""
+    return max(1, round(first * decay**index))
+
+
+def first_round_labels(total: int, decay: float, rounds: int) -> int:
+    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`."""
+    return min(range(1, max(1, total) + 1),
+               key=lambda n: abs(sum(labels_in_round(n, decay, i) for i in range(rounds)) - total))
+
+
+def round_seed(seed: int, round: int) -> int:
+    """The seed of everything random in round `round` of a loop seeded `seed` (sampling, selection, training)."""
+    return seed * 1000 + round
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
+    prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
+    samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
+    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
+    label_decay: float = field(default=0.3, metadata={
+        "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
+    queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
+    annotator: str = field(default=Annotator.ORACLE.value, metadata={
+        "help": "oracle labels synthetically; human waits for labels from the studio's Label tab",
+        "choices": Annotator})
+    oracle: str = field(default=DEFAULT_ORACLE, metadata={"help": "module:function scoring a text"})
+    oracle_noise: float = field(default=0.0, metadata={"help": "probability the oracle answers at random"})
+    selector: str = field(default=Selector.RANDOM.value, metadata={
+        "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
+    ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
+    reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
+    reward_lr: float = field(default=RewardConfig.learning_rate, metadata={
+        "help": "reward-model learning rate (demo: 5e-4; real models: ~1e-5)"})
+    reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
+    reward_warm_start: bool = field(default=False, metadata={
+        "help": "start each round's reward model from the previous round's instead of the SFT policy"})
+    reward_patience: int = field(default=0, metadata={
+        "help": "stop reward training after this many validations without a lower validation loss, keeping the "
+                "best weights (0: off)"})
+    algorithm: str = field(default=Algorithm.PPO.value, metadata={
+        "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
+        "choices": Algorithm})
+    group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
+    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
+    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
+    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
+    ppo_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
+    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
+    kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference"})
+    target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
+    response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
+    top_k: int = field(default=0, metadata={"help": "sample among the k likeliest tokens (0: off)"})
+    lora: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision for reward training and PPO (GPUs)"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
+    audit_share: float = field(default=0.1, metadata={
+        "help": "share of each round's labels on audit pairs (pairs the reward model ranks confidently; 0: none)"})
+    audit_min_agreement: float = field(default=DEFAULT_MIN_AGREEMENT, metadata={
+        "help": "warn when audit labels agree with the reward model less often than this"})
+    on_warning: str = field(default=OnWarning.CONTINUE.value, metadata={
+        "help": "on a failure warning: continue, or pause before the next PPO/GRPO phase", "choices": OnWarning})
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"{f.name} must be a finite number, got {value}")
+        positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
+                    "ppo_iterations", "ppo_batch_size", "ppo_mini_batches", "ppo_epochs", "response_length", "ensemble")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("reward_lr", "ppo_lr", "temperature"):
+            if not getattr(self, name) > 0:
+                raise InvalidInput(f"{name} must be positive, got {getattr(self, name)}")
+        if self.samples_per_prompt < 2:
+            raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {self.samples_per_prompt}")
+        if self.queue_reserve < 0 or self.kl_coef < 0:
+            raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
+        if self.reward_patience < 0:
+            raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
+        if not 0 < self.label_decay <= 1:
+            raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
+        if self.ppo_batch_size % self.ppo_mini_batches:
+            whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
+            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size "
+                               f"({self.ppo_batch_size}){whole}")
+        if self.algorithm not in {a.value for a in Algorithm}:
+            raise InvalidInput(f"algorithm must be one of {', '.join(Algorithm)}, got {self.algorithm!r}")
+        if self.group_size < 2:
+            raise InvalidInput(f"group_size must be at least 2 (GRPO compares the responses to a prompt), got "
+                               f"{self.group_size}")
+        if not 0 < self.top_p <= 1:
+            raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise InvalidInput(f"top_k must be 0 (off) or positive, got {self.top_k}")
+        if not 0 <= self.oracle_noise <= 1:
+            raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
+        if self.annotator not in {a.value for a in Annotator}:
+            raise InvalidInput(f"annotator must be one of {', '.join(Annotator)}, got {self.annotator!r}")
+        if self.selector not in {s.value for s in Selector}:
+            raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {self.selector!r}")
+        if self.selector == Selector.DISAGREEMENT and self.ensemble < 2:
+            raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
+        most_pairs = self.prompts_per_round * self.samples_per_prompt * (self.samples_per_prompt - 1) // 2
+        if self.labels_per_round > most_pairs:
+            raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most {most_pairs} pairs "
+                               f"(prompts_per_round x K(K-1)/2); lower it or raise prompts_per_round")
+        if not 0 <= self.audit_share <= 0.5:
+            raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got {self.audit_share}")
+        if not 0 < self.audit_min_agreement < 1:
+            raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {self.audit_min_agreement}")
+        if self.on_warning not in {o.value for o in OnWarning}:
+            raise InvalidInput(f"on_warning must be one of {', '.join(OnWarning)}, got {self.on_warning!r}")
+        if ":" not in self.oracle:
+            raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "LoopConfig":
+        """Build from user input: unknown keys and wrong types are errors naming the key."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=3, cutoff=0.5) or list(known)[:3]
+            raise InvalidInput(f"unknown loop setting {unknown[0]!r}; known settings: {', '.join(close)}, and "
+                               f"{len(known) - len(close)} more (python app.py loop --help lists them)")
+        for name, value in values.items():
+            if not _type_ok(known[name].type, value):
+                raise InvalidInput(f"loop setting {name!r} must be {known[name].type}, got {value!r}")
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> "LoopConfig":
+        return cls.from_dict(settings_from_json(text))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def settings_from_json(text: str) -> dict:
+    """A JSON object of settings (empty text: none), or one line saying what is wrong with the JSON."""
+    try:
+        values = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and retry") from None
+    if not isinstance(values, dict):
+        raise InvalidInput("the loop config must be a JSON object of settings")
+    return values
+
+
+def _type_ok(annotation: str, value) -> bool:
+    """Does a JSON value fit a field annotation ("int", "float", "str", "bool", "float | None")?"""
+    if value is None:
+        return "None" in annotation
+    if isinstance(value, bool):
+        return annotation == "bool"
+    if annotation.startswith("float"):
+        return isinstance(value, (int, float))
+    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
+
+
+PRESETS = {
+    "demo": LoopConfig(),
+    "small real model (LoRA)": LoopConfig(prompts_per_round=128, samples_per_prompt=2, labels_per_round=100,
+                                          label_decay=1.0, reward_epochs=1, reward_lr=1e-5, reward_batch_size=8,
+                                          ppo_batch_size=16, ppo_lr=1e-5, kl_coef=0.1, target_kl=6.0,
+                                          response_length=64, lora=True),
+}
+
+
+def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
+    """Settings that depend on the store: batches within the training prompts, responses within the policy's
+    context, and every prompt (training and held-out) fitting that context with `response_length` tokens to spare:
+    nothing is truncated, so a prompt that does not fit is refused here, named by its id."""
+    training_prompts = sum(not p.heldout for p in prompts)
+    if training_prompts < 1:
+        raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
+    for name in ("prompts_per_round", "ppo_batch_size"):
+        if getattr(config, name) > training_prompts:
+            raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
+                               f"training prompts; lower it or import more prompts")
+    context = model_context(policy_path) if policy_path else None
+    if context is None:
+        return  # a policy without a readable context: the worker checks when it tokenizes
+    if config.response_length >= context:
+        raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
+                           f"tokens, prompt included; lower response_length")
+    budget = prompt_budget(policy_path, config.response_length)
+    if budget is not None:
+        budget.check_prompts(prompts)
+
+
+def import_budget(store: Store) -> PromptBudget | None:
+    """What an imported prompt is checked against: the newest policy's context less the loop's default response
+    length (None before a policy is registered, or when it cannot be counted without torch)."""
+    policy = latest_policy(store)
+    return prompt_budget(policy.path, LoopConfig().response_length) if policy else None
+
+
+def reward_settings(config: LoopConfig, round: int = 0) -> dict:
+    """The `trainers.reward.config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
+    return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
+            "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
+            "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
+            "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
+
+
+def label_noise(config: LoopConfig) -> float:
+    """The label-noise rate ε the reward model is told: the oracle's own rate of random votes (a human annotator's
+    is unknown: 0)."""
+    noisy_oracle = config.annotator == Annotator.ORACLE and config.oracle_noise < 1  # ε = 1: nothing to learn
+    return config.oracle_noise if noisy_oracle else 0.0
+
+
+def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
+    """The `trainers.policy.config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
+    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
+            "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
+            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
+            "response_length": config.response_length,
+            "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
+            "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
+            "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
+
+
+def kl_horizon(config: LoopConfig) -> int:
+    """The adaptive β controller's horizon: the loop's episodes over all rounds, so β can move as far over the whole
+    loop as Ziegler et al.'s controller does over its horizon (β is carried from round to round)."""
+    group = config.group_size if config.algorithm == Algorithm.GRPO else 1
+    return config.rounds * config.ppo_iterations * config.ppo_batch_size * group
+
+
+def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
+    """A job row's config for the Train tab's buttons: the loop itself, or one reward-model or PPO run."""
+    if kind == JobKind.LOOP:
+        return config.to_dict()
+    if kind == JobKind.REWARD:
+        return reward_settings(config)
+    return {"iterations": config.ppo_iterations, "reward": RewardSource.RM.value, "ppo": ppo_settings(config)}

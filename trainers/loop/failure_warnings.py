@@ -1,0 +1,101 @@
+"""The loop's failure warnings: after each phase of a round, the per-phase rules of `trainers.loop.diagnostics` read what
+the phase stored; new findings are recorded with the job (once per rule and round) and returned, and a loop set to
+`on_warning: pause` stops before its next PPO/GRPO phase while any is not acknowledged (a resume acknowledges them).
+
+    new = reward_phase_warnings(store, job_id, config, round=g)     # after the round's reward model
+    new = policy_phase_warnings(store, job_id, config, round=g, first_round=1)   # after its PPO/GRPO and summary
+    reason = pause_reason(store, job_id)                              # "paused: kl_per_token: KL per token ..." or None
+"""
+
+from __future__ import annotations
+
+import time
+
+from labeling.audit_pairs import agreement
+from storage import Store
+from storage.audit_pairs import audit_votes
+from storage.job_warnings import list_warnings, record_warnings
+from storage.metrics import read_metrics
+from storage.types import JobWarning
+
+from .config import LoopConfig
+from .diagnostics import Finding, Phase, audit_findings, held_out_oracle_falls, phase_findings, reward_model_findings
+
+VAL_PAIRS_METRIC = "round/val_pairs"  # held-out pairs of the round's reward model, logged at the round's step
+
+
+def record(store: Store, job_id: int, findings: list[Finding]) -> list[JobWarning]:
+    """Store the findings not stored yet for the job; returns the new ones."""
+    now = time.time()
+    return record_warnings(store, job_id, [JobWarning(job_id, f.rule, f.round or 0, f.step, f.title, f.detail, f.advice,
+                                                      now) for f in findings])
+
+
+def _values(store: Store, job_id: int, names: list[str]) -> dict[str, dict[int, float]]:
+    """The job's series of `names` as {name: {step: value}}."""
+    out: dict[str, dict[int, float]] = {name: {} for name in names}
+    for row in read_metrics(store, job_id, names=names):
+        out[row["name"]][row["step"]] = row["value"]
+    return out
+
+
+def reward_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: int) -> list[JobWarning]:
+    """Record what `reward_phase_findings` finds; returns the new warnings."""
+    return record(store, job_id, reward_phase_findings(store, job_id, config, round))
+
+
+def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int) -> list[Finding]:
+    """Round `round`'s reward model (validation size and accuracy) and its audit pairs' agreement."""
+    series = _values(store, job_id, ["reward/val_accuracy", VAL_PAIRS_METRIC])
+    accuracy = series["reward/val_accuracy"]
+    step = max(accuracy) if accuracy else None
+    if round not in series[VAL_PAIRS_METRIC]:
+        return []  # no reward model of this round yet
+    val_pairs = int(series[VAL_PAIRS_METRIC][round])
+    found = reward_model_findings(round, step, accuracy.get(step) if step is not None else None, val_pairs)
+    audit = agreement(audit_votes(store, round=round))
+    return found + audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
+
+
+def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int) -> Phase:
+    """Round `round`'s PPO/GRPO steps and series (the loop numbers them `(round - first_round) * M + 1 ...`)."""
+    m, prefix = config.ppo_iterations, f"{config.algorithm}/"
+    low, high = (round - first_round) * m, (round - first_round + 1) * m
+    rows = [r for r in read_metrics(store, job_id, prefix=prefix) if low < r["step"] <= high]
+    steps = sorted({r["step"] for r in rows})
+    by_name: dict[str, dict[int, float]] = {}
+    for r in rows:
+        by_name.setdefault(r["name"][len(prefix):], {})[r["step"]] = r["value"]
+    series = {name: [values[s] for s in steps] for name, values in by_name.items() if len(values) == len(steps)}
+    return Phase(round, steps, series)
+
+
+def policy_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int
+                          ) -> list[JobWarning]:
+    """Record what `policy_phase_findings` finds; returns the new warnings."""
+    return record(store, job_id, policy_phase_findings(store, job_id, config, round, first_round))
+
+
+def policy_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int
+                          ) -> list[Finding]:
+    """Round `round`'s PPO/GRPO phase, and its new policy's held-out oracle score against the last policy's."""
+    phase = phase_of(store, job_id, config, round, first_round)
+    found = phase_findings(phase)
+    held_out = _values(store, job_id, ["round/oracle_score"])["round/oracle_score"]
+    score = phase.series.get("score", [])
+    if round in held_out and round - 1 in held_out and len(score) >= 2:
+        last_step = phase.steps[-1] if phase.steps else None
+        crossing = held_out_oracle_falls(round, last_step, held_out[round - 1], held_out[round], score[-1] - score[0])
+        found += [crossing] if crossing else []
+    return found
+
+
+def pause_reason(store: Store, job_id: int) -> str | None:
+    """`paused: <rule>: <title>` of the job's first warning no resume acknowledged yet; None when all are."""
+    pending = [w for w in list_warnings(store, job_id) if w.acknowledged is None]
+    return f"paused: {pending[0].rule}: {pending[0].title}" if pending else None
+
+
+def warning_line(warning: JobWarning) -> str:
+    """How the `loop` command prints a warning when it fires."""
+    return f"warning: {warning.rule}: {warning.title} (round {warning.round}, step {warning.step}) {warning.detail}"

@@ -1,0 +1,175 @@
+"""Starting a project on a user's model folder: checked, prepared in a copy when needed, registered as policy v0,
+with its prompts, held-out prompts and labelling guidelines (`python app.py init`).
+
+    result = start_project(store, "/models/my-instruct-model", prompts="prompts.jsonl", guidelines="Be kind.")
+    for note in result.notes:     # what was done to the model, e.g. the pad token reused in a copy
+        print(note)
+
+The user's folders are only read. A copy in the data folder (`<store>-data/models/`) is made when the weights are
+pickle-only (with `allow_pickle`: converted once to safetensors) or the tokenizer has no pad token distinct from EOS
+(an unused special token reused, else a new one added and the embeddings grown). All or nothing: a refusal or a
+failure leaves the store and the data folder as they were. The store's demo seeding plays no part here.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from labeling.annotation import check_guidelines, update_queue_settings
+from labeling.importing import iter_prompts
+from storage import Conflict, Store
+from storage.policies import add_policy, list_policies
+from storage.prompts import NewPrompt, add_prompts, count_prompts
+from storage.settings import REWARD_BASE_SETTING, set_setting
+
+from ..models.chat_format import ChatFormat, PromptBudget, generation_eos, model_context
+from ..models.checks import (
+    ModelFolder,
+    ModelRole,
+    check_vocab_fits,
+    check_weights,
+    declared_end_ids,
+    inspect_model_dir,
+    pickle_only,
+    read_tokenizer,
+)
+from ..models.copies import PadFix, make_prepared_copy, plan_pad_fix
+from .config import LoopConfig
+
+MODELS_DIR = "models"  # prepared copies, under the store's data folder
+
+
+@dataclass(frozen=True)
+class CheckedModel:
+    """A model folder that passed every check, with the pad fix its tokenizer needs (None: none)."""
+
+    folder: ModelFolder
+    pad_fix: PadFix | None
+
+    @property
+    def needs_copy(self) -> bool:
+        return self.pad_fix is not None or pickle_only(self.folder.path)
+
+
+@dataclass(frozen=True)
+class ProjectInit:
+    """What `init_project` registered: policy v0, the reward base (None: the policy) and what it did, as sentences."""
+
+    policy_id: int
+    policy_path: Path
+    reward_base: Path | None
+    notes: tuple[str, ...]
+
+
+def check_model_folder(path: str | Path, role: ModelRole, allow_pickle: bool = False) -> CheckedModel:
+    """Every check of a folder the studio will start from (one-line ModelError naming the path); reads only."""
+    folder = inspect_model_dir(Path(path).absolute(), role)
+    check_weights(folder, allow_pickle)
+    tokenizer = read_tokenizer(folder.path)
+    check_vocab_fits(folder, tokenizer)
+    return CheckedModel(folder, plan_pad_fix(tokenizer, declared_end_ids(folder, tokenizer)))
+
+
+def _refuse_started(store: Store) -> None:
+    if list_policies(store) or count_prompts(store):
+        raise Conflict(f"the store {store.path} already holds a policy or prompts; init starts a new project: "
+                       "give it a new --db path")
+
+
+def _unique_dir(parent: Path, name: str) -> Path:
+    candidates = (parent / (name if n == 0 else f"{name}-{n}") for n in range(10_000))
+    return next(path for path in candidates if not path.exists())
+
+
+def _prepare(model: CheckedModel, models_dir: Path, suffix: str, made: list[Path]) -> tuple[Path, list[str]]:
+    """The folder to register: the user's own, or a prepared copy under `models_dir` (appended to `made`)."""
+    if not model.needs_copy:
+        return model.folder.path.resolve(), []
+    for directory in reversed([models_dir, *models_dir.parents]):
+        if not directory.exists():
+            directory.mkdir()
+            made.append(directory)
+    copy = _unique_dir(models_dir, model.folder.path.resolve().name + suffix)
+    notes = make_prepared_copy(model.folder, model.pad_fix, copy)
+    made.append(copy)
+    return copy, notes
+
+
+def _undo(made: list[Path]) -> None:
+    for path in reversed(made):  # the copies, then the folders created to hold them
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def init_project(store: Store, policy_dir: str | Path, reward_base: str | Path | None = None,
+                 allow_pickle: bool = False) -> ProjectInit:
+    """Register `policy_dir` as policy v0 (the SFT root and the PPO reference) of an empty store, and the reward
+    base (default: the policy) as a project setting; refuses a store that holds a policy or prompts."""
+    _refuse_started(store)
+    policy = check_model_folder(policy_dir, ModelRole.POLICY, allow_pickle)
+    reward = None
+    if reward_base is not None and Path(reward_base).resolve() != policy.folder.path.resolve():
+        reward = check_model_folder(reward_base, ModelRole.REWARD, allow_pickle)
+    models_dir = store.data_dir / MODELS_DIR
+    made: list[Path] = []
+    try:
+        policy_path, notes = _prepare(policy, models_dir, "", made)
+        reward_path, reward_notes = _prepare(reward, models_dir, "-reward-base", made) if reward else (None, [])
+        source = policy.folder.path.resolve()
+        with store.write():
+            _refuse_started(store)
+            note = f"SFT policy from {source}" + (" (a prepared copy)" if policy_path != source else "")
+            policy_id = add_policy(store, str(policy_path), round=0, note=note)
+            if reward_path is not None:
+                set_setting(store, REWARD_BASE_SETTING, str(reward_path))
+    except BaseException:
+        _undo(made)
+        raise
+    return ProjectInit(policy_id, policy_path, reward_path, tuple(notes + reward_notes))
+
+
+@dataclass(frozen=True)
+class ProjectStart:
+    """What `start_project` did: the model part (`init`), and how many prompts and held-out prompts it imported."""
+
+    init: ProjectInit
+    prompts: int
+    heldout: int
+    budget: PromptBudget | None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.init.notes
+
+
+def start_project(store: Store, policy_dir: str | Path, *, reward_base: str | Path | None = None,
+                  prompts: str | Path | None = None, heldout: str | Path | None = None, guidelines: str | None = None,
+                  allow_pickle: bool = False) -> ProjectStart:
+    """`init_project`, then the prompt files and the guidelines. Every prompt is read and checked against the policy's
+    budget (its context less the loop's default response length) before anything is written, so a bad row is
+    refused, naming its line, with the store as it was."""
+    _refuse_started(store)
+    budget = prompt_budget_of(check_model_folder(policy_dir, ModelRole.POLICY, allow_pickle).folder)
+    files = [(path, flag) for path, flag in ((prompts, False), (heldout, True)) if path is not None]
+    read: list[tuple[list[NewPrompt], str, bool]] = [(list(iter_prompts(path, budget)), Path(path).name, flag)
+                                                     for path, flag in files]
+    if guidelines is not None:
+        check_guidelines(guidelines)
+    init = init_project(store, policy_dir, reward_base, allow_pickle)
+    counts = {False: 0, True: 0}
+    for rows, source, flag in read:
+        counts[flag] += add_prompts(store, rows, source=source, heldout=flag).added
+    if guidelines is not None:
+        update_queue_settings(store, guidelines=guidelines)
+    return ProjectStart(init, counts[False], counts[True], budget)
+
+
+def prompt_budget_of(folder: ModelFolder) -> PromptBudget | None:
+    """How many tokens a prompt may have for a model folder (None when its config names no context length)."""
+    context = model_context(folder.path)
+    if context is None:
+        return None
+    tokenizer = read_tokenizer(folder.path)
+    chat = ChatFormat.from_tokenizer(tokenizer, generation_eos(folder.path))
+    return PromptBudget(chat, context, LoopConfig().response_length)

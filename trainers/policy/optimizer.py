@@ -1,0 +1,375 @@
+"""What PPO and GRPO share: one policy optimiser on torch + transformers + peft + accelerate, whose two variants
+(`trainers.policy.ppo.PPOTrainer`, `trainers.policy.grpo.GRPOTrainer`) differ only in the trained model (with or without a critic),
+the advantages and the mini-batch loss.
+
+Shared here: the prompts (text or conversations, turned into ids by the policy's `ChatFormat`; nothing is truncated:
+a prompt that does not fit the context with the response length is refused), the reference (with LoRA the base
+with adapters disabled; in full fine-tuning a frozen copy of the starting policy), the reward (a frozen reward model,
+`trainers.reward.scorer.RewardScorer`, which reads the prompt and the decoded response in its own format, exactly as
+it was trained, or any `score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a `RolloutBackend`: HF
+`generate` on the live policy or vLLM on a GPU, cut at the first end id, old and reference log-probs, scores), the epochs of
+shuffled mini-batches with gradient clipping (never splitting a prompt's group), the adaptive β controller, the
+progress and cancel protocol of `trainers.reporting`, the resumable state and the saved policy (`ppo_checkpoint`).
+
+One iteration (`step`): this process's `batch_size` prompts, each `config.episodes_per_prompt` times in consecutive
+rows -> rollout -> per-token KL to the reference -> the variant's `_learn` (advantages and the update) -> metrics
+averaged over processes, named `{algorithm}/...` -> update β -> sync the rollout backend's weights.
+
+    trainer = GRPOTrainer(PPOConfig(algorithm="grpo", group_size=4, batch_size=8), policy, tokenizer, prompts, reward)
+    trainer.train(iterations=20, reporter=reporter)   # until iteration 20; JobCancelled when the reporter says stop
+    trainer.save_pretrained(path)                     # a plain HF policy directory (the job layer registers it)
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from accelerate import Accelerator
+from labeling.conversations import PromptInput
+from labeling.synthetic import load_scorer
+
+from ..models.chat_format import ChatFormat
+from ..models.generation import left_pad, model_end_ids
+from ..reporting import JobCancelled, Reporter, stop_requested
+from .checkpoint import has_state, load_state, save_policy, save_state
+from .config import Algorithm, PPOConfig, PPOSetupError
+from .kl_control import make_kl_controller
+from .ppo_math import correlation, entropy_from_logits, kl_estimate, masked_mean, sampler_logprobs
+from .rollout import PolicyModel, Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
+from .setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
+
+RewardFn = Callable[[list[PromptInput], list[str]], torch.Tensor]  # e.g. a trainers.reward.scorer.RewardScorer
+
+
+@dataclass
+class TrainResult:
+    iterations: int = field(metadata={"help": "Iterations completed in total (including those before a resume)."})
+    metrics: dict = field(metadata={"help": "The last iteration's metrics."})
+
+
+class PolicyOptimizer:
+    """Trains `policy` against `reward`, reporting through a reporter; saves to and resumes from `state_dir`.
+
+    Building a trainer seeds torch's global RNG (from `config.seed` and the process index): sampling draws from it.
+    Subclasses set `algorithm` and `loss_stats` (the names `_loss` reports) and implement `_make_model`, `_learn`
+    and `_loss`.
+    """
+
+    algorithm: Algorithm
+    loss_stats: tuple[str, ...]
+
+    def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                 prompts: list[PromptInput], reward: RewardFn | PreTrainedModel, *,
+                 reference: PreTrainedModel | None = None, state_dir: str | Path | None = None,
+                 backend: RolloutBackend | None = None, chat: ChatFormat | None = None):
+        if config.algorithm != self.algorithm:
+            raise PPOSetupError(f"{type(self).__name__} runs algorithm {self.algorithm.value!r} but the settings say "
+                                f"{config.algorithm!r}; set algorithm={self.algorithm.value!r}")
+        config.check()
+        self.config, self.tokenizer = config, tokenizer
+        self.chat = chat or ChatFormat.from_tokenizer(tokenizer, model_end_ids(policy))
+        self.accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no")
+        check_tokenizer(tokenizer)
+        if isinstance(reward, PreTrainedModel):  # a bare reward model reading the policy's format
+            from ..reward.scorer import RewardScorer
+
+            if reward.config.pad_token_id is None:
+                reward.config.pad_token_id = tokenizer.pad_token_id
+            reward = RewardScorer([reward.eval().to(self.accelerator.device)], self.chat, tokenizer.pad_token_id,
+                                  [(0.0, 1.0)])
+        check_reward_model(reward)
+        self.reward = reward
+        self.monitor = load_scorer(config.monitor_oracle) if config.monitor_oracle else None
+        self.monitored: list[float] = []  # the monitor's scores of the latest rollout
+        self.prompts = list(prompts)
+        self.prompt_ids = self._tokenize_prompts(self.prompts, policy)
+
+        torch.manual_seed(config.seed)  # identical initial adapters and head on every process
+        if config.lora:
+            if reference is not None:
+                raise PPOSetupError("with LoRA the reference is the base model with adapters disabled; pass no reference")
+            policy = with_lora(policy, config)
+        else:
+            reference = reference if reference is not None else copy.deepcopy(policy)
+            self.reference = reference.eval().requires_grad_(False).to(self.accelerator.device)
+        model = self._make_model(policy)
+        if config.gradient_checkpointing:
+            enable_activation_checkpointing(policy, model)
+        model.eval()  # dropout off: rollout and update must see the same distribution
+        # the fused kernel (as transformers' Trainer defaults to): the same AdamW, several times faster per step
+        optimizer = torch.optim.AdamW(self._parameter_groups(model), lr=config.learning_rate, eps=config.adam_eps,
+                                      fused=True)
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.backend = backend or make_rollout_backend(self.policy_model.policy, tokenizer, self.chat.end_ids, config,
+                                                       max(len(ids) for ids in self.prompt_ids))
+        self.kl_controller = make_kl_controller(config.init_kl_coef, config.target_kl, config.kl_horizon)
+        self.iteration = 0
+        torch.manual_seed(config.seed + 1 + self.accelerator.process_index)  # sampling differs between processes
+        self.use_state_dir(state_dir)
+
+    def use_state_dir(self, state_dir: str | Path | None) -> None:
+        """Save the resumable state to `state_dir` from now on; resume from it now if it holds one."""
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        if self.state_dir is not None and has_state(self.state_dir):
+            load_state(self, self.state_dir)
+
+    # ----- what a variant defines ----------------------------------------------------------------------------------
+
+    def _make_model(self, policy: nn.Module) -> PolicyModel:
+        """The trained model around `policy` (the actor alone, or with a critic)."""
+        raise NotImplementedError
+
+    def _parameter_groups(self, model: PolicyModel) -> list[dict]:
+        """The optimiser's parameter groups (one: every trainable weight at `learning_rate`)."""
+        return [{"params": [p for p in model.parameters() if p.requires_grad]}]
+
+    def _learn(self, rollout: Rollout, kl: torch.Tensor, kl_coef: float) -> dict[str, float]:
+        """Advantages and the update from one rollout (`kl`: per-token KL estimate, masked); returns local metrics."""
+        raise NotImplementedError
+
+    def _loss(self, rollout: Rollout, targets, idx: torch.Tensor, logprobs: torch.Tensor,
+              values: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """A mini-batch's loss (rows `idx` of the rollout; `targets` as `_learn` passed them to `_update`) and the
+        statistics named in `loss_stats`."""
+        raise NotImplementedError
+
+    # ----- setup -----------------------------------------------------------------------------------------------
+
+    @property
+    def policy_model(self) -> PolicyModel:
+        """The trained model (the policy, with PPO's value head), unwrapped from accelerate."""
+        return self.accelerator.unwrap_model(self.model)
+
+    def _encode(self, prompts: list[PromptInput]) -> list[list[int]]:
+        """Token ids of each prompt, whole (the policy's chat format)."""
+        for i, prompt in enumerate(prompts):
+            if isinstance(prompt, str) and not prompt.strip():
+                raise PPOSetupError(f"prompt {i + 1} is empty; remove it or give it some text")
+        return self.chat.prompts_ids(prompts)
+
+    def _tokenize_prompts(self, prompts: list[PromptInput], policy: PreTrainedModel) -> list[list[int]]:
+        needed = self.config.batch_size * self.accelerator.num_processes
+        if len(prompts) < needed:
+            raise PPOSetupError(f"{len(prompts)} training prompts for a batch of {needed}; import more prompts or "
+                                "lower the batch size")
+        ids = self._encode(prompts)
+        context = getattr(policy.config, "max_position_embeddings", None)
+        for number, row in enumerate(ids, start=1):
+            if context is not None and len(row) + self.config.response_length > context:
+                raise PPOSetupError(f"prompt {number} has {len(row)} tokens, which with {self.config.response_length} "
+                                    f"response tokens exceeds the policy's context of {context}; nothing is cut, so "
+                                    "shorten or remove the prompt, or lower response_length")
+        return ids
+
+    # ----- one iteration -----------------------------------------------------------------------------------------
+
+    def _batch_indices(self, iteration: int) -> list[int]:
+        """This process's prompts for an iteration: epochs of seeded permutations, split across processes."""
+        per_iteration = self.config.batch_size * self.accelerator.num_processes
+        per_epoch = len(self.prompts) // per_iteration
+        epoch, k = divmod(iteration, per_epoch)
+        order = torch.randperm(len(self.prompts), generator=torch.Generator().manual_seed(self.config.seed * 100003 + epoch))
+        start = k * per_iteration + self.accelerator.process_index * self.config.batch_size
+        return order[start:start + self.config.batch_size].tolist()
+
+    def _sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Temperature-scaled logits with the pad token ruled out, as the sampler saw them."""
+        logits = logits.float() / self.config.temperature
+        return logits.index_fill(-1, torch.tensor([self.tokenizer.pad_token_id], device=logits.device), -1e9)
+
+    def _logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Log-probs of `tokens` as the sampler drew them (temperature, no pad), without copying the logits."""
+        return sampler_logprobs(logits, tokens, self.config.temperature, self.tokenizer.pad_token_id)
+
+    def _reference_logprobs(self, input_ids, attention_mask, positions, response_start, responses) -> torch.Tensor:
+        keep = input_ids.shape[1] - response_start + 1
+        if self.config.lora:
+            with self.policy_model.policy.disable_adapter():
+                logits = self.policy_model.policy(input_ids=input_ids, attention_mask=attention_mask,
+                                                  position_ids=positions, logits_to_keep=keep).logits
+        else:
+            logits = self.reference(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                                    logits_to_keep=keep).logits
+        return self._logprobs(logits[:, :-1], responses)
+
+    def response_texts(self, responses: torch.Tensor, mask: torch.Tensor) -> list[str]:
+        """The sampled responses as text (what people label and the reward reads), end ids left out."""
+        return [self.chat.decode(row[m.bool()].tolist()) for row, m in zip(responses, mask)]
+
+    def _score(self, prompts: list[PromptInput], responses: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The reward of each (prompt, decoded response), as the reward model was trained to read them; the monitor
+        (`monitor_oracle`) scores the same texts, for the metrics only."""
+        texts = self.response_texts(responses, mask)
+        scores = self.reward(prompts, texts)
+        if self.monitor is not None:
+            self.monitored = [float(self.monitor(text)) for text in texts]
+        return torch.as_tensor(scores, dtype=torch.float32).to(responses.device)
+
+    def _monitor_metrics(self, scores: torch.Tensor) -> dict[str, float]:
+        """With a monitor: the rollout's mean monitor (oracle) score and its correlation with the reward `scores`
+        (how far the reward model agrees with the oracle on what the policy writes now)."""
+        if self.monitor is None:
+            return {}
+        oracle = torch.tensor(self.monitored)
+        return {"oracle_score": oracle.mean().item(), "oracle_correlation": correlation(scores.cpu(), oracle).item()}
+
+    @torch.no_grad()
+    def rollout(self, prompts: list[PromptInput], prompt_ids: list[list[int]]) -> Rollout:
+        """Sample one response per row and record everything the update needs."""
+        device = self.accelerator.device
+        query, query_mask = (t.to(device) for t in left_pad(prompt_ids, self.tokenizer.pad_token_id))
+        with self.accelerator.autocast():
+            raw = self.backend.generate_ids(query, query_mask, self.config.response_length, self.config.temperature,
+                                            self.config.top_p, self.config.top_k)
+            responses, mask, ended = cut_at_end(raw, self.chat.end_ids, self.tokenizer.pad_token_id)
+            input_ids = torch.cat([query, responses], dim=1)  # (B, P + R)
+            attention_mask = torch.cat([query_mask, mask.long()], dim=1)
+            positions = position_ids(attention_mask)
+            start = query.shape[1]
+            logits, values = self.policy_model(input_ids, attention_mask, positions, start)
+            logprobs = self._logprobs(logits, responses)
+            entropy = entropy_from_logits(self._sampling_logits(logits))
+            ref_logprobs = self._reference_logprobs(input_ids, attention_mask, positions, start, responses)
+            scores = self._score(prompts, responses, mask)
+        return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask,
+                       values * mask if values is not None else None, scores, ended, entropy * mask)
+
+    def _update(self, rollout: Rollout, targets) -> dict[str, float]:
+        """Epochs over shuffled mini-batches; returns the mean of each of `loss_stats`."""
+        self.model.train(self.config.gradient_checkpointing)  # dropout is off either way
+        try:
+            return self._epochs(rollout, targets)
+        finally:
+            self.model.eval()
+
+    def _epochs(self, rollout: Rollout, targets) -> dict[str, float]:
+        config = self.config
+        input_ids = torch.cat([rollout.query, rollout.responses], dim=1)
+        attention_mask = torch.cat([rollout.query_mask, rollout.mask.long()], dim=1)
+        inputs = (input_ids, attention_mask, position_ids(attention_mask))
+        group, size = config.episodes_per_prompt, config.batch_size // config.num_mini_batches  # prompts per batch
+        sums, steps = dict.fromkeys(self.loss_stats, 0.0), 0
+        for _ in range(config.ppo_epochs):
+            order = torch.randperm(config.batch_size)  # prompts: a mini-batch takes their groups whole
+            for k in range(config.num_mini_batches):
+                chosen = order[k * size:(k + 1) * size]
+                idx = (chosen[:, None] * group + torch.arange(group)).flatten().to(input_ids.device)  # rows
+                stats = self._mini_batch_step(rollout, targets, idx, inputs)
+                if stats is None:  # the policy already moved too far from the old one
+                    return {name: total / max(1, steps) for name, total in sums.items()}
+                for name in self.loss_stats:
+                    sums[name] += stats[name]
+                steps += 1
+        return {name: total / steps for name, total in sums.items()}
+
+    def _mini_batch_step(self, rollout: Rollout, targets, idx: torch.Tensor, inputs) -> dict[str, float] | None:
+        """One optimizer step on rollout rows `idx`; None, without a step, when the approximate KL to the old policy
+        exceeds `max_approx_kl` (the same decision on every process). Its activations go when it returns."""
+        config = self.config
+        input_ids, attention_mask, positions = (t[idx] for t in inputs)
+        with self.accelerator.autocast():
+            logits, values = self.model(input_ids, attention_mask, positions, rollout.query.shape[1])
+        logprobs = self._logprobs(logits, rollout.responses[idx])
+        loss, stats = self._loss(rollout, targets, idx, logprobs, values)
+        if config.ent_coef:
+            entropy = entropy_from_logits(self._sampling_logits(logits))
+            loss = loss - config.ent_coef * masked_mean(entropy, rollout.mask[idx])
+        if config.max_approx_kl is not None:
+            mean_kl = self.accelerator.reduce(stats["approx_kl"].reshape(1), reduction="mean").item()
+            if mean_kl > config.max_approx_kl:
+                return None
+        self.optimizer.zero_grad(set_to_none=True)
+        self.accelerator.backward(loss)
+        self.accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], config.max_grad_norm)
+        self.optimizer.step()
+        return {name: stats[name].item() for name in self.loss_stats}
+
+    def step(self) -> dict[str, float]:
+        """One iteration (rollout, advantages, update, β update); returns its metrics averaged over processes."""
+        started = time.perf_counter()
+        config, group = self.config, self.config.episodes_per_prompt
+        indices = [i for i in self._batch_indices(self.iteration) for _ in range(group)]  # a group: consecutive rows
+        rollout = self.rollout([self.prompts[i] for i in indices], [self.prompt_ids[i] for i in indices])
+        mask = rollout.mask
+        kl = kl_estimate(rollout.logprobs, rollout.ref_logprobs, config.kl_estimator) * mask
+        kl_coef = self.kl_controller.value
+        local = {"score": rollout.scores.mean().item(), "kl": kl.sum(dim=1).mean().item(),
+                 "entropy": masked_mean(rollout.entropy, mask).item(),
+                 "response_length": mask.sum(dim=1).mean().item(), "eos_rate": rollout.ended.float().mean().item()}
+        local.update(self._monitor_metrics(rollout.scores))
+        local.update(self._learn(rollout, kl, kl_coef))
+        del rollout, kl, mask  # the buffer is purged after each update
+        values = torch.tensor(list(local.values()), device=self.accelerator.device)
+        prefix = self.algorithm.value
+        metrics = {f"{prefix}/{name}": value
+                   for name, value in zip(local, self.accelerator.reduce(values, reduction="mean").tolist())}
+        episodes = len(indices) * self.accelerator.num_processes
+        self.kl_controller.update(metrics[f"{prefix}/kl"], episodes)
+        self.backend.sync_weights(self.policy_model.policy)
+        metrics[f"{prefix}/kl_coef"] = kl_coef
+        metrics[f"{prefix}/episodes_per_s"] = episodes / (time.perf_counter() - started)
+        return metrics
+
+    # ----- the run ---------------------------------------------------------------------------------------------
+
+    def train(self, iterations: int, reporter: Reporter | None = None) -> TrainResult:
+        """Run until `iterations` iterations are done in total (counting those before a resume).
+
+        The reporter hears the progress when the run starts and after every iteration, and is asked before each
+        iteration whether to stop (the main process decides for all); iteration i's metrics go to
+        `reporter.on_step(i, metrics)`. The state is saved to `state_dir` (when given) every `save_every`
+        iterations, at the end, and on a stop, which then raises JobCancelled.
+        """
+        reporter = reporter or Reporter()
+        metrics: dict = {}
+        reporter.progress(self.iteration, iterations)
+        name = self.algorithm.value.upper()
+        while self.iteration < iterations:
+            if stop_requested(reporter):
+                self._save_if_configured()
+                raise JobCancelled(f"{name} was stopped after {self.iteration} of {iterations} iterations; resume "
+                                   "the job to continue from there")
+            metrics = self.step()
+            self.iteration += 1
+            reporter.on_step(self.iteration, metrics)
+            reporter.progress(self.iteration, iterations)
+            if self.iteration % self.config.save_every == 0 or self.iteration == iterations:
+                self._save_if_configured()
+        return TrainResult(self.iteration, metrics)
+
+    @torch.no_grad()
+    def evaluate(self, prompts: list[PromptInput], score: RewardFn, seed: int = 0) -> dict[str, float]:
+        """Mean `score` of one sample per prompt and mean sequence KL (k1) to the reference; the RNG is left as it was."""
+        ids = self._encode(prompts)
+        scores, kls, ended = [], [], []
+        devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
+        size = self.config.batch_size * self.config.episodes_per_prompt  # an iteration's rollout: the same in PPO
+        with torch.random.fork_rng(devices=devices):                      # and GRPO at the same episode budget
+            torch.manual_seed(seed)
+            for start in range(0, len(prompts), size):
+                chunk = slice(start, start + size)
+                rollout = self.rollout(prompts[chunk], ids[chunk])
+                texts = self.response_texts(rollout.responses, rollout.mask)
+                scores.append(torch.as_tensor(score(prompts[chunk], texts), dtype=torch.float32))
+                kls.append(((rollout.logprobs - rollout.ref_logprobs) * rollout.mask).sum(dim=1).cpu())
+                ended.append(rollout.ended.float().cpu())
+        return {"score": torch.cat(scores).mean().item(), "kl": torch.cat(kls).mean().item(),
+                "eos_rate": torch.cat(ended).mean().item()}
+
+    # ----- state and checkpoints ---------------------------------------------------------------------------------
+
+    def _save_if_configured(self) -> None:
+        if self.state_dir is not None:
+            save_state(self, self.state_dir)
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """A plain Hugging Face policy directory (LoRA merged; its adapter also in `adapter/`), with PPO's value head."""
+        save_policy(self, path)

@@ -1,0 +1,141 @@
+"""Scoring with a trained reward model: `RewardScorer` (every ensemble member, normalised rewards for PPO, per-member
+preference probabilities for the disagreement selector) and the last-token score both training and scoring use.
+
+    scorer = RewardScorer.from_store(store)          # the newest reward model (all its ensemble members)
+    rewards = scorer.score(prompts, responses)       # (N,) normalised: mean 0, std 1 on the policy's samples
+    probs = pair_probabilities(scorer, candidates, prompt_texts)   # (K, P), for labeling.selection
+
+A checkpoint is a plain HF directory (`AutoModelForSequenceClassification`) with `reward_info.json` beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from labeling.conversations import PromptInput
+from storage import Store
+from storage.errors import NotFound
+from storage.reward_models import latest_reward_models
+
+from ..models.chat_format import ChatFormat
+from ..models.loading import load_chat_format, load_reward_model, load_tokenizer
+from .data import pad_right
+
+INFO_FILE = "reward_info.json"
+
+
+def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The head's score of each row's last real token, (N,), for left, right or mixed padding."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, T): real tokens at 0, 1, 2... whatever the pads
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    return out.logits[:, 0]
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' loading warnings and progress bars for the duration (they are expected here)."""
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+class RewardScorer:
+    """Scores prompts (text or conversations) and response texts with a reward model (all members of an ensemble).
+
+    Texts become ids through the reward model's own `ChatFormat` (`sequences_ids`: the prompt, then the response
+    closed by its end-of-turn id), exactly as its training data did, whatever tokenizer the policy has. `score`
+    (also the scorer called as a function) is what PPO uses: each member's score normalised with its (mean, std)
+    on the policy's samples, averaged over the members, shape (N,), on the scorer's device. `raw_scores` and
+    `preference_probabilities` are per member.
+    """
+
+    def __init__(self, models: list[PreTrainedModel], chat: ChatFormat, pad_id: int,
+                 norms: list[tuple[float, float]], batch_size: int = 64):
+        assert len(models) == len(norms) >= 1, "one (mean, std) per member"
+        self.models, self.chat, self.pad_id, self.batch_size = models, chat, pad_id, batch_size
+        self.device = models[0].device
+        self.norm_mean = torch.tensor([m for m, _ in norms], device=self.device)  # (K,)
+        self.norm_std = torch.tensor([s for _, s in norms], device=self.device)  # (K,)
+
+    @classmethod
+    def from_store(cls, store: Store, device: str | torch.device | None = None, batch_size: int = 64) -> "RewardScorer":
+        """The newest registered reward model, every ensemble member; raises NotFound when none is registered."""
+        members = latest_reward_models(store)
+        if not members:
+            raise NotFound("no reward model is registered; train one first (python app.py train-reward)")
+        return cls.from_dirs([m.path for m in members], [(m.norm_mean, m.norm_std) for m in members], device, batch_size)
+
+    @classmethod
+    def from_dirs(cls, paths: Sequence[str | Path], norms: list[tuple[float, float]] | None = None,
+                  device: str | torch.device | None = None, batch_size: int = 64) -> "RewardScorer":
+        """Members from checkpoint directories; norms default to those in reward_info.json."""
+        if norms is None:
+            norms = [(i["norm_mean"], i["norm_std"]) for i in (json.loads((Path(p) / INFO_FILE).read_text())
+                                                                for p in paths)]
+        with quiet_loading():
+            models = [load_reward_model(p).to(device or "cpu") for p in paths]
+        tokenizer = load_tokenizer(paths[0])
+        return cls(models, load_chat_format(paths[0], tokenizer), tokenizer.pad_token_id, norms, batch_size)
+
+    @property
+    def size(self) -> int:
+        return len(self.models)
+
+    @torch.no_grad()
+    def raw_scores(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
+        """Each member's unnormalised score of each prompt and response: (K, N)."""
+        rows = self.chat.sequences_ids(list(prompts), list(responses))
+        out = torch.empty((self.size, len(rows)), device=self.device)  # (K, N)
+        for start in range(0, len(rows), self.batch_size):
+            input_ids, attention_mask = pad_right(rows[start:start + self.batch_size], self.pad_id)
+            for k, model in enumerate(self.models):
+                out[k, start:start + len(input_ids)] = sequence_scores(
+                    model, input_ids.to(self.device), attention_mask.to(self.device)).float()
+        return out
+
+    def score(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
+        """Normalised rewards (N,): mean over members of (score - mean) / std."""
+        return self.normalise(self.raw_scores(prompts, responses))
+
+    __call__ = score  # a reward function `(prompts, responses) -> (N,)`, like the oracle
+
+    def normalise(self, raw: torch.Tensor) -> torch.Tensor:
+        """(K, N) raw member scores -> (N,) mean of the members' normalised scores."""
+        return ((raw - self.norm_mean[:, None]) / self.norm_std[:, None]).mean(0)
+
+    def preference_probabilities(self, prompts: Sequence[PromptInput], firsts: Sequence[str],
+                                 seconds: Sequence[str]) -> torch.Tensor:
+        """Each member's P(first preferred) = sigmoid(r_first - r_second): (K, N)."""
+        raw = self.raw_scores(list(prompts) * 2, list(firsts) + list(seconds))  # (K, 2N)
+        first, second = raw.chunk(2, dim=1)
+        return torch.sigmoid(first - second)
+
+
+def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, PromptInput]) -> np.ndarray:
+    """(K, P) members' P(first preferred) = sigmoid(r_first - r_second) of `labeling.selection.Candidate`s, for
+    `select_by_disagreement` and the audit pairs; each response is scored once, however many pairs it is in.
+
+    `prompts` maps each candidate's prompt id to the prompt (`Prompt.content`).
+    """
+    if not candidates:
+        return np.zeros((scorer.size, 0))
+    samples = {g.id: g for c in candidates for g in (c.first, c.second)}
+    index = {sample_id: i for i, sample_id in enumerate(samples)}
+    raw = scorer.raw_scores([prompts[g.prompt_id] for g in samples.values()], [g.text for g in samples.values()])
+    first = torch.tensor([index[c.first.id] for c in candidates], device=raw.device)
+    second = torch.tensor([index[c.second.id] for c in candidates], device=raw.device)
+    return torch.sigmoid(raw[:, first] - raw[:, second]).cpu().numpy()  # (K, P)

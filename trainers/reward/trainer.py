@@ -1,0 +1,181 @@
+"""Reward-model training: Bradley-Terry with ties on a Hugging Face `Trainer`, one ensemble member at a time.
+
+`PreferenceTrainer` is `transformers.Trainer` with `trainers.reward.loss.preference_loss` on soft targets p = 1, 0 or 0.5
+(ties), its strict-pair accuracy logged with the loss and a validation pass (loss, accuracy, tie log-loss) at each
+logging step; `accelerate launch` / DeepSpeed work unchanged. `train_member` trains and saves one member, reporting
+through a `trainers.reporting.Reporter`: metrics (`reward/loss`, `reward/val_accuracy`, ...) at step
+k * steps_per_member + s for member k's step s, progress after every optimiser step, and a stop check at every
+logging step (the main process decides for all), which raises JobCancelled. It never touches the store: the job layer
+(`trainers.jobs.reward_job`) reads the labels and registers what it saved.
+
+    metrics = train_member(config, k, init_dir, chat, train, val, out_dir, reporter)
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import EarlyStoppingCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+from ..models.chat_format import ChatFormat
+from ..models.loading import disable_dropout, load_reward_model, load_tokenizer
+from ..reporting import JobCancelled, Reporter, stop_requested
+from .config import RewardConfig
+from .data import PreferenceCollator, PreferenceExample, tokenize_examples
+from .loss import preference_loss
+from .scorer import quiet_loading, sequence_scores
+
+VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
+METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "learning_rate": "reward/learning_rate",
+                "grad_norm": "reward/grad_norm",
+                **{f"{prefix}_{name}": metric for name, metric in VALIDATION_NAMES.items() for prefix in ("val", "eval")}}
+
+
+def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: torch.Tensor | None = None,
+                       noise: float = 0.0) -> dict[str, float]:
+    """Loss, accuracy on strict pairs (d > 0 when the first wins) and log-loss on ties, from d = r_first - r_second."""
+    zeros = torch.zeros_like(d)
+    strict, ties = target != 0.5, target == 0.5
+    metrics = {"loss": preference_loss(d, zeros, target, margin, noise).item()}
+    if strict.any():
+        metrics["accuracy"] = ((d[strict] > 0) == (target[strict] > 0.5)).float().mean().item()
+    if ties.any():
+        metrics["tie_logloss"] = preference_loss(d[ties], zeros[ties], target[ties]).item()
+    return metrics
+
+
+class PreferenceTrainer(Trainer):
+    """`transformers.Trainer` with the preference loss on soft targets; logs strict-pair accuracy with the loss."""
+
+    def __init__(self, *args, label_noise: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.label_noise = label_noise
+        self._correct_and_strict = torch.zeros(2, device=self.args.device)  # since the last log
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        scores = sequence_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (2B,)
+        first, second = scores.chunk(2)  # (B,), (B,)
+        target = inputs["target"]
+        loss = preference_loss(first, second, target, inputs["margin"], self.label_noise)
+        with torch.no_grad():
+            strict = target != 0.5
+            correct = ((first > second) == (target > 0.5)) & strict
+            self._correct_and_strict += torch.stack([correct.sum(), strict.sum()]).float()
+        return (loss, {"first": first, "second": second}) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs:
+            correct, strict = self.accelerator.reduce(self._correct_and_strict, reduction="sum").tolist()
+            if strict:
+                logs["accuracy"] = correct / strict
+            self._correct_and_strict.zero_()
+        super().log(logs, start_time)
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """Validation loss, strict-pair accuracy and tie log-loss over the whole validation set (`eval_loss`... during
+        training, where early stopping reads `eval_loss`)."""
+        was_training = self.model.training
+        self.model.eval()
+        diffs, targets, margins = [], [], []
+        with torch.no_grad():
+            for batch in self.get_eval_dataloader(eval_dataset):
+                batch = self._prepare_inputs(batch)
+                first, second = sequence_scores(self.model, batch["input_ids"], batch["attention_mask"]).chunk(2)
+                d, target, margin = self.accelerator.gather_for_metrics(
+                    (first - second, batch["target"], batch["margin"]))
+                diffs.append(d.float())
+                targets.append(target)
+                margins.append(margin)
+        self.model.train(was_training)
+        metrics = preference_metrics(torch.cat(diffs), torch.cat(targets), torch.cat(margins), self.label_noise)
+        metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
+        self.log(dict(metrics))  # log() adds the epoch to the dict it is given
+        if metric_key_prefix == "eval":  # during training: early stopping hears it
+            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+
+class ReporterCallback(TrainerCallback):
+    """Carries the Trainer's logs, progress and stop checks to a reporter, for ensemble member `member` of
+    `members` (its steps come after the earlier members' ones). `stopped` is True once the reporter said stop."""
+
+    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool = False):
+        self.reporter, self.member, self.members = reporter, member, members
+        self.validate_last_step = validate_last_step  # early stopping: the final weights compete with the best too
+        self.stopped = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        values = {METRIC_NAMES[k]: v for k, v in (logs or {}).items() if k in METRIC_NAMES}
+        if values:
+            self.reporter.on_step(self.member * state.max_steps + state.global_step, values)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == state.max_steps:
+            control.should_log = True  # the last step too, so a training shorter than `logging_steps` has a point
+            if self.validate_last_step:
+                control.should_evaluate = control.should_save = True
+        self.reporter.progress(self.member * state.max_steps + state.global_step, self.members * state.max_steps)
+        if state.global_step % args.logging_steps == 0 and stop_requested(self.reporter):
+            self.stopped = control.should_training_stop = True
+
+
+def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat, train: list[PreferenceExample],
+                 val: list[PreferenceExample], out_dir: Path, reporter: Reporter,
+                 on_trained: Callable[[torch.nn.Module], None] | None = None) -> dict:
+    """Train member `k` of `config.ensemble` from the model in `init_dir` (texts tokenized by its `chat` format) and
+    save it (plain HF directory, tokenizer included) into `out_dir`; returns its final metrics (train_loss,
+    train_accuracy, val_*); `on_trained` sees the trained model. Raises JobCancelled when stopped."""
+    torch.manual_seed(config.seed + k)  # the new head's initialisation
+    tokenizer = load_tokenizer(init_dir)
+    with quiet_loading():  # "newly initialized: score.weight" is expected here
+        model = load_reward_model(init_dir)
+    disable_dropout(model)  # both responses of a pair must see the same network
+    early_stopping = bool(val) and config.early_stopping_patience > 0
+    callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=early_stopping)
+    callbacks = [callback, EarlyStoppingCallback(config.early_stopping_patience)] if early_stopping else [callback]
+    with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
+        trainer = PreferenceTrainer(
+            model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val)),
+            train_dataset=tokenize_examples(chat, train), eval_dataset=tokenize_examples(chat, val),
+            data_collator=PreferenceCollator(tokenizer.pad_token_id), processing_class=tokenizer,
+            callbacks=callbacks, label_noise=config.label_noise,
+        )
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
+        trainer.train()
+        if callback.stopped:
+            raise JobCancelled("reward training was stopped; no reward model was registered (a resumed job trains "
+                               "it again)")
+        metrics = trainer.evaluate(metric_key_prefix="val") if val else {}
+        trainer.save_model(str(out_dir))
+        if on_trained is not None:
+            on_trained(model)
+    (out_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle of our arguments; reward_info.json has them
+    train_stats = [h for h in trainer.state.log_history if "loss" in h]
+    last = train_stats[-1] if train_stats else {}
+    return {**{f"train_{n}": last[n] for n in ("loss", "accuracy") if n in last}, **metrics}
+
+
+def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val: bool) -> TrainingArguments:
+    """Trainer arguments for one member: no reports, validation at each logging step; no checkpoints, except with
+    early stopping: then each validated model is saved to `output_dir` (the best and the newest are kept) and the
+    best is loaded at the end."""
+    early_stopping = has_val and config.early_stopping_patience > 0
+    best = {"save_strategy": "steps", "save_steps": config.logging_steps, "save_total_limit": 1, "save_only_model": True,
+            "load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False}
+    return TrainingArguments(
+        output_dir=output_dir, num_train_epochs=config.epochs, learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=max(config.batch_size, 32),
+        weight_decay=config.weight_decay, warmup_steps=config.warmup_ratio, lr_scheduler_type="linear",
+        logging_steps=config.logging_steps, eval_strategy="steps" if has_val else "no",
+        eval_steps=config.logging_steps if has_val else None, report_to="none",
+        seed=seed, data_seed=seed, disable_tqdm=True, remove_unused_columns=False, bf16=config.bf16,
+        activation_checkpointing=config.activation_checkpointing, dataloader_pin_memory=torch.cuda.is_available(),
+        use_cpu=not torch.cuda.is_available(),  # else, launched on CPUs, each process trains alone on every batch
+        label_names=[], train_sampling_strategy="group_by_length" if config.group_by_length else "random",
+        **(best if early_stopping else {"save_strategy": "no"}),
+    )
