@@ -39,10 +39,10 @@ from .context import Refresh, Studio, View, bind, user_errors
 
 TITLE = "Train"
 # the form's LoopConfig fields, in the order it sends them
-FORM = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "selector", "ensemble", "kl_coef",
-        "reward_lr", "ppo_lr", "reward_epochs", "annotator", "algorithm", "group_size", "label_decay", "audit_share",
+FORM = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "selector", "ensemble", "kl_coef",
+        "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "label_decay", "audit_share",
         "reward_patience", "reward_warm_start", "on_warning")
-WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "ppo_iterations", "ensemble", "reward_epochs",
+WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "ensemble", "reward_epochs",
          "group_size", "reward_patience")
 LOG_LINES = 12
 POLL_S = 2.0
@@ -160,11 +160,11 @@ class TrainLayout:
     rounds: gr.Number
     samples_per_prompt: gr.Number
     labels_per_round: gr.Number
-    ppo_iterations: gr.Number
+    policy_iterations: gr.Number
     ensemble: gr.Number
     kl_coef: gr.Number
     reward_lr: gr.Number
-    ppo_lr: gr.Number
+    policy_lr: gr.Number
     reward_epochs: gr.Number
     group_size: gr.Number
     label_decay: gr.Number
@@ -175,7 +175,7 @@ class TrainLayout:
     advanced: gr.Code
     start_loop: gr.Button
     train_reward: gr.Button
-    run_ppo: gr.Button
+    run_policy: gr.Button
     stop: gr.Button
     resume: gr.Button
     limits: gr.Markdown
@@ -205,12 +205,12 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
                   for name, label, minimum in (("rounds", "Rounds", 1),
                                                ("samples_per_prompt", "K: samples per prompt", 2),
                                                ("labels_per_round", "N: labels in round 1 (then × label_decay)", 1),
-                                               ("ppo_iterations", "M: PPO iterations", 1),
+                                               ("policy_iterations", iterations_label(defaults.algorithm), 1),
                                                ("ensemble", "Reward ensemble size", 1))]
     with gr.Row():
         kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient", minimum=0)
         reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
-        ppo_lr = gr.Number(defaults.ppo_lr, label="PPO LR")
+        policy_lr = gr.Number(defaults.policy_lr, label=lr_label(defaults.algorithm))
         reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0, minimum=1)
         group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0, minimum=2,
                                elem_id="train-group-size")
@@ -229,7 +229,7 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
     limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
-    return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, ppo_lr, reward_epochs,
+    return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, label_decay, audit_share, reward_patience, reward_warm_start, on_warning, advanced,
                        *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
 
@@ -321,8 +321,18 @@ def run_now_label(algorithm: str) -> str:
     return f"Run {algorithm.upper()} now"
 
 
-def on_algorithm(algorithm: str) -> gr.Button:
-    return gr.Button(run_now_label(algorithm))
+def iterations_label(algorithm: str) -> str:
+    return f"M: {algorithm.upper()} iterations"
+
+
+def lr_label(algorithm: str) -> str:
+    return f"{algorithm.upper()} LR"
+
+
+def on_algorithm(algorithm: str) -> tuple[gr.Button, gr.Number, gr.Number]:
+    """The run button and the policy settings' labels name the chosen optimiser."""
+    return (gr.Button(run_now_label(algorithm)), gr.Number(label=iterations_label(algorithm)),
+            gr.Number(label=lr_label(algorithm)))
 
 
 # ---- wiring -------------------------------------------------------------------------------------------------------
@@ -336,10 +346,10 @@ def build(studio: Studio) -> list[Refresh]:
     ui = layout(new_jobs_run_on(studio))
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(fill_preset, ui.preset, ui.form, **private)
-    ui.algorithm.change(on_algorithm, ui.algorithm, ui.run_ppo, **private)
+    ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
     for changed in (ui.preset, ui.advanced):
         changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
-    for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_ppo, JobKind.PPO)):
+    for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY)):
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)

@@ -39,12 +39,12 @@ from bench.label_efficiency import seeded_template  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "failure_warnings"
-BASE = {"rounds": 2, "prompts_per_round": 20, "labels_per_round": 100, "queue_reserve": 10, "ppo_iterations": 6,
-        "ppo_batch_size": 16}
+BASE = {"rounds": 2, "prompts_per_round": 20, "labels_per_round": 100, "queue_reserve": 10, "policy_iterations": 6,
+        "policy_batch_size": 16}
 # arm: (settings on top of BASE, labels flipped, broken)
 ARMS = {
     "defaults": ({}, False, False),
-    "no_kl": ({"kl_coef": 0.0, "ppo_lr": 1e-3, "rounds": 1}, False, True),
+    "no_kl": ({"kl_coef": 0.0, "policy_lr": 1e-3, "rounds": 1}, False, True),
     "few_labels": ({"labels_per_round": 8, "reward_epochs": 50, "rounds": 1}, False, True),
     "flipped": ({"rounds": 1}, True, True),
     "noisy_oracle": ({"oracle_noise": 0.5, "rounds": 1}, False, True),

@@ -3,7 +3,7 @@
 Same algorithm and settings for both: the demo SFT policy, the same reward model (a seeded one-output head on the
 policy, as in bench/ppo_throughput.py) as the only reward, 8 prompts x G = 4 responses per generation (32
 episodes), response length 24, β 0.05 (so both load and run a frozen reference copy), clip 0.2, 2 optimisation
-passes over each generation (TRL: `num_iterations=2`, ours: `ppo_epochs=2`, one mini-batch each), learning rate 1e-5,
+passes over each generation (TRL: `num_iterations=2`, ours: `epochs=2`, one mini-batch each), learning rate 1e-5,
 temperature 1, top-p 1, float32, no gradient checkpointing, no vLLM, the same CPU threads. TRL is configured to the
 DeepSeekMath loss (`loss_type="grpo"`: per-response token mean, then mean over responses; group std scaling), as
 ours (`loss_norm="sequence"`). Rewards: TRL decodes and re-tokenizes prompt + completion for the reward model; ours
@@ -52,14 +52,14 @@ def run_ours(args: argparse.Namespace) -> None:
     import torch
 
     from trainers.models.loading import load_policy, load_tokenizer
-    from trainers.policy.config import PPOConfig
+    from trainers.policy.config import PolicyConfig
     from trainers.policy.grpo import GRPOTrainer
     from trainers.reward.scorer import RewardScorer
 
     torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())
-    config = PPOConfig(algorithm="grpo", group_size=GROUP, loss_norm="sequence", batch_size=PROMPTS_PER_STEP,
-                       num_mini_batches=1, ppo_epochs=EPOCHS, response_length=RESPONSE_LENGTH,
+    config = PolicyConfig(algorithm="grpo", group_size=GROUP, loss_norm="sequence", batch_size=PROMPTS_PER_STEP,
+                       num_mini_batches=1, epochs=EPOCHS, response_length=RESPONSE_LENGTH,
                        learning_rate=LEARNING_RATE, init_kl_coef=BETA, clip_range=0.2, temperature=1.0, top_p=1.0,
                        seed=0)
     reward = RewardScorer.from_dirs([args.reward_model], norms=[(0.0, 1.0)])

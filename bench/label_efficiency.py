@@ -47,7 +47,7 @@ EVAL_SEED = 4242
 ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
 ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
-                "grpo": {"algorithm": "grpo", "group_size": 4, "ppo_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
+                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -107,19 +107,19 @@ def run_oracle_ppo(store, config) -> None:
     from labeling.synthetic import load_scorer
     from storage.policies import latest_policy
     from storage.prompts import list_prompts
-    from trainers.jobs.policy_job import load_models, train_ppo
-    from trainers.loop.config import ppo_settings, round_seed
+    from trainers.jobs.policy_job import load_models, train_policy
+    from trainers.loop.config import policy_settings, round_seed
     from trainers.models.generation import HFGenerator
-    from trainers.policy.config import PPOConfig, PPORun
+    from trainers.policy.config import PolicyRun
     from trainers.policy.ppo import PPOTrainer
 
     oracle = load_scorer(config.oracle)
     prompts = list_prompts(store, heldout=False)
     for g in range(1, config.rounds + 1):
         start = latest_policy(store)
-        run = PPORun(iterations=config.ppo_iterations, reward="oracle", oracle=config.oracle, round=g,
-                     ppo=ppo_settings(config, g))
-        ppo_config = PPOConfig(**run.ppo)
+        run = PolicyRun(iterations=config.policy_iterations, reward="oracle", oracle=config.oracle, round=g,
+                     settings=policy_settings(config, g))
+        ppo_config = run.config
         policy, reference, tokenizer, value_head = load_models(store, start, ppo_config.lora)
         chosen = random.Random(round_seed(config.seed, g)).sample(prompts, config.prompts_per_round)
         groups = HFGenerator(policy, tokenizer).generate([p.text for p in chosen], config.samples_per_prompt,
@@ -133,7 +133,7 @@ def run_oracle_ppo(store, config) -> None:
 
         trainer = PPOTrainer(ppo_config, policy, tokenizer, [p.text for p in prompts], reward, reference=reference,
                              value_head=value_head)
-        train_ppo(store, run, trainer=trainer)
+        train_policy(store, run, trainer=trainer)
 
 
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
@@ -264,7 +264,7 @@ def main() -> None:
     parser.add_argument("--name", default="label_efficiency", help="file name of the PNG and JSON under bench/out/")
     args = parser.parse_args()
 
-    given = {"rounds": args.rounds, "ppo_iterations": args.ppo_iterations}
+    given = {"rounds": args.rounds, "policy_iterations": args.policy_iterations}
     settings = {**args.config, **{name: value for name, value in given.items() if value is not None}}
     defaults = LoopConfig.from_dict(settings)
     seeded_template()
@@ -281,8 +281,8 @@ def main() -> None:
     (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "settings": defaults.to_dict(), "runs": rows,
                                                        "table": table}, indent=2))
     plot(table, OUT / f"{args.name}.png", args.seconds_per_label)
-    print(f"\nDemo, {defaults.rounds} rounds x {defaults.ppo_iterations} iterations (batch {defaults.ppo_batch_size}, "
-          f"β {defaults.kl_coef}, LR {defaults.ppo_lr}), {defaults.prompts_per_round} prompts x "
+    print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations (batch {defaults.policy_batch_size}, "
+          f"β {defaults.kl_coef}, LR {defaults.policy_lr}), {defaults.prompts_per_round} prompts x "
           f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
           f"{defaults.reward_epochs} epochs at {defaults.reward_lr}; gain on 20 held-out prompts x {args.eval_samples}; "
           f"seeds {args.seeds}; ± is a 95% t-interval\n")

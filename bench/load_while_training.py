@@ -102,7 +102,7 @@ def main() -> int:
                     f"{votes.rate:.1f} | {1000 * percentile(votes.latencies, 50):.0f} | "
                     f"{1000 * percentile(votes.latencies, 95):.0f} | {checks['lost'] + checks['changed']} | "
                     f"{checks['double_assigned'] + checks['labeled_twice']} | {len(votes.errors)}")
-        print(f"| {name} | {labeling} | {progress.fraction:.3f} | {progress.phase} | {progress.ppo_iterations} | "
+        print(f"| {name} | {labeling} | {progress.fraction:.3f} | {progress.phase} | {progress.policy_iterations} | "
               f"{progress.reward_steps} | {progress.worker_cpu_s:.0f} | {run.studio_cpu_s:.0f} | {run.client_cpu_s:.0f} |")
     ratio = busy.progress.fraction / idle.progress.fraction if idle.progress.fraction else float("nan")
     print(f"\nworker progress with {args.annotators} annotators: {ratio:.0%} of the loop alone (worker CPU "

@@ -31,7 +31,7 @@ from assets.build_demo import ensure_demo_policy  # noqa: E402
 from assets.corpus import demo_prompts  # noqa: E402
 from trainers.jobs.policy_job import make_trainer, oracle_reward  # noqa: E402
 from trainers.models.loading import load_policy, load_tokenizer  # noqa: E402
-from trainers.policy.config import PPOConfig  # noqa: E402
+from trainers.policy.config import PolicyConfig  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 GROUP = 4  # GRPO's responses per prompt
@@ -47,9 +47,9 @@ def curve(mode: str, args: argparse.Namespace, seed: int) -> list[dict]:
     """Rows {iteration, episodes, heldout_score, heldout_kl, train_score, train_kl, kl_coef, seconds} for one mode."""
     path = ensure_demo_policy()
     train, heldout = demo_prompts()
-    settings = {**dict(batch_size=args.batch_size, num_mini_batches=2, ppo_epochs=4, learning_rate=args.learning_rate,
+    settings = {**dict(batch_size=args.batch_size, num_mini_batches=2, epochs=4, learning_rate=args.learning_rate,
                        init_kl_coef=args.kl_coef, response_length=args.response_length, seed=seed), **MODES[mode]}
-    config = PPOConfig(**settings)
+    config = PolicyConfig(**settings)
     config.batch_size //= config.episodes_per_prompt  # prompts: the same episodes per iteration in every mode
     trainer = make_trainer(config, load_policy(path), load_tokenizer(path), train, oracle_reward)
     evaluation_prompts, prefix = heldout * 4, config.algorithm

@@ -69,13 +69,13 @@ def run_ours(args: argparse.Namespace, lora: bool, checkpointing: bool) -> None:
     import torch
 
     from trainers.models.loading import load_policy, load_tokenizer
-    from trainers.policy.config import PPOConfig
+    from trainers.policy.config import PolicyConfig
     from trainers.policy.ppo import PPOTrainer
     from trainers.reward.scorer import RewardScorer
 
     torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())
-    config = PPOConfig(batch_size=BATCH, num_mini_batches=MINI_BATCHES, ppo_epochs=EPOCHS, response_length=RESPONSE_LENGTH,
+    config = PolicyConfig(batch_size=BATCH, num_mini_batches=MINI_BATCHES, epochs=EPOCHS, response_length=RESPONSE_LENGTH,
                        learning_rate=LEARNING_RATE, init_kl_coef=KL_COEF, temperature=1.0, missing_eos_penalty=1.0,
                        lora=lora, gradient_checkpointing=checkpointing, seed=0)
     reward = RewardScorer.from_dirs([args.reward_model], norms=[(0.0, 1.0)])

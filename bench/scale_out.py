@@ -35,10 +35,10 @@ from trainers.jobs.launcher import start_job  # noqa: E402
 ONE_CPU_PROCESS = "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nuse_cpu: true\nnum_processes: 1\n"
 
 
-def run_ppo(store: Store, policy_id: int, config: Path | None, processes: int, args: argparse.Namespace) -> dict:
+def run_policy(store: Store, policy_id: int, config: Path | None, processes: int, args: argparse.Namespace) -> dict:
     """One PPO job with `args.batch` episodes per iteration over `processes`; its time and episodes/s."""
     settings = {"iterations": args.iterations, "reward": "oracle", "policy_id": policy_id,
-                "ppo": {"batch_size": args.batch // processes, "num_mini_batches": 1, "ppo_epochs": 1,
+                "settings": {"batch_size": args.batch // processes, "num_mini_batches": 1, "epochs": 1,
                         "response_length": args.response_length}}
     started = time.perf_counter()
     job_id = start_job(store, "ppo", settings, config)
@@ -75,7 +75,7 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|")
     base = None
     for name, config, processes in setups:
-        result = run_ppo(store, policy_id, config, processes, args)
+        result = run_policy(store, policy_id, config, processes, args)
         base = base or result["episodes_per_s"]
         print(f"| {name} | {processes} | {result['seconds']:.0f} | {result['episodes_per_s']:.1f} | "
               f"{args.batch / result['episodes_per_s']:.2f} | {result['episodes_per_s'] / base:.2f}x |", flush=True)

@@ -242,7 +242,7 @@ class Progress:
 
     fraction: float
     phase: str
-    ppo_iterations: int
+    policy_iterations: int
     reward_steps: int
     worker_cpu_s: float
 

@@ -29,7 +29,7 @@ from tests.helpers import hashed_auth_file, workerless_studio
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
 OWNER, ALICE = SimpleNamespace(username="owner"), SimpleNamespace(username="alice")
-SMALL = {"rounds": 1, "prompts_per_round": 8, "ppo_batch_size": 8, "labels_per_round": 8}
+SMALL = {"rounds": 1, "prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8}
 
 
 def trail(store) -> list[tuple[str, str, dict]]:

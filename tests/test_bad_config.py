@@ -28,14 +28,14 @@ BAD = [
     ('{"rounds": true}', "loop setting 'rounds' must be int"),
     ('{"rounds": null}', "loop setting 'rounds' must be int"),
     ('{"rounds": 0}', "rounds must be at least 1"),
-    ('{"ppo_lr": -0.001}', "ppo_lr must be positive"),
+    ('{"policy_lr": -0.001}', "policy_lr must be positive"),
     ('{"reward_lr": 0}', "reward_lr must be positive"),
-    ('{"ppo_lr": NaN}', "ppo_lr must be a finite number"),
+    ('{"policy_lr": NaN}', "policy_lr must be a finite number"),
     ('{"response_length": 0}', "response_length must be at least 1"),
     ('{"samples_per_prompt": 1}', "samples_per_prompt must be at least 2"),
-    (f'{{"ppo_batch_size": {PROMPTS * 2}}}', f"ppo_batch_size is {PROMPTS * 2} but the store has only {PROMPTS}"),
+    (f'{{"policy_batch_size": {PROMPTS * 2}}}', f"policy_batch_size is {PROMPTS * 2} but the store has only {PROMPTS}"),
     (f'{{"prompts_per_round": {PROMPTS + 1}}}', f"prompts_per_round is {PROMPTS + 1} but the store has only {PROMPTS}"),
-    ('{"ppo_batch_size": 6, "ppo_mini_batches": 4}', "ppo_mini_batches (4) must divide ppo_batch_size (6)"),
+    ('{"policy_batch_size": 6, "policy_mini_batches": 4}', "policy_mini_batches (4) must divide policy_batch_size (6)"),
     ('{"top_p": 1.5}', "top_p must be in (0, 1]"),
     ('{"oracle_noise": -0.1}', "oracle_noise must be between 0 and 1"),
     ('{"target_kl": 0}', "target_kl must be positive or null"),
@@ -44,7 +44,7 @@ BAD = [
     ('{"selector": "best"}', "selector must be one of random, disagreement"),
     ('{"annotator": "robot"}', "annotator must be one of oracle, human"),
     ('{"selector": "disagreement", "ensemble": 1}', "needs an ensemble of 2 or more"),
-    ('{"ppo_lr": Infinity}', "ppo_lr must be a finite number"),
+    ('{"policy_lr": Infinity}', "policy_lr must be a finite number"),
     ('{"kl_coef": NaN}', "kl_coef must be a finite number"),
     (f'{{"response_length": {DEMO_CONTEXT * 10}}}', "response_length is 640 but the policy's context holds 64"),
     ('{"annotator": "human", "prompts_per_round": 2, "samples_per_prompt": 2, "labels_per_round": 50}',
@@ -98,7 +98,7 @@ def test_bad_loop_settings_are_refused_in_one_line_and_change_nothing(studio, co
 def test_the_same_settings_fixed_are_accepted(studio):
     """The refusals above come from the values, not from the path: a good config of the same shape starts a job."""
     store, client, started = studio
-    status = client.predict(json.dumps({"rounds": 1, "ppo_lr": 0.001, "ppo_batch_size": 8, "prompts_per_round": 8,
+    status = client.predict(json.dumps({"rounds": 1, "policy_lr": 0.001, "policy_batch_size": 8, "prompts_per_round": 8,
                                         "labels_per_round": 40}),
                             api_name="/start_loop")
-    assert status["status"] == "queued" and started[-1][0] == "loop" and started[-1][1]["ppo_lr"] == 0.001
+    assert status["status"] == "queued" and started[-1][0] == "loop" and started[-1][1]["policy_lr"] == 0.001

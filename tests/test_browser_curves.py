@@ -40,7 +40,7 @@ ROUNDS, LABELS_PER_ROUND = 2, 7
 # About the smallest loop that fills every chart panel: each round's reward training logs its loss and accuracy (at
 # its last step at least) and its validation metrics (round 2 holds out 3 of its 14 labels, not all of them ties).
 TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "label_decay": 1.0,
-             "reward_epochs": 1, "reward_batch_size": 1, "ppo_iterations": 3, "ppo_batch_size": 4, "ppo_epochs": 1,
+             "reward_epochs": 1, "reward_batch_size": 1, "policy_iterations": 3, "policy_batch_size": 4, "policy_epochs": 1,
              "response_length": 8}
 
 pytestmark = pytest.mark.browser
@@ -176,7 +176,7 @@ def test_tabs_opened_after_a_job_ran_show_it_without_a_reload(store, serve_studi
     page.get_by_role("tab", name="Samples").click()
     expect(page.locator("#samples-table")).to_contain_text("No policy version yet", timeout=30_000)
 
-    run = fill_synthetic_run(store, rounds=2, reward_steps=4, ppo_iterations=3)
+    run = fill_synthetic_run(store, rounds=2, reward_steps=4, policy_iterations=3)
     page.get_by_role("tab", name="Curves").click()
     expect(page.locator("#curves-status")).to_contain_text(f"Job {run['job_id']} · loop · completed", timeout=30_000)
     page.get_by_role("tab", name="Samples").click()

@@ -14,7 +14,7 @@ from storage.policies import list_policies
 pytestmark = pytest.mark.browser
 
 # the smallest loop that runs every phase: 2 prompts x 4 samples, 7 labels, 2 GRPO iterations of 2 prompts x G 2
-TINY_GRPO = {"prompts_per_round": 2, "queue_reserve": 0, "reward_batch_size": 1, "ppo_batch_size": 2, "ppo_epochs": 1,
+TINY_GRPO = {"prompts_per_round": 2, "queue_reserve": 0, "reward_batch_size": 1, "policy_batch_size": 2, "policy_epochs": 1,
              "response_length": 8}
 FORM = {"Rounds": 1, "N: labels in round 1 (then × label_decay)": 7, "M: PPO iterations": 2, "Reward epochs": 1}
 
@@ -43,7 +43,7 @@ def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browse
     expect(status).to_contain_text("completed", timeout=600_000)  # the worker runs the whole loop
     [job] = job_rows.list_jobs(demo_store)
     assert (job.config["algorithm"], job.config["group_size"], job.config["rounds"]) == ("grpo", 2, 1)
-    assert job.config["ppo_batch_size"] == 2 and job.config["labels_per_round"] == 7
+    assert job.config["policy_batch_size"] == 2 and job.config["labels_per_round"] == 7
     assert [r["step"] for r in read_metrics(demo_store, job.id, names=["grpo/kl"])] == [1, 2]
     assert read_metrics(demo_store, job.id, prefix="ppo/") == []
     assert [p.note for p in list_policies(demo_store)][1:] == ["GRPO, 2 iterations"]

@@ -11,7 +11,7 @@ from storage import InvalidInput
 from trainers.entry import loop_cli, ppo_cli, reward_cli
 from trainers.entry.options import add_options, given_options
 from trainers.loop.config import LoopConfig
-from trainers.policy.config import PPOConfig, PPORun
+from trainers.policy.config import PolicyConfig, PolicyRun
 from trainers.reward.config import RewardConfig
 
 
@@ -48,15 +48,15 @@ def test_options_take_type_help_default_and_choices_from_the_fields():
 
 
 def test_a_field_the_command_line_cannot_set_must_be_skipped():
-    with pytest.raises(TypeError, match="ppo"):
-        add_options(argparse.ArgumentParser(), PPORun)
-    add_options(argparse.ArgumentParser(), PPORun, skip=("ppo",))
+    with pytest.raises(TypeError, match="settings"):
+        add_options(argparse.ArgumentParser(), PolicyRun)
+    add_options(argparse.ArgumentParser(), PolicyRun, skip=("settings",))
 
 
 @pytest.mark.parametrize("add_arguments, config, skipped", [
     (reward_cli.add_arguments, RewardConfig, {"round"}),
-    (ppo_cli.add_arguments, PPOConfig, set()),
-    (ppo_cli.add_arguments, PPORun, {"round", "ppo"}),
+    (ppo_cli.add_arguments, PolicyConfig, set()),
+    (ppo_cli.add_arguments, PolicyRun, {"round", "settings"}),
     (loop_cli.add_arguments, LoopConfig, set()),
 ])
 def test_every_setting_is_an_option_documented_by_its_field(add_arguments, config, skipped):
@@ -92,12 +92,12 @@ def test_ppo_policy_is_the_version_to_train_and_settings_go_to_the_ppo_config():
     run = ppo_cli.run_from_args(parser.parse_args(["--policy", "3", "--iterations", "5", "--batch-size", "4",
                                                    "--lora", "--reward", "oracle"]))
     given = {"batch_size": 4, "lora": True}
-    assert run == PPORun(iterations=5, reward="oracle", policy_id=3, ppo={**ppo_cli.command_defaults(given), **given})
+    assert run == PolicyRun(iterations=5, reward="oracle", policy_id=3, settings={**ppo_cli.command_defaults(given), **given})
     assert "to train" in option_help(parser, "--policy")
-    assert ppo_cli.run_from_args(parser.parse_args([])) == PPORun(ppo=ppo_cli.command_defaults({}))
+    assert ppo_cli.run_from_args(parser.parse_args([])) == PolicyRun(settings=ppo_cli.command_defaults({}))
     grpo = ppo_cli.run_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "8", "--loss-norm", "token"]))
     given = {"algorithm": "grpo", "group_size": 8, "loss_norm": "token"}
-    assert grpo.ppo == {**ppo_cli.command_defaults(given), **given}
+    assert grpo.settings == {**ppo_cli.command_defaults(given), **given}
 
 
 def test_loop_options_then_json_on_top():
@@ -106,7 +106,7 @@ def test_loop_options_then_json_on_top():
     args = parser.parse_args(["--rounds", "2", "--labels-per-round", "40", "--annotator", "human", "--ppo-iterations",
                               "3", "--seed", "5", "--config", '{"kl_coef": 0.2, "rounds": 4}'])
     config = loop_cli.config_from_args(args)
-    assert (config.rounds, config.labels_per_round, config.annotator, config.ppo_iterations, config.seed,
+    assert (config.rounds, config.labels_per_round, config.annotator, config.policy_iterations, config.seed,
             config.kl_coef) == (4, 40, "human", 3, 5, 0.2)
     grpo = loop_cli.config_from_args(parser.parse_args(["--config", '{"algorithm": "grpo", "group_size": 8}']))
     assert (grpo.algorithm, grpo.group_size) == ("grpo", 8)
@@ -118,3 +118,10 @@ def test_loop_options_then_json_on_top():
         parser.parse_args(["--selector", "best"])
     with pytest.raises(InvalidInput, match="needs an ensemble of 2"):
         loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "1"]))
+
+
+def test_the_old_policy_setting_names_still_work_on_the_command_line():
+    loop = parser_of(loop_cli.add_arguments).parse_args(["--ppo-iterations", "7", "--ppo-lr", "3e-4"])
+    assert given_options(loop, LoopConfig) == {"policy_iterations": 7, "policy_lr": 3e-4}
+    ppo = parser_of(ppo_cli.add_arguments).parse_args(["--ppo-epochs", "3"])
+    assert ppo_cli.run_from_args(ppo).settings["epochs"] == 3

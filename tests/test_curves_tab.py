@@ -27,7 +27,7 @@ from tests.helpers import label_pairs
 HELDOUT = ["Describe the sea.", "Name a fruit.", "Say something <b>kind</b> & true."]
 
 
-def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_progress=False, algorithm="ppo") -> dict:
+def fill_synthetic_run(store, rounds=3, reward_steps=12, policy_iterations=20, in_progress=False, algorithm="ppo") -> dict:
     """A loop job's traces: per round, reward metrics (steps continue), a reward model, PPO metrics (iterations
     continue; GRPO's with `algorithm="grpo"`), a new policy with held-out samples (reward and oracle scores) and a
     round row with its summary. `in_progress` adds a running round's first reward steps and leaves the job running."""
@@ -49,9 +49,9 @@ def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_p
             log_metrics(store, job_id, reward_step, values)
         rm = add_reward_model(store, f"/synthetic/rm-{g}", labels_used=50 * g, metrics={"val_accuracy": 0.7},
                               norm_mean=0.0, norm_std=1.0, policy_id=policies[-1], round=g, job_id=job_id)
-        for i in range(ppo_iterations):
+        for i in range(policy_iterations):
             ppo_step += 1
-            t = ppo_step / (rounds * ppo_iterations)
+            t = ppo_step / (rounds * policy_iterations)
             own = ({"policy_loss": -0.01, "value_loss": 0.3 * (1 - t), "explained_variance": t} if algorithm == "ppo"
                    else {"loss": -0.01, "kl_token": 0.01 * t, "zero_variance_groups": 0.25})
             log_metrics(store, job_id, ppo_step, {f"{algorithm}/{name}": value for name, value in {
@@ -70,7 +70,7 @@ def fill_synthetic_run(store, rounds=3, reward_steps=12, ppo_iterations=20, in_p
             log_metrics(store, job_id, reward_step + i, {"reward/loss": 0.6, "reward/accuracy": 0.5})
     else:
         job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
-    return {"job_id": job_id, "policy_ids": policies, "reward_steps": reward_steps, "ppo_iterations": ppo_iterations}
+    return {"job_id": job_id, "policy_ids": policies, "reward_steps": reward_steps, "policy_iterations": policy_iterations}
 
 
 def add_labels(store, policy_id, g) -> None:
@@ -99,7 +99,7 @@ def run(store):
 
 
 def test_points_are_tagged_with_their_round(store):
-    run = fill_synthetic_run(store, rounds=2, reward_steps=8, ppo_iterations=5, in_progress=True)
+    run = fill_synthetic_run(store, rounds=2, reward_steps=8, policy_iterations=5, in_progress=True)
     reward = metric_series(store, run["job_id"], prefix="reward/")
     assert set(reward) == {"reward/loss", "reward/accuracy", "reward/val_loss", "reward/val_accuracy"}
     loss = reward["reward/loss"]
@@ -123,7 +123,7 @@ def test_points_in_no_finished_round_are_named_by_the_job_state(store):
     from app.context import Studio
     from app.curves_tab import IN_PROGRESS, load_curves
 
-    run = fill_synthetic_run(store, rounds=1, reward_steps=4, ppo_iterations=3, in_progress=True)
+    run = fill_synthetic_run(store, rounds=1, reward_steps=4, policy_iterations=3, in_progress=True)
     curves = load_curves(Studio(store), run["job_id"])
     assert [s.label for s in curves.reward["reward/loss"]] == ["round 1", "in progress"]
     assert curves.round_choices()[-1] == ("In progress", IN_PROGRESS)
@@ -183,7 +183,7 @@ def test_a_grpo_job_has_its_own_panels_and_its_warnings(store):
     from app.context import Studio
     from app.curves_tab import ALL, findings, load_curves, show_charts, write_exports
 
-    run = fill_synthetic_run(store, rounds=2, reward_steps=4, ppo_iterations=5, algorithm="grpo")
+    run = fill_synthetic_run(store, rounds=2, reward_steps=4, policy_iterations=5, algorithm="grpo")
     curves = load_curves(Studio(store), run["job_id"])
     assert curves.algorithm == "grpo" and set(curves.optimiser) == set(GRPO_PANELS)
     assert curves.points == 2 * (4 * 2 + 2) + 2 * 5 * 12  # reward: loss and accuracy, validation once per round
@@ -295,7 +295,7 @@ def test_opening_the_curves_tab_shows_the_jobs_of_now(store):
     studio = Studio(store)
     empty = show_jobs(studio, None, ALL, DEFAULT_SMOOTHING)
     assert empty.status.startswith("No training job yet") and empty.job.choices == [] and not empty.timer.active
-    run = fill_synthetic_run(store, rounds=2, reward_steps=4, ppo_iterations=3)
+    run = fill_synthetic_run(store, rounds=2, reward_steps=4, policy_iterations=3)
     opened = show_jobs(studio, None, ALL, DEFAULT_SMOOTHING)
     assert opened.job.value == run["job_id"] and f"**Job {run['job_id']}** · loop · **completed**" in opened.status
     picked = pick_job(studio, run["job_id"], DEFAULT_SMOOTHING)
@@ -316,7 +316,7 @@ def test_opening_the_samples_tab_shows_the_samples_of_now(store):
     empty = show_samples(studio, "Name a fruit.")
     assert empty.prompt.value == ALL_PROMPTS and "No policy version yet" in empty.table
     assert "No labels" in empty.annotators
-    fill_synthetic_run(store, rounds=1, reward_steps=4, ppo_iterations=2)
+    fill_synthetic_run(store, rounds=1, reward_steps=4, policy_iterations=2)
     shown = show_samples(studio, "Name a fruit.")
     assert shown.prompt.value == "Name a fruit." and shown.table.count('<td class="prompt">') == 1
     assert "<td>alice</td>" in shown.annotators

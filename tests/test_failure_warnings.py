@@ -14,7 +14,7 @@ from storage import jobs as job_rows
 from storage.policies import list_policies
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST = {"prompts_per_round": 17, "queue_reserve": 0, "ppo_iterations": 4, "ppo_batch_size": 16}  # one round
+FAST = {"prompts_per_round": 17, "queue_reserve": 0, "policy_iterations": 4, "policy_batch_size": 16}  # one round
 
 
 def test_a_loop_without_a_kl_anchor_warns_in_its_first_round(demo_template, tmp_path):
@@ -25,7 +25,7 @@ def test_a_loop_without_a_kl_anchor_warns_in_its_first_round(demo_template, tmp_
 
 def test_labels_stored_the_wrong_way_round_warn_in_the_first_round(demo_template, tmp_path, monkeypatch):
     monkeypatch.setattr(OracleAnnotator, "choose", OracleAnnotator.choose)  # the arm flips it; undone after the test
-    result = run_arm("flipped", 0, tmp_path / "flipped", extra={**FAST, "ppo_iterations": 5}, template=demo_template)
+    result = run_arm("flipped", 0, tmp_path / "flipped", extra={**FAST, "policy_iterations": 5}, template=demo_template)
     assert result["status"] == "completed"
     assert [(f["rule"], f["round"]) for f in result["fired"] if f["rule"] == "oracle_uncorrelated"] == \
         [("oracle_uncorrelated", 1)], result["fired"]
@@ -43,8 +43,8 @@ def app(*args):
 
 def test_a_loop_pauses_on_a_warning_and_resumes_past_it(demo_store):
     db = str(demo_store.path)
-    config = {"prompts_per_round": 4, "queue_reserve": 0, "reward_epochs": 1, "ppo_iterations": 1, "ppo_batch_size": 4,
-              "ppo_epochs": 1, "response_length": 8, "on_warning": "pause"}
+    config = {"prompts_per_round": 4, "queue_reserve": 0, "reward_epochs": 1, "policy_iterations": 1, "policy_batch_size": 4,
+              "policy_epochs": 1, "response_length": 8, "on_warning": "pause"}
     paused = app("loop", "--db", db, "--rounds", "1", "--labels-per-round", "8", "--config", json.dumps(config))
     assert paused.returncode == 0, paused.stderr[-2000:]
     assert "warning: validation_too_small: Reward model validated on too few pairs" in paused.stderr + paused.stdout

@@ -273,8 +273,8 @@ def test_a_read_only_store_refuses_votes_clearly_and_still_serves_reads(store, q
 
 # ---- a policy's model directory deleted or damaged ------------------------------------------------------------------
 
-TINY_LOOP = {"rounds": 1, "prompts_per_round": 2, "labels_per_round": 1, "queue_reserve": 0, "ppo_iterations": 1,
-             "ppo_batch_size": 2}
+TINY_LOOP = {"rounds": 1, "prompts_per_round": 2, "labels_per_round": 1, "queue_reserve": 0, "policy_iterations": 1,
+             "policy_batch_size": 2}
 
 
 def register_copy_of_demo_policy(store: Store, tmp_path: Path) -> Path:

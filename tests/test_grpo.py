@@ -24,7 +24,7 @@ from tests.test_ppo import (
 )
 from trainers.jobs.layer import StoreReporter
 from trainers.policy.checkpoint import STATE_FILE, VALUE_HEAD_FILE, load_value_head
-from trainers.policy.config import PPOSetupError
+from trainers.policy.config import PolicySetupError
 from trainers.policy.grpo import GRPOTrainer
 from trainers.reporting import JobCancelled
 
@@ -53,24 +53,24 @@ def grpo_trainer(config=None, reward=count_great, **kwargs) -> GRPOTrainer:
     ({"algorithm": "dpo"}, "unknown algorithm 'dpo'; use ppo or grpo"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_setting(overrides, message):
-    with pytest.raises(PPOSetupError) as error:
+    with pytest.raises(PolicySetupError) as error:
         grpo_config(**overrides).check()
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
 def test_the_trainer_runs_the_algorithm_its_settings_name():
-    with pytest.raises(PPOSetupError, match="GRPOTrainer runs algorithm 'grpo' but the settings say 'ppo'"):
+    with pytest.raises(PolicySetupError, match="GRPOTrainer runs algorithm 'grpo' but the settings say 'ppo'"):
         GRPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great)
 
 
 # ----- groups --------------------------------------------------------------------------------------------------
 
 def test_each_prompt_gets_a_group_of_consecutive_rows_and_mini_batches_take_groups_whole():
-    trainer = grpo_trainer(grpo_config(num_mini_batches=2, ppo_epochs=2))
+    trainer = grpo_trainer(grpo_config(num_mini_batches=2, epochs=2))
     rollouts, mini_batches = [], []
-    rollout, loss = trainer.rollout, trainer._loss
+    rollout, loss = trainer.rollout, trainer.loss
     trainer.rollout = lambda prompts, ids: (rollouts.append(prompts), rollout(prompts, ids))[1]
-    trainer._loss = lambda r, targets, idx, *rest: (mini_batches.append(idx.tolist()), loss(r, targets, idx, *rest))[1]
+    trainer.loss = lambda r, targets, idx, *rest: (mini_batches.append(idx.tolist()), loss(r, targets, idx, *rest))[1]
     trainer.step()
     [prompts] = rollouts
     chosen = [PROMPTS[i] for i in trainer._batch_indices(0)]
@@ -152,7 +152,7 @@ def test_a_ppo_state_does_not_resume_as_grpo(tmp_path):
     from trainers.policy.ppo import PPOTrainer
 
     PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, count_great, state_dir=tmp_path).train(1)
-    with pytest.raises(PPOSetupError, match="made with other settings \\(algorithm, LoRA or model\\)"):
+    with pytest.raises(PolicySetupError, match="made with other settings \\(algorithm, LoRA or model\\)"):
         grpo_trainer(state_dir=tmp_path)
 
 
@@ -180,11 +180,11 @@ def test_oracle_grpo_raises_the_heldout_score_on_the_demo():
     from assets.corpus import demo_prompts
     from trainers.jobs.policy_job import oracle_reward
     from trainers.models.loading import load_policy, load_tokenizer
-    from trainers.policy.config import PPOConfig
+    from trainers.policy.config import PolicyConfig
 
     path = ensure_demo_policy()
     train, heldout = demo_prompts()
-    config = PPOConfig(algorithm="grpo", group_size=4, batch_size=8, num_mini_batches=2, ppo_epochs=2,
+    config = PolicyConfig(algorithm="grpo", group_size=4, batch_size=8, num_mini_batches=2, epochs=2,
                        learning_rate=3e-4, response_length=16, init_kl_coef=0.05, seed=0)
     trainer = GRPOTrainer(config, load_policy(path), load_tokenizer(path), train, oracle_reward)
     before = trainer.evaluate(heldout * 4, oracle_reward, seed=1)
@@ -211,7 +211,7 @@ def test_cli_trains_grpo_and_a_later_ppo_run_starts_a_fresh_value_head(seeded_st
     arguments = ["--iterations", "2", "--reward", "oracle", *CLI_SETTINGS]
     assert ppo_command(seeded_store, *arguments, *GRPO_CLI) == 0, capsys.readouterr().err
     [job] = list_jobs(seeded_store)
-    assert job.status.value == "completed" and job.config["ppo"]["algorithm"] == "grpo"
+    assert job.status.value == "completed" and job.config["settings"]["algorithm"] == "grpo"
     assert {r["step"] for r in read_metrics(seeded_store, job.id, names=["grpo/score"])} == {1, 2}
     assert read_metrics(seeded_store, job.id, prefix="ppo/") == []
     grpo_policy = start_policy(seeded_store, None)

@@ -156,8 +156,8 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     monkeypatch.setattr(RewardScorer, "raw_scores", spy_raw_scores)
     monkeypatch.setattr(PPOTrainer, "_score", spy_score)
     config = {"oracle": "labeling.synthetic:brevity_score", "prompts_per_round": 8, "samples_per_prompt": 2,
-              "queue_reserve": 0, "reward_epochs": 2, "ppo_iterations": 2, "ppo_batch_size": 4, "ppo_mini_batches": 2,
-              "ppo_epochs": 1, "response_length": 8}
+              "queue_reserve": 0, "reward_epochs": 2, "policy_iterations": 2, "policy_batch_size": 4, "policy_mini_batches": 2,
+              "policy_epochs": 1, "response_length": 8}
     code, out, err = cli(capsys, "loop", "--db", db, "--rounds", "2", "--labels-per-round", "6", "--annotator",
                          "oracle", "--config", json.dumps(config))
     assert code == 0, err

@@ -32,11 +32,11 @@ from trainers.loop.sampling import SamplingConfig, sample_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,
-        "ppo_iterations": 3, "ppo_batch_size": 16, "ppo_epochs": 2}
-SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "ppo_iterations": 8, "ppo_batch_size": 16}  # ~2 min on 2 cores
+        "policy_iterations": 3, "policy_batch_size": 16, "policy_epochs": 2}
+SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "policy_iterations": 8, "policy_batch_size": 16}  # ~2 min on 2 cores
 # 2 rounds of 100 labels, GRPO on 8 prompts x G 4 per iteration: ~1.5 min on one thread
-GRPO_SMALL = {"algorithm": "grpo", "group_size": 4, "prompts_per_round": 32, "queue_reserve": 10, "ppo_iterations": 8,
-              "ppo_batch_size": 8}
+GRPO_SMALL = {"algorithm": "grpo", "group_size": 4, "prompts_per_round": 32, "queue_reserve": 10, "policy_iterations": 8,
+              "policy_batch_size": 8}
 
 
 wait_for = partial(helpers.wait_for, timeout=600, every=0.5)  # loops take minutes on a busy CPU
@@ -119,7 +119,7 @@ def test_worker_killed_in_ppo_is_interrupted_then_resumes(demo_store):
     assert job.status is JobStatus.COMPLETED, job.error
     assert count_labels(demo_store) >= labels_before
     ppo_steps = sorted(r["step"] for r in read_metrics(demo_store, job_id, names=["ppo/kl"]))
-    assert ppo_steps == list(range(1, TINY["rounds"] * TINY["ppo_iterations"] + 1))  # each step once, none missing
+    assert ppo_steps == list(range(1, TINY["rounds"] * TINY["policy_iterations"] + 1))  # each step once, none missing
     assert len(list_policies(demo_store)) == 1 + TINY["rounds"]
 
 
@@ -151,11 +151,11 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
 def test_an_adaptive_beta_goes_on_from_where_the_previous_round_left_it(demo_store):
     from storage.metrics import log_metrics
 
-    job_id = job_rows.create_job(demo_store, "loop", LoopConfig(target_kl=3.0, ppo_iterations=2).to_dict())
+    job_id = job_rows.create_job(demo_store, "loop", LoopConfig(target_kl=3.0, policy_iterations=2).to_dict())
     loop = Loop(demo_store, job_rows.get_job(demo_store, job_id), log=lambda line: None)
     assert loop.carried_kl_coef(0) is None  # the first round starts at kl_coef
     for step, beta in [(1, 0.1), (2, 0.13), (3, 0.2), (4, 0.25)]:
         log_metrics(demo_store, job_id, step, {"ppo/kl_coef": beta})
     assert loop.carried_kl_coef(2) == 0.13 and loop.carried_kl_coef(4) == 0.25
-    fixed = dataclasses.replace(job_rows.get_job(demo_store, job_id), config=LoopConfig(ppo_iterations=2).to_dict())
+    fixed = dataclasses.replace(job_rows.get_job(demo_store, job_id), config=LoopConfig(policy_iterations=2).to_dict())
     assert Loop(demo_store, fixed, log=lambda line: None).carried_kl_coef(4) is None  # a fixed β stays kl_coef

@@ -14,9 +14,10 @@ from trainers.loop.config import (
     job_settings,
     kl_horizon,
     labels_in_round,
-    ppo_settings,
+    policy_settings,
     reward_settings,
 )
+from trainers.policy.config import PolicyRun
 
 
 def test_defaults_and_presets_are_valid():
@@ -36,7 +37,7 @@ def test_every_field_documents_itself():
     ('{"lora": 1}', "'lora' must be bool"),
     ('{"rounds": true}', "'rounds' must be int"),
     ('{"reward_lr": -0.1}', "reward_lr must be positive"),
-    ('{"ppo_lr": 0}', "ppo_lr must be positive"),
+    ('{"policy_lr": 0}', "policy_lr must be positive"),
     ('{"response_length": 0}', "response_length must be at least 1"),
     ('{"samples_per_prompt": 1}', "samples_per_prompt must be at least 2"),
     ('{"top_p": 1.5}', "top_p must be in (0, 1]"),
@@ -48,14 +49,14 @@ def test_every_field_documents_itself():
     ('{"annotator": "robot"}', "annotator must be one of"),
     ('{"selector": "best"}', "selector must be one of"),
     ('{"selector": "disagreement"}', "needs an ensemble of 2"),
-    ('{"ppo_batch_size": 30, "ppo_mini_batches": 4}', "must divide ppo_batch_size"),
-    ('{"algorithm": "grpo", "ppo_batch_size": 30, "ppo_mini_batches": 4}',
-     "must divide ppo_batch_size (30) (prompts), so that no mini-batch splits a group"),
+    ('{"policy_batch_size": 30, "policy_mini_batches": 4}', "must divide policy_batch_size"),
+    ('{"algorithm": "grpo", "policy_batch_size": 30, "policy_mini_batches": 4}',
+     "must divide policy_batch_size (30) (prompts), so that no mini-batch splits a group"),
     ('{"algorithm": "dpo"}', "algorithm must be one of ppo, grpo"),
     ('{"algorithm": "grpo", "group_size": 1}', "group_size must be at least 2"),
     ('{"kl_coef": -0.1}', "queue_reserve and kl_coef must be 0 or more"),
     ('{"oracle": "no_colon"}', "module:function"),
-    ('{"ppo_lr": Infinity}', "ppo_lr must be a finite number"),
+    ('{"policy_lr": Infinity}', "policy_lr must be a finite number"),
     ('{"kl_coef": NaN}', "kl_coef must be a finite number"),
     ('{"prompts_per_round": 2, "samples_per_prompt": 2, "labels_per_round": 3}', "a round queues at most 2 pairs"),
     ('[1, 2]', "must be a JSON object"),
@@ -77,9 +78,9 @@ def prompts(n: int, heldout: int = 0, text: str = "the movie was") -> list[Promp
 
 
 def test_batches_cannot_exceed_the_prompt_set():
-    check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=10, labels_per_round=10), prompts(10), None)
-    with pytest.raises(InvalidInput, match="ppo_batch_size is 32 but the store has only 20 training prompts"):
-        check_against_store(LoopConfig(prompts_per_round=10, ppo_batch_size=32, labels_per_round=10),
+    check_against_store(LoopConfig(prompts_per_round=10, policy_batch_size=10, labels_per_round=10), prompts(10), None)
+    with pytest.raises(InvalidInput, match="policy_batch_size is 32 but the store has only 20 training prompts"):
+        check_against_store(LoopConfig(prompts_per_round=10, policy_batch_size=32, labels_per_round=10),
                             prompts(20, heldout=20), None)
     with pytest.raises(InvalidInput, match="no training prompts"):
         check_against_store(LoopConfig(), prompts(0, heldout=5), None)
@@ -104,30 +105,30 @@ def test_every_prompt_must_fit_the_context_with_the_response_named_by_its_id():
 
 
 def test_settings_map_onto_the_trainers_configs():
-    from trainers.policy.config import PPOConfig
+    from trainers.policy.config import PolicyConfig
     from trainers.reward.config import RewardConfig
 
-    config = LoopConfig(reward_lr=0.01, ppo_lr=0.02, kl_coef=0.3, ensemble=2, lora=True, seed=4)
+    config = LoopConfig(reward_lr=0.01, policy_lr=0.02, kl_coef=0.3, ensemble=2, lora=True, seed=4)
     reward = RewardConfig(**reward_settings(config, round=2))
     assert (reward.learning_rate, reward.ensemble, reward.round, reward.seed) == (0.01, 2, 2, 4002)
-    ppo = PPOConfig(**ppo_settings(config, round=2))
+    ppo = PolicyConfig(**policy_settings(config, round=2))
     assert (ppo.learning_rate, ppo.init_kl_coef, ppo.lora, ppo.seed) == (0.02, 0.3, True, 4002)
     assert job_settings("loop", config) == config.to_dict()
     assert job_settings("reward", config) == reward_settings(config)
-    assert job_settings("ppo", config)["ppo"] == ppo_settings(config) and job_settings("ppo", config)["reward"] == "rm"
+    assert job_settings("ppo", config)["settings"] == policy_settings(config) and job_settings("ppo", config)["reward"] == "rm"
     assert (ppo.algorithm, ppo.episodes_per_prompt) == ("ppo", 1)
 
 
 def test_grpo_settings_map_onto_the_grpo_config():
-    from trainers.policy.config import PPOConfig
+    from trainers.policy.config import PolicyConfig
 
     config = LoopConfig.from_json('{"algorithm": "grpo", "group_size": 8, "kl_coef": 0.02, "target_kl": 3.0, '
-                                  '"ppo_batch_size": 4, "ppo_mini_batches": 2}')
-    grpo = PPOConfig(**ppo_settings(config, round=1))
+                                  '"policy_batch_size": 4, "policy_mini_batches": 2}')
+    grpo = PolicyConfig(**policy_settings(config, round=1))
     grpo.check()
     assert (grpo.algorithm, grpo.group_size, grpo.loss_norm, grpo.episodes_per_prompt) == ("grpo", 8, "sequence", 8)
     assert (grpo.init_kl_coef, grpo.target_kl, grpo.batch_size, grpo.num_mini_batches) == (0.02, 3.0, 4, 2)
-    assert job_settings("ppo", config)["ppo"]["algorithm"] == "grpo"
+    assert job_settings("ppo", config)["settings"]["algorithm"] == "grpo"
 
 
 def test_the_label_schedule_decays_from_the_first_rounds_labels():
@@ -151,11 +152,11 @@ def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early
 
 
 def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_within_a_loop():
-    from trainers.policy.config import PPOConfig
+    from trainers.policy.config import PolicyConfig
 
-    config = LoopConfig(rounds=3, ppo_iterations=10, ppo_batch_size=32, target_kl=3.0)
-    assert kl_horizon(config) == 960 == PPOConfig(**ppo_settings(config, round=1)).kl_horizon
-    assert kl_horizon(LoopConfig(rounds=2, ppo_iterations=5, ppo_batch_size=8, algorithm="grpo", group_size=4)) == 320
+    config = LoopConfig(rounds=3, policy_iterations=10, policy_batch_size=32, target_kl=3.0)
+    assert kl_horizon(config) == 960 == PolicyConfig(**policy_settings(config, round=1)).kl_horizon
+    assert kl_horizon(LoopConfig(rounds=2, policy_iterations=5, policy_batch_size=8, algorithm="grpo", group_size=4)) == 320
 
 
 def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():
@@ -165,3 +166,15 @@ def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():
     assert reward_settings(LoopConfig())["label_noise"] == 0.0
     assert reward_settings(LoopConfig(oracle_noise=1.0))["label_noise"] == 0.0  # all noise: nothing to model
     assert reward_settings(LoopConfig(annotator="human", oracle_noise=0.1))["label_noise"] == 0.0
+
+
+def test_settings_stored_under_their_old_names_keep_their_meaning():
+    old = {"ppo_iterations": 7, "ppo_batch_size": 8, "ppo_mini_batches": 2, "ppo_epochs": 3, "ppo_lr": 3e-4}
+    config = LoopConfig.from_dict(old)
+    assert (config.policy_iterations, config.policy_batch_size, config.policy_mini_batches, config.policy_epochs,
+            config.policy_lr) == (7, 8, 2, 3, 3e-4)
+    with pytest.raises(InvalidInput, match="'ppo_lr' is the old name of 'policy_lr'"):
+        LoopConfig.from_dict({"ppo_lr": 1e-4, "policy_lr": 1e-4})
+    run = PolicyRun.from_dict({"iterations": 2, "ppo": {"algorithm": "grpo", "ppo_epochs": 3}})  # a job stored so
+    assert run.settings == {"algorithm": "grpo", "ppo_epochs": 3} and run.config.epochs == 3
+    assert run.config.algorithm == "grpo"

@@ -16,7 +16,7 @@ from trainers.loop.failure_warnings import (
 )
 from trainers.reporting import JobPaused
 
-CONFIG = LoopConfig(ppo_iterations=3)
+CONFIG = LoopConfig(policy_iterations=3)
 
 
 def log_phase(store, job, first_step, kl, length=8.0):
@@ -51,7 +51,7 @@ def test_a_grpo_phases_oracle_correlation_is_read_from_its_steps(store):
     two_rounds_of_5_steps = [0.5, 0.6, 0.4, 0.5, 0.5, -0.5, -0.6, -0.4, -0.5, -0.5]
     for step, value in enumerate(two_rounds_of_5_steps, start=1):
         log_metrics(store, job, step, {"grpo/oracle_correlation": value})
-    config = LoopConfig.from_dict({"ppo_iterations": 5, "algorithm": "grpo"})
+    config = LoopConfig.from_dict({"policy_iterations": 5, "algorithm": "grpo"})
     assert policy_phase_warnings(store, job, config, round=1, first_round=1) == []
     [found] = policy_phase_warnings(store, job, config, round=2, first_round=1)
     assert (found.rule, found.round, found.step) == ("oracle_uncorrelated", 2, 10) and "-0.50" in found.detail

@@ -19,7 +19,7 @@ from storage.policies import list_policies
 from trainers.jobs.layer import StoreReporter, register_policy, staging_path
 from trainers.models.generation import left_pad
 from trainers.policy.checkpoint import STATE_FILE, load_value_head
-from trainers.policy.config import PPOConfig, PPOSetupError
+from trainers.policy.config import PolicyConfig, PolicySetupError
 from trainers.policy.ppo import PPOTrainer
 from trainers.policy.rollout import cut_at_end
 from trainers.reporting import JobCancelled, Reporter
@@ -53,9 +53,9 @@ def count_great(prompts: list[str], responses: list[str]) -> torch.Tensor:
     return torch.tensor([float(r.split().count("great")) for r in responses])
 
 
-def small_config(**overrides) -> PPOConfig:
-    settings = dict(batch_size=4, num_mini_batches=2, ppo_epochs=2, learning_rate=1e-3, response_length=6)
-    return PPOConfig(**{**settings, **overrides})
+def small_config(**overrides) -> PolicyConfig:
+    settings = dict(batch_size=4, num_mini_batches=2, epochs=2, learning_rate=1e-3, response_length=6)
+    return PolicyConfig(**{**settings, **overrides})
 
 
 @pytest.fixture(autouse=True)
@@ -75,17 +75,17 @@ def one_thread():
     (make_tokenizer(padding_side="right"), "pads on the right"),
 ])
 def test_refuses_bad_tokenizers(tokenizer, message):
-    with pytest.raises(PPOSetupError, match=message):
+    with pytest.raises(PolicySetupError, match=message):
         PPOTrainer(small_config(), make_policy(), tokenizer, PROMPTS, count_great)
 
 
 def test_refuses_fewer_prompts_than_a_batch():
-    with pytest.raises(PPOSetupError, match="3 training prompts for a batch of 4"):
+    with pytest.raises(PolicySetupError, match="3 training prompts for a batch of 4"):
         PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS[:3], count_great)
 
 
 def test_refuses_bf16_on_a_cpu():
-    with pytest.raises(PPOSetupError, match="bf16 was requested but there is no GPU"):
+    with pytest.raises(PolicySetupError, match="bf16 was requested but there is no GPU"):
         PPOTrainer(small_config(bf16=True), make_policy(), make_tokenizer(), PROMPTS, count_great)
 
 
@@ -97,9 +97,9 @@ def make_reward_model(vocab_size: int = len(WORDS) + 3, num_labels: int = 1) -> 
 
 
 def test_refuses_a_reward_model_with_two_labels_or_too_few_embeddings_for_its_tokenizer():
-    with pytest.raises(PPOSetupError, match="num_labels=2"):
+    with pytest.raises(PolicySetupError, match="num_labels=2"):
         PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model(num_labels=2))
-    with pytest.raises(PPOSetupError, match="reward model has 10 embeddings but its tokenizer 17 tokens"):
+    with pytest.raises(PolicySetupError, match="reward model has 10 embeddings but its tokenizer 17 tokens"):
         PPOTrainer(small_config(), make_policy(), make_tokenizer(), PROMPTS, make_reward_model(vocab_size=10))
 
 
@@ -118,11 +118,11 @@ def test_a_reward_model_with_its_own_tokenizer_scores_the_decoded_text_in_its_ow
 
 
 def test_refuses_inconsistent_settings():
-    with pytest.raises(PPOSetupError, match="must divide"):
+    with pytest.raises(PolicySetupError, match="must divide"):
         small_config(num_mini_batches=3).check()
-    with pytest.raises(PPOSetupError, match="k1, k2, k3"):
+    with pytest.raises(PolicySetupError, match="k1, k2, k3"):
         small_config(kl_estimator="k9").check()
-    with pytest.raises(PPOSetupError, match="context of 32"):
+    with pytest.raises(PolicySetupError, match="context of 32"):
         PPOTrainer(small_config(response_length=30), make_policy(), make_tokenizer(), PROMPTS, count_great)
 
 
@@ -281,7 +281,7 @@ def test_a_resumed_run_hands_the_restored_weights_to_the_generation_backend_befo
 
 
 def test_early_stop_when_the_policy_moves_too_far():
-    trainer = PPOTrainer(small_config(max_approx_kl=0.0, ppo_epochs=4, learning_rate=1e-2), make_policy(),
+    trainer = PPOTrainer(small_config(max_approx_kl=0.0, epochs=4, learning_rate=1e-2), make_policy(),
                          make_tokenizer(), PROMPTS, count_great)
     steps = []
     step = trainer.optimizer.step
@@ -339,7 +339,7 @@ def test_oracle_ppo_raises_the_heldout_score_on_the_demo():
 
     path = ensure_demo_policy()
     train, heldout = demo_prompts()
-    config = PPOConfig(batch_size=32, num_mini_batches=2, ppo_epochs=2, learning_rate=3e-4, response_length=16,
+    config = PolicyConfig(batch_size=32, num_mini_batches=2, epochs=2, learning_rate=3e-4, response_length=16,
                        init_kl_coef=0.05, seed=0)
     trainer = PPOTrainer(config, load_policy(path), load_tokenizer(path), train, oracle_reward)
     before = trainer.evaluate(heldout * 4, oracle_reward, seed=1)
@@ -383,7 +383,7 @@ def test_cli_trains_and_registers_a_new_policy_version(seeded_store, capsys):
                *CLI_SETTINGS)
     assert code == 0, capsys.readouterr().err
     [job] = list_jobs(seeded_store)
-    assert job.status.value == "completed" and job.config["ppo"]["batch_size"] == 4
+    assert job.status.value == "completed" and job.config["settings"]["batch_size"] == 4
     first, second = list_policies(seeded_store)
     assert (second.parent_id, second.round) == (first.id, 1)
     assert {r["step"] for r in read_metrics(seeded_store, job.id, names=["ppo/score"])} == {1, 2}
@@ -420,14 +420,14 @@ def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store):
 
     from storage.jobs import finish_job
     from storage.types import JobStatus
-    from trainers.jobs.policy_job import state_dir, train_ppo
-    from trainers.policy.config import PPORun
+    from trainers.jobs.policy_job import state_dir, train_policy
+    from trainers.policy.config import PolicyRun
 
-    run = PPORun(iterations=3, reward="oracle", policy_id=1, ppo={"batch_size": 4, "response_length": 6})
+    run = PolicyRun(iterations=3, reward="oracle", policy_id=1, settings={"batch_size": 4, "response_length": 6})
     job_id = create_job(seeded_store, "ppo", asdict(run))
     claim_job(seeded_store, job_id, pid=1)
     with pytest.raises(JobCancelled):
-        train_ppo(seeded_store, run, job_id, listener=CancelAt(seeded_store, job_id, 1))
+        train_policy(seeded_store, run, job_id, listener=CancelAt(seeded_store, job_id, 1))
     assert torch.load(state_dir(seeded_store, job_id) / STATE_FILE, weights_only=True)["iteration"] == 1
     assert len(list_policies(seeded_store)) == 1  # nothing registered
     finish_job(seeded_store, job_id, JobStatus.CANCELLED)
@@ -560,7 +560,7 @@ def test_rollout_logprobs_are_the_samplers_even_when_the_checkpoint_sets_generat
 
 def test_the_value_head_learns_at_its_own_rate_when_given_one():
     from trainers.policy.ppo import parameter_groups
-    from trainers.policy.rollout import PolicyWithValueHead
+    from trainers.policy.modules import PolicyWithValueHead
 
     model = PolicyWithValueHead(make_policy())
     policy, head = parameter_groups(model, small_config(learning_rate=1e-5, value_lr=1e-3))
@@ -574,15 +574,15 @@ def test_the_ppo_commands_left_out_settings_are_the_loops_which_suit_the_demo():
     import argparse
 
     from trainers.entry.ppo_cli import add_arguments, run_from_args
-    from trainers.loop.config import LoopConfig, ppo_settings
+    from trainers.loop.config import LoopConfig, policy_settings
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    loop = ppo_settings(LoopConfig())
+    loop = policy_settings(LoopConfig())
     run = run_from_args(parser.parse_args(["--reward", "oracle"]))
-    for name in ("batch_size", "num_mini_batches", "ppo_epochs", "learning_rate", "init_kl_coef"):
-        assert run.ppo[name] == loop[name] != getattr(PPOConfig(), name), name
-    given = run_from_args(parser.parse_args(["--learning-rate", "1e-3", "--batch-size", "5"])).ppo
+    for name in ("batch_size", "num_mini_batches", "epochs", "learning_rate", "init_kl_coef"):
+        assert run.settings[name] == loop[name] != getattr(PolicyConfig(), name), name
+    given = run_from_args(parser.parse_args(["--learning-rate", "1e-3", "--batch-size", "5"])).settings
     assert given["learning_rate"] == 1e-3 and given["batch_size"] == 5
-    assert "num_mini_batches" not in given  # 2 does not divide 5: PPOConfig's 1
-    PPOConfig(**given).check()
+    assert "num_mini_batches" not in given  # 2 does not divide 5: PolicyConfig's 1
+    PolicyConfig(**given).check()

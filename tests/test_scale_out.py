@@ -35,9 +35,9 @@ from trainers.loop.config import LoopConfig
 ROOT = Path(__file__).resolve().parent.parent
 CPU_2PROC = ROOT / "accelerate" / "cpu-2proc.yaml"
 LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
-        "reward_epochs": 1, "reward_batch_size": 8, "ppo_iterations": 2, "ppo_batch_size": 8, "ppo_epochs": 1,
+        "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 2, "policy_batch_size": 8, "policy_epochs": 1,
         "response_length": 8}
-PPO = {"iterations": 6, "reward": "oracle", "ppo": {"batch_size": 8, "ppo_epochs": 1, "response_length": 8}}
+PPO = {"iterations": 6, "reward": "oracle", "settings": {"batch_size": 8, "epochs": 1, "response_length": 8}}
 # sitecustomize.py for the launched processes: any rank but 0 that opens a database fails the phase.
 NO_STORE_OFF_RANK_0 = """
 import os, sqlite3

@@ -22,7 +22,7 @@ from trainers.loop.config import PRESETS
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
 OWNER, ALICE = SimpleNamespace(username="owner"), SimpleNamespace(username="alice")
-SMALL = {"rounds": 1, "prompts_per_round": 8, "ppo_batch_size": 8, "labels_per_round": 8}
+SMALL = {"rounds": 1, "prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8}
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     values[train_tab.FORM.index("reward_patience")] = 2.0
     values[train_tab.FORM.index("reward_warm_start")] = True
     values[train_tab.FORM.index("on_warning")] = "pause"
-    shown = train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "ppo_batch_size": 8}),
+    shown = train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "policy_batch_size": 8}),
                                *values)
     [job] = job_rows.list_jobs(store)
     assert job.kind == "loop" and shown.status.startswith(f"**Job {job.id}** (loop) — **queued**")
@@ -130,14 +130,16 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Label decay (each later round × this)", "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning"]
-    assert ui.run_ppo.value == "Run PPO now" and train_tab.on_algorithm("grpo").value == "Run GRPO now"
+    assert ui.run_policy.value == "Run PPO now"
+    button, iterations, lr = train_tab.on_algorithm("grpo")  # the labels follow the chosen optimiser
+    assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")
 
 
 def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     values = train_tab.fill_preset("demo")
     values[train_tab.FORM.index("algorithm")] = "grpo"
     values[train_tab.FORM.index("group_size")] = 6.0
-    small = json.dumps({"prompts_per_round": 8, "ppo_batch_size": 8, "labels_per_round": 8})
+    small = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8})
     loop = train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     job = job_rows.list_jobs(store)[0]
     assert (job.config["algorithm"], job.config["group_size"]) == ("grpo", 6)
@@ -145,7 +147,7 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
     run_now = train_tab.on_start(studio, "ppo", OWNER, "demo", small, *values)
     job = job_rows.list_jobs(store)[0]
-    assert job.kind == "ppo" and (job.config["ppo"]["algorithm"], job.config["ppo"]["group_size"]) == ("grpo", 6)
+    assert job.kind == "ppo" and (job.config["settings"]["algorithm"], job.config["settings"]["group_size"]) == ("grpo", 6)
     assert run_now.status.startswith(f"**Job {job.id}** (grpo) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
     values[train_tab.FORM.index("group_size")] = 1.0

@@ -31,7 +31,7 @@ from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
-              "reward_epochs": 1, "reward_batch_size": 8, "ppo_iterations": 4, "ppo_batch_size": 8, "ppo_epochs": 1,
+              "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 4, "policy_batch_size": 8, "policy_epochs": 1,
               "response_length": 8}
 # `python -c DIE_IN module:attr.path N --db ... --job ...`: the worker, SIGKILLed on the N-th call of `module:attr.path`,
 # so everything done before that call is on disk and nothing after it is.
@@ -174,7 +174,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
     assert_complete_checkpoints(store)
     assert partial_checkpoints(store) == []
     kl_steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["ppo/kl"]))
-    assert kl_steps == list(range(1, FAULT_LOOP["ppo_iterations"] + 1))  # each PPO step logged once, none missing
+    assert kl_steps == list(range(1, FAULT_LOOP["policy_iterations"] + 1))  # each PPO step logged once, none missing
     assert store.db().execute("SELECT count(*) FROM labels").fetchone()[0] == labels_before  # none lost, none added
     assert vote_ids_unique(store)
     assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -182,7 +182,7 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
 
 def test_grpo_worker_killed_in_grpo_and_before_registering_resumes_to_a_whole_loop(demo_store):
     store = demo_store
-    config = {**FAULT_LOOP, "algorithm": "grpo", "group_size": 4, "ppo_batch_size": 2}
+    config = {**FAULT_LOOP, "algorithm": "grpo", "group_size": 4, "policy_batch_size": 2}
     job_id = start_job(store, "loop", LoopConfig.from_dict(config).to_dict())
     try:
         kill_in_policy_optimisation(store, job_id, "grpo")
@@ -203,7 +203,7 @@ def test_grpo_worker_killed_in_grpo_and_before_registering_resumes_to_a_whole_lo
     assert len(list_policies(store)) == 2 and partial_checkpoints(store) == []
     assert_complete_checkpoints(store)
     kl_steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["grpo/kl"]))
-    assert kl_steps == list(range(1, config["ppo_iterations"] + 1))  # each GRPO step logged once, none missing
+    assert kl_steps == list(range(1, config["policy_iterations"] + 1))  # each GRPO step logged once, none missing
     assert read_metrics(store, job_id, prefix="ppo/") == []
     [summary] = [r["summary"] for r in list_rounds(store, job_id)]
     assert summary["kl"] == read_metrics(store, job_id, names=["grpo/kl"])[-1]["value"]

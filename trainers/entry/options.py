@@ -1,6 +1,6 @@
 """Command-line options generated from a config dataclass, so help texts and defaults cannot drift from the fields.
 
-Each field becomes `--field-name` (plus any aliases), typed from its annotation, its help from `metadata["help"]`
+Each field becomes `--field-name` (plus any aliases, and the old names in the dataclass's `RENAMED`), typed from its annotation, its help from `metadata["help"]`
 followed by the field's default, its choices from `metadata["choices"]` (an enum or a list). Options default to
 None, so `given_options` returns only what the command line set and the dataclass fills in the rest.
 
@@ -29,10 +29,13 @@ def field_help(f: dataclasses.Field) -> str:
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, config: type, *,
                 skip: Iterable[str] = (), aliases: dict[str, list[str]] | None = None) -> None:
-    """One option per field of the dataclass `config` (but those in `skip`), with `aliases[field]` as extra flags."""
+    """One option per field of the dataclass `config` (but those in `skip`), with `aliases[field]` and the field's
+    old names (`config.RENAMED`, old -> new) as extra flags."""
     aliases = aliases or {}
+    old_names = getattr(config, "RENAMED", {})
     for f in _fields(config, skip):
-        flags = [option_name(f.name), *aliases.get(f.name, [])]
+        old = [option_name(name) for name, new in old_names.items() if new == f.name]
+        flags = [option_name(f.name), *aliases.get(f.name, []), *old]
         kind = _annotation(f).replace(" | None", "")
         if kind == "bool":
             parser.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=None,

@@ -1,7 +1,7 @@
 """`python app.py ppo`: train a policy version with PPO (or GRPO: `--algorithm grpo`) in the terminal, as a `ppo`
 job with a progress bar.
 
-Options are generated from `PPORun` (`--iterations`, `--reward`, `--oracle`, `--policy`) and `PPOConfig` (every
+Options are generated from `PolicyRun` (`--iterations`, `--reward`, `--oracle`, `--policy`) and `PolicyConfig` (every
 setting: `--algorithm`, `--group-size`, `--batch-size`, `--learning-rate`, ...), so their help and defaults are the
 fields'. Imports nothing heavy at module level (app.py builds its parser from here); the run itself is
 `trainers.jobs.policy_job`.
@@ -26,39 +26,39 @@ from storage.types import Job, JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.layer import JobKind
-from ..policy.config import Algorithm, PPOConfig, PPORun
+from ..policy.config import Algorithm, PolicyConfig, PolicyRun
 from ..reporting import Reporter
 from .options import add_options, given_options
 
-RUN_SKIPPED = ("round", "ppo")  # set by the loop, not on the command line
+RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
 RUN_ALIASES = {"policy_id": ["--policy"]}
-LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "ppo_epochs", "learning_rate", "init_kl_coef")  # see command_defaults
+LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "epochs", "learning_rate", "init_kl_coef")  # see command_defaults
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `PPORun` options, `--resume`, and one option per PPOConfig field (`--batch-size`...)."""
-    add_options(parser, PPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    """The `PolicyRun` options, `--resume`, and one option per PolicyConfig field (`--batch-size`...)."""
+    add_options(parser, PolicyRun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
     add_accelerate_option(parser)
     add_options(parser.add_argument_group("PPO and GRPO settings (left out: the loop's batch size, mini-batches, "
-                                          "epochs, learning rate and β; the others' defaults as shown)"), PPOConfig)
+                                          "epochs, learning rate and β; the others' defaults as shown)"), PolicyConfig)
 
 
 def command_defaults(given: dict) -> dict:
     """The settings this command takes from the loop's defaults where its options are left out (`LOOP_DEFAULTS`),
     which suit the demo the README points at; the mini-batch count only when it divides the batch."""
-    from ..loop.config import LoopConfig, ppo_settings
+    from ..loop.config import LoopConfig, policy_settings
 
-    loop = ppo_settings(LoopConfig())
+    loop = policy_settings(LoopConfig())
     defaults = {name: loop[name] for name in LOOP_DEFAULTS if name not in given}
     if given.get("batch_size", loop["batch_size"]) % defaults.get("num_mini_batches", 1):
         del defaults["num_mini_batches"]
     return defaults
 
 
-def run_from_args(args: argparse.Namespace) -> PPORun:
-    given = given_options(args, PPOConfig)
-    return PPORun(**given_options(args, PPORun, skip=RUN_SKIPPED), ppo={**command_defaults(given), **given})
+def run_from_args(args: argparse.Namespace) -> PolicyRun:
+    given = given_options(args, PolicyConfig)
+    return PolicyRun(**given_options(args, PolicyRun, skip=RUN_SKIPPED), settings={**command_defaults(given), **given})
 
 
 class ProgressBar(Reporter):
@@ -75,15 +75,15 @@ class ProgressBar(Reporter):
         self.bar.set_postfix(score=f"{metrics[f'{self.prefix}/score']:.3f}", kl=f"{metrics[f'{self.prefix}/kl']:.2f}")
 
 
-def checked_run(args: argparse.Namespace, store: Store) -> PPORun:
+def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
     """The run to start (its start policy fixed now, so a resume trains the same version) or to resume."""
     from ..jobs.policy_job import start_policy
 
     if args.resume is not None:
         job = job_rows.get_job(store, args.resume)
-        if job.kind != JobKind.PPO:
+        if job.kind != JobKind.POLICY:
             raise InvalidInput(f"job {job.id} is a {job.kind} job, not a PPO job; give the id of a PPO job")
-        return PPORun.from_dict(job.config)
+        return PolicyRun.from_dict(job.config)
     run = run_from_args(args)
     run.policy_id = start_policy(store, run.policy_id).id
     return run
@@ -92,14 +92,14 @@ def checked_run(args: argparse.Namespace, store: Store) -> PPORun:
 def run(args: argparse.Namespace, store: Store) -> int:
     """Train in this process with a progress bar, or (--accelerate-config) through the launcher, followed here;
     every check runs before the job row is written."""
-    from ..jobs.policy_job import plan_ppo
+    from ..jobs.policy_job import plan_policy
 
     run = checked_run(args, store)
     if args.accelerate_config is None:
         return run_here(args, store, run)
-    plan_ppo(store, run)  # every check that loads no model; the phase's processes load them
-    job = launch_and_follow(store, JobKind.PPO, asdict(run), args.accelerate_config, resume=args.resume)
-    name = PPOConfig(**run.ppo).algorithm
+    plan_policy(store, run)  # every check that loads no model; the phase's processes load them
+    job = launch_and_follow(store, JobKind.POLICY, asdict(run), args.accelerate_config, resume=args.resume)
+    name = run.config.algorithm
     if job.status is JobStatus.COMPLETED:
         from storage.policies import latest_policy
 
@@ -108,22 +108,22 @@ def run(args: argparse.Namespace, store: Store) -> int:
     return report_unfinished(name, job)
 
 
-def run_here(args: argparse.Namespace, store: Store, run: PPORun) -> int:
+def run_here(args: argparse.Namespace, store: Store, run: PolicyRun) -> int:
     """Train in this process with a progress bar."""
-    from ..jobs.policy_job import build_trainer, train_ppo
+    from ..jobs.policy_job import build_trainer, plan_policy, train_policy
     from .worker import run_job as run_claimed_job
 
-    trainer, _ = build_trainer(store, run)
+    trainer = build_trainer(plan_policy(store, run)[0])  # every check, models loaded, before the job row
     if args.resume is not None:
         job_id = job_rows.requeue_job(store, args.resume).id
     else:
-        job_id = job_rows.create_job(store, JobKind.PPO.value, asdict(run))
+        job_id = job_rows.create_job(store, JobKind.POLICY.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())
     name = trainer.algorithm.value
     bar = ProgressBar(job_id, run.iterations, trainer.algorithm)
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(
-        train_ppo(s, run, j.id, listener=bar, trainer=trainer)))
+        train_policy(s, run, j.id, listener=bar, trainer=trainer)))
     bar.bar.close()
     if status is JobStatus.COMPLETED:
         print(f"{name} job {job_id}: completed; registered policy version {outcome[0].policy_id}")

@@ -33,7 +33,7 @@ from ..reporting import JobCancelled, JobPaused
 Runner = Callable[[Store, Job], None]
 RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
     JobKind.REWARD: reward_job.run_job,
-    JobKind.PPO: policy_job.run_job,
+    JobKind.POLICY: policy_job.run_job,
     JobKind.LOOP: rounds.run_job,
 }
 HEARTBEAT_S = 2.0

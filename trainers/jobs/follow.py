@@ -4,7 +4,7 @@ follows it from the store: the number of processes, a progress bar with the job'
 the job to stop (it ends `cancelled` within one step, resumable); a second Ctrl-C leaves it running.
 
     add_accelerate_option(parser)
-    job = launch_and_follow(store, JobKind.PPO, settings, args.accelerate_config, resume=args.resume)
+    job = launch_and_follow(store, JobKind.POLICY, settings, args.accelerate_config, resume=args.resume)
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from storage.metrics import log_metrics
 from storage.policies import add_policy
 from storage.types import Job
 
-from ..policy.config import Algorithm
+from ..policy.config import Algorithm, PolicyRun
 from ..reporting import Reporter
 
 POLICIES_FOLDER = "policies"
@@ -39,7 +39,7 @@ class JobKind(StrEnum):
     """What a job does; the store keeps the value (`jobs.kind`), the worker's `RUNNERS` maps each to its runner."""
 
     REWARD = "reward"
-    PPO = "ppo"
+    POLICY = "ppo"  # PPO or GRPO (the stored value predates GRPO)
     LOOP = "loop"
 
 
@@ -47,8 +47,8 @@ def job_algorithm(job: Job) -> Algorithm | None:
     """The policy optimiser a loop or PPO job runs (its settings' `algorithm`, PPO when unset); None for other kinds."""
     if job.kind == JobKind.LOOP:
         return Algorithm(job.config.get("algorithm", Algorithm.PPO))
-    if job.kind == JobKind.PPO:
-        return Algorithm(job.config.get("ppo", {}).get("algorithm", Algorithm.PPO))
+    if job.kind == JobKind.POLICY:
+        return Algorithm(PolicyRun.from_dict(job.config).settings.get("algorithm", Algorithm.PPO))
     return None
 
 

@@ -1,7 +1,7 @@
 """PPO and GRPO runs on a store: the worker's `ppo` jobs, `python app.py ppo` and the loop's policy-optimisation
 phase all run here.
 
-A run (`trainers.policy.config.PPORun`, saved as the job's config so a resumed job repeats it) trains a policy version
+A run (`trainers.policy.config.PolicyRun`, saved as the job's config so a resumed job repeats it) trains a policy version
 of the store (default: the newest) with the algorithm its settings name (`ppo`, or `grpo`) against the newest reward
 model ("rm", its ensemble averaged, normalised) or an oracle scoring function ("oracle", for benchmarks), then
 registers the new version with the start policy as parent. This is the job layer: it reads the store, builds the
@@ -12,14 +12,14 @@ run carries its adapter in `adapter/`; training continues that adapter on its ba
 Otherwise fresh adapters go on the start policy, which is then the reference. PPO reuses a saved value head; GRPO
 has no critic and loads none.
 
-    outcome = train_ppo(store, PPORun(iterations=20, reward="oracle"), job_id=job.id)   # JobCancelled when stopped
+    outcome = train_policy(store, PolicyRun(iterations=20, reward="oracle"), job_id=job.id)   # JobCancelled when stopped
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +27,7 @@ import torch
 
 from labeling.synthetic import DEFAULT_ORACLE, load_scorer
 from storage import Store
-from storage.errors import InvalidInput, NotFound
+from storage.errors import NotFound
 from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import list_prompts
 from storage.reward_models import latest_reward_models
@@ -36,7 +36,7 @@ from storage.types import Job, Policy
 from ..models.chat_format import PromptBudget, model_context
 from ..models.loading import default_device, load_chat_format, load_policy, load_tokenizer
 from ..policy.checkpoint import load_value_head
-from ..policy.config import Algorithm, PPOConfig, PPORun, RewardSource
+from ..policy.config import Algorithm, PolicyConfig, PolicyRun, RewardSource
 from ..policy.grpo import GRPOTrainer
 from ..policy.optimizer import PolicyOptimizer, TrainResult
 from ..policy.ppo import PPOTrainer
@@ -47,7 +47,7 @@ from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_
 
 
 @dataclass
-class PPOOutcome:
+class PolicyOutcome:
     iterations: int = field(metadata={"help": "Iterations done in total."})
     policy_id: int = field(metadata={"help": "The registered policy version."})
     metrics: dict = field(metadata={"help": "The last iteration's metrics."})
@@ -104,7 +104,7 @@ def load_plan_models(start_path: str, reference: str | None, lora: bool, with_va
     return load_policy(start_path), load_policy(reference) if reference else None, tokenizer, value_head
 
 
-def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list, reward, *, value_head: dict | None = None,
+def make_trainer(config: PolicyConfig, policy, tokenizer, prompts: list, reward, *, value_head: dict | None = None,
                  **options) -> PolicyOptimizer:
     """The trainer of `config.algorithm`: PPO (its critic warmed by `value_head` when given) or GRPO (no critic);
     `options` (reference, state_dir, ...) go to either."""
@@ -114,11 +114,11 @@ def make_trainer(config: PPOConfig, policy, tokenizer, prompts: list, reward, *,
 
 
 @dataclass
-class PPOPlan:
+class PolicyPlan:
     """Everything a PPO or GRPO run needs, resolved from the store and checked: JSON-able, so every process of a
     launched phase builds the same trainer from it without the store."""
 
-    config: dict = field(metadata={"help": "PPOConfig settings."})
+    config: dict = field(metadata={"help": "PolicyConfig settings."})
     iterations: int = field(metadata={"help": "Iterations the run ends at (counting those before a resume)."})
     policy_path: str = field(metadata={"help": "The start policy's directory."})
     reference_path: str | None = field(metadata={"help": "The reference's directory (None: see reference_path)."})
@@ -129,14 +129,11 @@ class PPOPlan:
     staged: str | None = field(default=None, metadata={"help": "Where rank 0 saves the trained policy."})
 
 
-def plan_ppo(store: Store, run: PPORun) -> tuple[PPOPlan, Policy]:
+def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
     """The plan of `run` and its start policy, after every check that loads no model (settings, policies, reward
     model, prompts against the context); writes nothing."""
     run.check()
-    unknown = sorted(set(run.ppo) - {f.name for f in fields(PPOConfig)})
-    if unknown:
-        raise InvalidInput(f"unknown PPO setting {unknown[0]!r}; see python app.py ppo --help for the settings")
-    config = PPOConfig(**run.ppo)
+    config = run.config
     config.check()
     start = start_policy(store, run.policy_id)
     members = []
@@ -148,14 +145,14 @@ def plan_ppo(store: Store, run: PPORun) -> tuple[PPOPlan, Policy]:
     context = model_context(start.path)
     if context is not None:  # nothing is truncated: a prompt that does not fit is refused by its id
         PromptBudget(load_chat_format(start.path), context, config.response_length).check_prompts(prompts)
-    plan = PPOPlan(asdict(config), run.iterations, start.path, reference_path(store, start, config.lora), members,
+    plan = PolicyPlan(asdict(config), run.iterations, start.path, reference_path(store, start, config.lora), members,
                    run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts])
     return plan, start
 
 
-def build_plan_trainer(plan: PPOPlan) -> PolicyOptimizer:
+def build_trainer(plan: PolicyPlan) -> PolicyOptimizer:
     """The trainer of `plan` (models loaded from its directories, the reward model on this process's device)."""
-    config = PPOConfig(**plan.config)
+    config = PolicyConfig(**plan.config)
     if plan.reward_members:
         reward = RewardScorer.from_dirs([path for path, _, _ in plan.reward_members],
                                         [(mean, std) for _, mean, std in plan.reward_members], device=default_device())
@@ -167,18 +164,11 @@ def build_plan_trainer(plan: PPOPlan) -> PolicyOptimizer:
                         chat=load_chat_format(plan.policy_path, tokenizer))
 
 
-def build_trainer(store: Store, run: PPORun) -> tuple[PolicyOptimizer, Policy]:
-    """The trainer for `run` and its start policy, after every check (models, reward model, prompts, settings);
-    writes nothing."""
-    plan, start = plan_ppo(store, run)
-    return build_plan_trainer(plan), start
-
-
-def train_plan(plan: PPOPlan, reporter: Reporter,
+def train_plan(plan: PolicyPlan, reporter: Reporter,
                trainer: PolicyOptimizer | None = None) -> tuple[PolicyOptimizer, TrainResult]:
     """Run (or resume, from `plan.state_dir`) the plan on this process; the main process saves the policy into
     `plan.staged`. Raises JobCancelled after saving the state."""
-    trainer = trainer or build_plan_trainer(plan)
+    trainer = trainer or build_trainer(plan)
     trainer.use_state_dir(plan.state_dir)
     result = trainer.train(plan.iterations, reporter)
     if is_main_process() and plan.staged is not None:
@@ -189,12 +179,12 @@ def train_plan(plan: PPOPlan, reporter: Reporter,
 
 def run_phase(spec: dict, reporter: Reporter) -> dict:
     """One process of a launched PPO/GRPO phase (`trainers.entry.phase_worker`): the plan in `spec["plan"]`."""
-    trainer, result = train_plan(PPOPlan(**spec["plan"]), reporter)
+    trainer, result = train_plan(PolicyPlan(**spec["plan"]), reporter)
     return {"iterations": result.iterations, "metrics": result.metrics, "digest": weights_digest(trainer.policy_model)}
 
 
-def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
-              phase: str | None = "", listener: Reporter | None = None, trainer=None) -> PPOOutcome:
+def train_policy(store: Store, run: PolicyRun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
+              phase: str | None = "", listener: Reporter | None = None, trainer=None) -> PolicyOutcome:
     """Run (or resume) `run` reporting to `job_id`, register the new policy, and drop the resumable state.
 
     The state lives in `state_dir(store, job_id, state_name)`; metrics are logged at `step_offset + iteration`; the
@@ -202,9 +192,9 @@ def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: 
     `listener` hears every iteration. Raises JobCancelled (after saving the state) when the job's cancel flag is
     set. A job with an accelerate config trains in a launched phase (`trainers.jobs.phase_launch`), here otherwise.
     The loop calls it once per round, e.g.
-    `train_ppo(store, PPORun(M, "rm", round=g, ppo=...), job.id, f"round-{g}", (g - 1) * M, phase=None)`.
+    `train_policy(store, PolicyRun(M, "rm", round=g, settings=...), job.id, f"round-{g}", (g - 1) * M, phase=None)`.
     """
-    plan, start = plan_ppo(store, run)
+    plan, start = plan_policy(store, run)
     algorithm = Algorithm(plan.config["algorithm"])
     folder = state_dir(store, job_id, state_name) if job_id is not None else None
     plan.state_dir = str(folder) if folder is not None else None
@@ -224,14 +214,20 @@ def train_ppo(store: Store, run: PPORun, job_id: int | None = None, state_name: 
     except BaseException:
         shutil.rmtree(plan.staged, ignore_errors=True)
         raise
-    round = run.round if run.round is not None else start.round + 1
-    policy_id = register_policy(store, Path(plan.staged), parent_id=start.id, round=round,
-                                note=f"{algorithm.value.upper()}, {iterations} iterations")
+    policy_id = register_trained(store, plan, start, run.round, iterations)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-    return PPOOutcome(iterations, policy_id, metrics)
+    return PolicyOutcome(iterations, policy_id, metrics)
+
+
+def register_trained(store: Store, plan: PolicyPlan, start: Policy, round: int | None, iterations: int) -> int:
+    """Register the policy the plan staged as a child of `start`, in `round` (None: the start's + 1)."""
+    algorithm = Algorithm(plan.config["algorithm"])
+    return register_policy(store, Path(plan.staged), parent_id=start.id,
+                           round=round if round is not None else start.round + 1,
+                           note=f"{algorithm.value.upper()}, {iterations} iterations")
 
 
 def run_job(store: Store, job: Job) -> None:
     """The worker's runner for `ppo` jobs (every process under accelerate)."""
-    train_ppo(store, PPORun.from_dict(job.config), job.id)
+    train_policy(store, PolicyRun.from_dict(job.config), job.id)

@@ -8,6 +8,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
+from typing import ClassVar
 
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
@@ -19,7 +20,7 @@ from storage.types import Prompt
 
 from ..jobs.layer import JobKind
 from ..models.chat_format import PromptBudget, model_context, prompt_budget
-from ..policy.config import Algorithm, RewardSource
+from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..reward.config import RewardConfig
 
 
@@ -83,11 +84,11 @@ class LoopConfig:
         "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
         "choices": Algorithm})
     group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
-    ppo_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
-    ppo_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
-    ppo_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
-    ppo_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
-    ppo_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
+    policy_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
+    policy_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
+    policy_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
+    policy_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
+    policy_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
     kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference"})
     target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
@@ -110,11 +111,11 @@ class LoopConfig:
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"{f.name} must be a finite number, got {value}")
         positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
-                    "ppo_iterations", "ppo_batch_size", "ppo_mini_batches", "ppo_epochs", "response_length", "ensemble")
+                    "policy_iterations", "policy_batch_size", "policy_mini_batches", "policy_epochs", "response_length", "ensemble")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("reward_lr", "ppo_lr", "temperature"):
+        for name in ("reward_lr", "policy_lr", "temperature"):
             if not getattr(self, name) > 0:
                 raise InvalidInput(f"{name} must be positive, got {getattr(self, name)}")
         if self.samples_per_prompt < 2:
@@ -125,10 +126,10 @@ class LoopConfig:
             raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
         if not 0 < self.label_decay <= 1:
             raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
-        if self.ppo_batch_size % self.ppo_mini_batches:
+        if self.policy_batch_size % self.policy_mini_batches:
             whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
-            raise InvalidInput(f"ppo_mini_batches ({self.ppo_mini_batches}) must divide ppo_batch_size "
-                               f"({self.ppo_batch_size}){whole}")
+            raise InvalidInput(f"policy_mini_batches ({self.policy_mini_batches}) must divide policy_batch_size "
+                               f"({self.policy_batch_size}){whole}")
         if self.algorithm not in {a.value for a in Algorithm}:
             raise InvalidInput(f"algorithm must be one of {', '.join(Algorithm)}, got {self.algorithm!r}")
         if self.group_size < 2:
@@ -161,9 +162,14 @@ class LoopConfig:
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
 
+    RENAMED: ClassVar[dict[str, str]] = {  # the policy settings' names before GRPO joined PPO, accepted on read
+        f"ppo_{name}": f"policy_{name}" for name in ("iterations", "batch_size", "mini_batches", "epochs", "lr")}
+
     @classmethod
     def from_dict(cls, values: dict) -> "LoopConfig":
-        """Build from user input: unknown keys and wrong types are errors naming the key."""
+        """Build from user input or a stored job: unknown keys and wrong types are errors naming the key; the old
+        names in `RENAMED` are read as the new ones."""
+        values = renamed_settings(values, cls.RENAMED, "loop")
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
@@ -209,7 +215,7 @@ PRESETS = {
     "demo": LoopConfig(),
     "small real model (LoRA)": LoopConfig(prompts_per_round=128, samples_per_prompt=2, labels_per_round=100,
                                           label_decay=1.0, reward_epochs=1, reward_lr=1e-5, reward_batch_size=8,
-                                          ppo_batch_size=16, ppo_lr=1e-5, kl_coef=0.1, target_kl=6.0,
+                                          policy_batch_size=16, policy_lr=1e-5, kl_coef=0.1, target_kl=6.0,
                                           response_length=64, lora=True),
 }
 
@@ -221,7 +227,7 @@ def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: 
     training_prompts = sum(not p.heldout for p in prompts)
     if training_prompts < 1:
         raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
-    for name in ("prompts_per_round", "ppo_batch_size"):
+    for name in ("prompts_per_round", "policy_batch_size"):
         if getattr(config, name) > training_prompts:
             raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
                                f"training prompts; lower it or import more prompts")
@@ -258,22 +264,22 @@ def label_noise(config: LoopConfig) -> float:
     return config.oracle_noise if noisy_oracle else 0.0
 
 
-def ppo_settings(config: LoopConfig, round: int = 0) -> dict:
-    """The `trainers.policy.config.PPOConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
-    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.ppo_batch_size, "num_mini_batches": config.ppo_mini_batches,
-            "ppo_epochs": config.ppo_epochs, "learning_rate": config.ppo_lr,
+def policy_settings(config: LoopConfig, round: int = 0) -> dict:
+    """The `trainers.policy.config.PolicyConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
+    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.policy_batch_size, "num_mini_batches": config.policy_mini_batches,
+            "epochs": config.policy_epochs, "learning_rate": config.policy_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
             "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
             "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
-            "seed": round_seed(config.seed, round), "save_every": max(1, config.ppo_iterations // 4)}
+            "seed": round_seed(config.seed, round), "save_every": max(1, config.policy_iterations // 4)}
 
 
 def kl_horizon(config: LoopConfig) -> int:
     """The adaptive β controller's horizon: the loop's episodes over all rounds, so β can move as far over the whole
     loop as Ziegler et al.'s controller does over its horizon (β is carried from round to round)."""
     group = config.group_size if config.algorithm == Algorithm.GRPO else 1
-    return config.rounds * config.ppo_iterations * config.ppo_batch_size * group
+    return config.rounds * config.policy_iterations * config.policy_batch_size * group
 
 
 def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
@@ -282,4 +288,4 @@ def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
         return config.to_dict()
     if kind == JobKind.REWARD:
         return reward_settings(config)
-    return {"iterations": config.ppo_iterations, "reward": RewardSource.RM.value, "ppo": ppo_settings(config)}
+    return {"iterations": config.policy_iterations, "reward": RewardSource.RM.value, "settings": policy_settings(config)}

@@ -19,7 +19,8 @@ from storage.metrics import read_metrics
 from storage.types import JobWarning
 
 from .config import LoopConfig
-from .diagnostics import Finding, Phase, audit_findings, held_out_oracle_falls, phase_findings, reward_model_findings
+from .diagnostics import Finding
+from .phase_rules import Phase, audit_findings, held_out_oracle_falls, phase_findings, reward_model_findings
 
 VAL_PAIRS_METRIC = "round/val_pairs"  # held-out pairs of the round's reward model, logged at the round's step
 
@@ -59,7 +60,7 @@ def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: 
 
 def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int) -> Phase:
     """Round `round`'s PPO/GRPO steps and series (the loop numbers them `(round - first_round) * M + 1 ...`)."""
-    m, prefix = config.ppo_iterations, f"{config.algorithm}/"
+    m, prefix = config.policy_iterations, f"{config.algorithm}/"
     low, high = (round - first_round) * m, (round - first_round + 1) * m
     rows = [r for r in read_metrics(store, job_id, prefix=prefix) if low < r["step"] <= high]
     steps = sorted({r["step"] for r in rows})

@@ -38,7 +38,7 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from ..policy.config import PPORun, RewardSource
+from ..policy.config import PolicyRun, RewardSource
 from ..reporting import JobCancelled, JobPaused, Reporter
 from .audit_pairs import queue_round_pairs
 from .config import (
@@ -47,7 +47,7 @@ from .config import (
     OnWarning,
     check_against_store,
     labels_in_round,
-    ppo_settings,
+    policy_settings,
     reward_settings,
     round_seed,
 )
@@ -119,7 +119,7 @@ class Loop:
         if new_policy.round != g or new_policy.created < self.job.created:
             self.pause_if_warned()
             self.step(index, self.optimiser, 0.5)
-            self.run_ppo(index, g)
+            self.run_policy(index, g)
             new_policy = latest_policy(self.store)
         self.step(index, "summarising", 0.95)
         self.summarise(index, g, new_policy)
@@ -194,16 +194,16 @@ class Loop:
         """The policy optimiser's name as phases show it: PPO or GRPO."""
         return self.config.algorithm.upper()
 
-    def run_ppo(self, index: int, g: int) -> None:
+    def run_policy(self, index: int, g: int) -> None:
         """The round's policy optimisation (PPO or GRPO) against the round's reward model."""
-        from ..jobs.policy_job import train_ppo
+        from ..jobs.policy_job import train_policy
 
-        m, offset = self.config.ppo_iterations, (g - self.first_round) * self.config.ppo_iterations
-        settings = ppo_settings(self.config, g)
+        m, offset = self.config.policy_iterations, (g - self.first_round) * self.config.policy_iterations
+        settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
-        run = PPORun(iterations=m, reward=RewardSource.RM.value, round=g,
-                     ppo=settings if beta is None else {**settings, "init_kl_coef": beta})
-        train_ppo(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
+        run = PolicyRun(iterations=m, reward=RewardSource.RM.value, round=g,
+                     settings=settings if beta is None else {**settings, "init_kl_coef": beta})
+        train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                   phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
 
     def carried_kl_coef(self, before_step: int) -> float | None:

@@ -15,23 +15,33 @@ import os
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from accelerate.utils import gather_object
 from safetensors.torch import load_file, save_file
 
-from .config import PPOSetupError
+from .config import PolicySetupError
 
-if TYPE_CHECKING:
-    from .optimizer import PolicyOptimizer
+
+class Checkpointable(Protocol):
+    """What saving and resuming read of a trainer (`trainers.policy.optimizer.PolicyOptimizer` is one)."""
+
+    accelerator: Any
+    policy_model: Any  # the trained module: `.policy`, and PPO's `.value_head`
+    optimizer: Any
+    kl_controller: Any
+    iteration: int
+    config: Any  # a PolicyConfig dataclass
+    tokenizer: Any
+    backend: Any  # a RolloutBackend
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 STATE_FILE = "ppo_state.pt"
 CONFIG_FILE = "ppo_config.json"
 
 
-def save_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
+def save_state(trainer: Checkpointable, state_dir: str | Path) -> None:
     """Write the run's state to `state_dir/ppo_state.pt` (renamed into place, so never half-written)."""
     accelerator = trainer.accelerator
     rng = gather_object([torch.get_rng_state()]) if accelerator.num_processes > 1 else [torch.get_rng_state()]
@@ -50,7 +60,7 @@ def save_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
     accelerator.wait_for_everyone()
 
 
-def load_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
+def load_state(trainer: Checkpointable, state_dir: str | Path) -> None:
     """Restore what `save_state` wrote, and hand the restored weights to the generation backend (a vLLM engine holds
     its own copy: without the sync the first iteration after a resume would sample from the weights the run started
     with); refuses a state made with other trainable weights (algorithm, LoRA or model)."""
@@ -59,7 +69,7 @@ def load_state(trainer: PolicyOptimizer, state_dir: str | Path) -> None:
     missing = model.load_state_dict(state["model"], strict=False).missing_keys
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     if trainable & set(missing) or set(state["model"]) - trainable:
-        raise PPOSetupError(f"the saved state in {state_dir} was made with other settings (algorithm, LoRA or model); "
+        raise PolicySetupError(f"the saved state in {state_dir} was made with other settings (algorithm, LoRA or model); "
                             "resume with the same settings or start a new run")
     trainer.backend.sync_weights(model.policy)
     trainer.optimizer.load_state_dict(state["optimizer"])
@@ -76,7 +86,7 @@ def has_state(state_dir: str | Path) -> bool:
     return (Path(state_dir) / STATE_FILE).is_file()
 
 
-def save_policy(trainer: PolicyOptimizer, path: str | Path) -> None:
+def save_policy(trainer: Checkpointable, path: str | Path) -> None:
     """A plain Hugging Face policy directory (LoRA merged; its adapter also kept in `adapter/`), the tokenizer, the
     value head (PPO only: a GRPO policy has none, so a later PPO run starts a fresh one) and the run's settings."""
     path = Path(path)

@@ -1,10 +1,11 @@
-"""Policy-optimisation settings (`PPOConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs (`PPORun`)
+"""Policy-optimisation settings (`PolicyConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs (`PolicyRun`)
 and the setup error. No torch at import time, so the CLI builds its options fast."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import ClassVar
 
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import StudioError
@@ -36,12 +37,24 @@ class LossNorm(StrEnum):
     TOKEN = "token"
 
 
-class PPOSetupError(StudioError):
-    """PPO cannot start with these models, prompts or settings."""
+class PolicySetupError(StudioError):
+    """PPO or GRPO cannot start with these models, prompts or settings."""
+
+
+def renamed_settings(values: dict, renamed: dict[str, str], what: str) -> dict:
+    """`values` with each setting stored under an old name (`renamed`: old -> new) moved to its new name, so jobs and
+    configs written before a rename keep their meaning; both names at once is refused in one line."""
+    values = dict(values)
+    for old, new in renamed.items():
+        if old in values:
+            if new in values:
+                raise InvalidInput(f"{what} setting {old!r} is the old name of {new!r}; give only {new!r}")
+            values[new] = values.pop(old)
+    return values
 
 
 @dataclass
-class PPOConfig:
+class PolicyConfig:
     """Settings of a PPO or GRPO run; sizes are per process (under accelerate, each process runs `batch_size` prompts:
     as many episodes under PPO, `batch_size * group_size` under GRPO)."""
 
@@ -57,7 +70,7 @@ class PPOConfig:
         "help": "Prompts per iteration and process (one episode each under PPO, group_size under GRPO)."})
     num_mini_batches: int = field(default=1, metadata={
         "help": "Mini-batches per epoch; must divide batch_size (so GRPO's never split a group)."})
-    ppo_epochs: int = field(default=4, metadata={"help": "Passes over each rollout buffer."})
+    epochs: int = field(default=4, metadata={"help": "Passes over each rollout buffer."})
     learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate of the policy and value head."})
     value_lr: float | None = field(default=None, metadata={
         "help": "AdamW learning rate of the value head; None: learning_rate."})
@@ -99,46 +112,57 @@ class PPOConfig:
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "GPU memory share given to vLLM."})
     save_every: int = field(default=10, metadata={"help": "Save the resumable state every this many iterations."})
 
+    RENAMED: ClassVar[dict[str, str]] = {"ppo_epochs": "epochs"}  # old setting names, accepted on read
+
+    @classmethod
+    def from_dict(cls, values: dict) -> PolicyConfig:
+        """Settings from a job or a command (old names accepted); an unknown one is refused in one line."""
+        values = renamed_settings(values, cls.RENAMED, "policy")
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise InvalidInput(f"unknown PPO/GRPO setting {unknown[0]!r}; see python app.py ppo --help for the settings")
+        return cls(**values)
+
     def check(self) -> None:
-        """Raise PPOSetupError, in one line, for an inconsistent setting."""
+        """Raise PolicySetupError, in one line, for an inconsistent setting."""
         if self.algorithm not in {a.value for a in Algorithm}:
-            raise PPOSetupError(f"unknown algorithm {self.algorithm!r}; use {' or '.join(Algorithm)}")
+            raise PolicySetupError(f"unknown algorithm {self.algorithm!r}; use {' or '.join(Algorithm)}")
         if self.algorithm == Algorithm.GRPO:
             self._check_grpo()
         elif self.batch_size < 2:
-            raise PPOSetupError(f"batch size must be at least 2 (advantages are whitened over it), got {self.batch_size}")
+            raise PolicySetupError(f"batch size must be at least 2 (advantages are whitened over it), got {self.batch_size}")
         if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
-            raise PPOSetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size ({self.batch_size})")
+            raise PolicySetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size ({self.batch_size})")
         if self.init_kl_coef < 0:
-            raise PPOSetupError(f"the KL coefficient β (init_kl_coef) must be 0 or more, got {self.init_kl_coef}")
+            raise PolicySetupError(f"the KL coefficient β (init_kl_coef) must be 0 or more, got {self.init_kl_coef}")
         if self.kl_estimator not in KL_KINDS:
-            raise PPOSetupError(f"unknown KL estimator {self.kl_estimator!r}; use one of {', '.join(KL_KINDS)}")
+            raise PolicySetupError(f"unknown KL estimator {self.kl_estimator!r}; use one of {', '.join(KL_KINDS)}")
         if self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
-            raise PPOSetupError(f"PPO samples: temperature must be > 0, top-p in (0, 1] and top-k 0 or more, got "
+            raise PolicySetupError(f"PPO samples: temperature must be > 0, top-p in (0, 1] and top-k 0 or more, got "
                                 f"{self.temperature}, {self.top_p}, {self.top_k}")
-        if self.response_length < 1 or self.ppo_epochs < 1 or self.save_every < 1:
-            raise PPOSetupError("response_length, ppo_epochs and save_every must be at least 1")
+        if self.response_length < 1 or self.epochs < 1 or self.save_every < 1:
+            raise PolicySetupError("response_length, epochs and save_every must be at least 1")
         if self.target_kl is not None and self.target_kl <= 0:
-            raise PPOSetupError(f"target KL must be positive, got {self.target_kl}")
+            raise PolicySetupError(f"target KL must be positive, got {self.target_kl}")
         if self.generation_backend not in ("hf", "vllm"):
-            raise PPOSetupError(f"unknown generation backend {self.generation_backend!r}; use hf or vllm")
+            raise PolicySetupError(f"unknown generation backend {self.generation_backend!r}; use hf or vllm")
         import torch
 
         if self.bf16 and not torch.cuda.is_available():
-            raise PPOSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
+            raise PolicySetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
         if self.generation_backend == "vllm" and not torch.cuda.is_available():
-            raise PPOSetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
+            raise PolicySetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
 
     def _check_grpo(self) -> None:
         if self.group_size < 2:
-            raise PPOSetupError(f"group_size must be at least 2 (GRPO compares the responses of a group), got "
+            raise PolicySetupError(f"group_size must be at least 2 (GRPO compares the responses of a group), got "
                                 f"{self.group_size}")
         if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
-            raise PPOSetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size "
+            raise PolicySetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size "
                                 f"({self.batch_size} prompts), so that no mini-batch splits a group of "
                                 f"{self.group_size} responses")
         if self.loss_norm not in {n.value for n in LossNorm}:
-            raise PPOSetupError(f"unknown loss_norm {self.loss_norm!r}; use {' or '.join(LossNorm)}")
+            raise PolicySetupError(f"unknown loss_norm {self.loss_norm!r}; use {' or '.join(LossNorm)}")
 
     @property
     def episodes_per_prompt(self) -> int:
@@ -147,11 +171,11 @@ class PPOConfig:
 
 
 @dataclass
-class PPORun:
-    """What a PPO job does; `ppo` holds `PPOConfig` fields (defaults for those left out). Saved as the job's config,
-    so a resumed job repeats it."""
+class PolicyRun:
+    """What a policy job (PPO or GRPO) does; `settings` holds `PolicyConfig` fields (defaults for those left out).
+    Saved as the job's config, so a resumed job repeats it; jobs stored before the rename keep them under `ppo`."""
 
-    iterations: int = field(default=10, metadata={"help": "PPO iterations to run."})
+    iterations: int = field(default=10, metadata={"help": "PPO (or GRPO) iterations to run."})
     reward: str = field(default=RewardSource.RM.value, metadata={
         "help": "rm: the newest reward model; oracle: the scoring function --oracle (benchmarks).",
         "choices": RewardSource})
@@ -159,7 +183,9 @@ class PPORun:
         "help": "module:function scoring a response text, for the oracle reward."})
     policy_id: int | None = field(default=None, metadata={"help": "Policy version to train (None: the newest)."})
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's + 1)."})
-    ppo: dict = field(default_factory=dict, metadata={"help": "PPOConfig settings."})
+    settings: dict = field(default_factory=dict, metadata={"help": "PolicyConfig settings."})
+
+    RENAMED: ClassVar[dict[str, str]] = {"ppo": "settings"}
 
     def check(self) -> None:
         if self.iterations < 1:
@@ -168,6 +194,12 @@ class PPORun:
             raise InvalidInput(f"unknown reward {self.reward!r}; use {' or '.join(RewardSource)}")
 
     @classmethod
-    def from_dict(cls, values: dict) -> PPORun:
+    def from_dict(cls, values: dict) -> PolicyRun:
+        values = renamed_settings(values, cls.RENAMED, "run")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+    @property
+    def config(self) -> PolicyConfig:
+        """The run's `PolicyConfig` (old setting names accepted, unknown ones refused)."""
+        return PolicyConfig.from_dict(self.settings)

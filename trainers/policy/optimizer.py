@@ -1,6 +1,6 @@
-"""What PPO and GRPO share: one policy optimiser on torch + transformers + peft + accelerate, whose two variants
-(`trainers.policy.ppo.PPOTrainer`, `trainers.policy.grpo.GRPOTrainer`) differ only in the trained model (with or without a critic),
-the advantages and the mini-batch loss.
+"""What PPO and GRPO share: one policy optimiser on torch + transformers + peft + accelerate. An algorithm
+(`trainers.policy.ppo.PPOTrainer`, `trainers.policy.grpo.GRPOTrainer`) supplies only its trained model (with or
+without a critic, `trainers.policy.modules`), its targets (a `Targets` dataclass) and its mini-batch loss.
 
 Shared here: the prompts (text or conversations, turned into ids by the policy's `ChatFormat`; nothing is truncated:
 a prompt that does not fit the context with the response length is refused), the reference (with LoRA the base
@@ -8,14 +8,15 @@ with adapters disabled; in full fine-tuning a frozen copy of the starting policy
 `trainers.reward.scorer.RewardScorer`, which reads the prompt and the decoded response in its own format, exactly as
 it was trained, or any `score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a `RolloutBackend`: HF
 `generate` on the live policy or vLLM on a GPU, cut at the first end id, old and reference log-probs, scores), the epochs of
-shuffled mini-batches with gradient clipping (never splitting a prompt's group), the adaptive β controller, the
-progress and cancel protocol of `trainers.reporting`, the resumable state and the saved policy (`ppo_checkpoint`).
+shuffled mini-batches with gradient clipping (never splitting a prompt's group), the missing-EOS penalty, the adaptive
+β controller, the progress and cancel protocol of `trainers.reporting`, the resumable state and the saved policy
+(`checkpoint`).
 
 One iteration (`step`): this process's `batch_size` prompts, each `config.episodes_per_prompt` times in consecutive
-rows -> rollout -> per-token KL to the reference -> the variant's `_learn` (advantages and the update) -> metrics
-averaged over processes, named `{algorithm}/...` -> update β -> sync the rollout backend's weights.
+rows -> rollout -> per-token KL to the reference -> the algorithm's targets -> epochs of mini-batches of its loss ->
+metrics averaged over processes, named `{algorithm}/...` -> update β -> sync the rollout backend's weights.
 
-    trainer = GRPOTrainer(PPOConfig(algorithm="grpo", group_size=4, batch_size=8), policy, tokenizer, prompts, reward)
+    trainer = GRPOTrainer(PolicyConfig(algorithm="grpo", group_size=4, batch_size=8), policy, tokenizer, prompts, reward)
     trainer.train(iterations=20, reporter=reporter)   # until iteration 20; JobCancelled when the reporter says stop
     trainer.save_pretrained(path)                     # a plain HF policy directory (the job layer registers it)
 """
@@ -40,13 +41,23 @@ from ..models.chat_format import ChatFormat
 from ..models.generation import left_pad, model_end_ids
 from ..reporting import JobCancelled, Reporter, stop_requested
 from .checkpoint import has_state, load_state, save_policy, save_state
-from .config import Algorithm, PPOConfig, PPOSetupError
+from .config import Algorithm, PolicyConfig, PolicySetupError
 from .kl_control import make_kl_controller
-from .ppo_math import correlation, entropy_from_logits, kl_estimate, masked_mean, sampler_logprobs
-from .rollout import PolicyModel, Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
+from .modules import PolicyModel
+from .ppo_math import correlation, entropy_from_logits, kl_estimate, masked_mean, penalise_missing_eos, sampler_logprobs
+from .rollout import Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
 from .setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 
 RewardFn = Callable[[list[PromptInput], list[str]], torch.Tensor]  # e.g. a trainers.reward.scorer.RewardScorer
+
+
+@dataclass
+class Targets:
+    """What an algorithm's loss reads besides the rollout, computed once per rollout before the update: per-row
+    advantages, and statistics already known then (logged with the iteration's metrics)."""
+
+    advantages: torch.Tensor  # (B,) or (B, R)
+    metrics: dict[str, float]
 
 
 @dataclass
@@ -59,19 +70,19 @@ class PolicyOptimizer:
     """Trains `policy` against `reward`, reporting through a reporter; saves to and resumes from `state_dir`.
 
     Building a trainer seeds torch's global RNG (from `config.seed` and the process index): sampling draws from it.
-    Subclasses set `algorithm` and `loss_stats` (the names `_loss` reports) and implement `_make_model`, `_learn`
-    and `_loss`.
+    This base runs the rollout, the epochs and the mini-batches; an algorithm sets `algorithm` and `loss_stats` (the
+    names its loss reports) and supplies its model (`_make_model`), its targets (`targets`) and its loss (`loss`).
     """
 
     algorithm: Algorithm
     loss_stats: tuple[str, ...]
 
-    def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+    def __init__(self, config: PolicyConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                  prompts: list[PromptInput], reward: RewardFn | PreTrainedModel, *,
                  reference: PreTrainedModel | None = None, state_dir: str | Path | None = None,
                  backend: RolloutBackend | None = None, chat: ChatFormat | None = None):
         if config.algorithm != self.algorithm:
-            raise PPOSetupError(f"{type(self).__name__} runs algorithm {self.algorithm.value!r} but the settings say "
+            raise PolicySetupError(f"{type(self).__name__} runs algorithm {self.algorithm.value!r} but the settings say "
                                 f"{config.algorithm!r}; set algorithm={self.algorithm.value!r}")
         config.check()
         self.config, self.tokenizer = config, tokenizer
@@ -95,7 +106,7 @@ class PolicyOptimizer:
         torch.manual_seed(config.seed)  # identical initial adapters and head on every process
         if config.lora:
             if reference is not None:
-                raise PPOSetupError("with LoRA the reference is the base model with adapters disabled; pass no reference")
+                raise PolicySetupError("with LoRA the reference is the base model with adapters disabled; pass no reference")
             policy = with_lora(policy, config)
         else:
             reference = reference if reference is not None else copy.deepcopy(policy)
@@ -121,7 +132,7 @@ class PolicyOptimizer:
         if self.state_dir is not None and has_state(self.state_dir):
             load_state(self, self.state_dir)
 
-    # ----- what a variant defines ----------------------------------------------------------------------------------
+    # ----- what an algorithm supplies ----------------------------------------------------------------------------------
 
     def _make_model(self, policy: nn.Module) -> PolicyModel:
         """The trained model around `policy` (the actor alone, or with a critic)."""
@@ -131,14 +142,15 @@ class PolicyOptimizer:
         """The optimiser's parameter groups (one: every trainable weight at `learning_rate`)."""
         return [{"params": [p for p in model.parameters() if p.requires_grad]}]
 
-    def _learn(self, rollout: Rollout, kl: torch.Tensor, kl_coef: float) -> dict[str, float]:
-        """Advantages and the update from one rollout (`kl`: per-token KL estimate, masked); returns local metrics."""
+    def targets(self, rollout: Rollout, scores: torch.Tensor, kl: torch.Tensor, kl_coef: float) -> Targets:
+        """What the loss needs from one rollout: `scores` (B,) are the rewards less the missing-EOS penalty, `kl` the
+        per-token KL estimate to the reference (masked), `kl_coef` this iteration's β."""
         raise NotImplementedError
 
-    def _loss(self, rollout: Rollout, targets, idx: torch.Tensor, logprobs: torch.Tensor,
-              values: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """A mini-batch's loss (rows `idx` of the rollout; `targets` as `_learn` passed them to `_update`) and the
-        statistics named in `loss_stats`."""
+    def loss(self, rollout: Rollout, targets: Targets, idx: torch.Tensor, logprobs: torch.Tensor,
+             values: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """A mini-batch's loss (rows `idx` of the rollout; the new `logprobs` (b, R) and, with a critic, `values`)
+        and the statistics named in `loss_stats`."""
         raise NotImplementedError
 
     # ----- setup -----------------------------------------------------------------------------------------------
@@ -152,19 +164,19 @@ class PolicyOptimizer:
         """Token ids of each prompt, whole (the policy's chat format)."""
         for i, prompt in enumerate(prompts):
             if isinstance(prompt, str) and not prompt.strip():
-                raise PPOSetupError(f"prompt {i + 1} is empty; remove it or give it some text")
+                raise PolicySetupError(f"prompt {i + 1} is empty; remove it or give it some text")
         return self.chat.prompts_ids(prompts)
 
     def _tokenize_prompts(self, prompts: list[PromptInput], policy: PreTrainedModel) -> list[list[int]]:
         needed = self.config.batch_size * self.accelerator.num_processes
         if len(prompts) < needed:
-            raise PPOSetupError(f"{len(prompts)} training prompts for a batch of {needed}; import more prompts or "
+            raise PolicySetupError(f"{len(prompts)} training prompts for a batch of {needed}; import more prompts or "
                                 "lower the batch size")
         ids = self._encode(prompts)
         context = getattr(policy.config, "max_position_embeddings", None)
         for number, row in enumerate(ids, start=1):
             if context is not None and len(row) + self.config.response_length > context:
-                raise PPOSetupError(f"prompt {number} has {len(row)} tokens, which with {self.config.response_length} "
+                raise PolicySetupError(f"prompt {number} has {len(row)} tokens, which with {self.config.response_length} "
                                     f"response tokens exceeds the policy's context of {context}; nothing is cut, so "
                                     "shorten or remove the prompt, or lower response_length")
         return ids
@@ -242,7 +254,7 @@ class PolicyOptimizer:
         return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask,
                        values * mask if values is not None else None, scores, ended, entropy * mask)
 
-    def _update(self, rollout: Rollout, targets) -> dict[str, float]:
+    def _update(self, rollout: Rollout, targets: Targets) -> dict[str, float]:
         """Epochs over shuffled mini-batches; returns the mean of each of `loss_stats`."""
         self.model.train(self.config.gradient_checkpointing)  # dropout is off either way
         try:
@@ -250,14 +262,14 @@ class PolicyOptimizer:
         finally:
             self.model.eval()
 
-    def _epochs(self, rollout: Rollout, targets) -> dict[str, float]:
+    def _epochs(self, rollout: Rollout, targets: Targets) -> dict[str, float]:
         config = self.config
         input_ids = torch.cat([rollout.query, rollout.responses], dim=1)
         attention_mask = torch.cat([rollout.query_mask, rollout.mask.long()], dim=1)
         inputs = (input_ids, attention_mask, position_ids(attention_mask))
         group, size = config.episodes_per_prompt, config.batch_size // config.num_mini_batches  # prompts per batch
         sums, steps = dict.fromkeys(self.loss_stats, 0.0), 0
-        for _ in range(config.ppo_epochs):
+        for _ in range(config.epochs):
             order = torch.randperm(config.batch_size)  # prompts: a mini-batch takes their groups whole
             for k in range(config.num_mini_batches):
                 chosen = order[k * size:(k + 1) * size]
@@ -270,7 +282,7 @@ class PolicyOptimizer:
                 steps += 1
         return {name: total / steps for name, total in sums.items()}
 
-    def _mini_batch_step(self, rollout: Rollout, targets, idx: torch.Tensor, inputs) -> dict[str, float] | None:
+    def _mini_batch_step(self, rollout: Rollout, targets: Targets, idx: torch.Tensor, inputs) -> dict[str, float] | None:
         """One optimizer step on rollout rows `idx`; None, without a step, when the approximate KL to the old policy
         exceeds `max_approx_kl` (the same decision on every process). Its activations go when it returns."""
         config = self.config
@@ -278,7 +290,7 @@ class PolicyOptimizer:
         with self.accelerator.autocast():
             logits, values = self.model(input_ids, attention_mask, positions, rollout.query.shape[1])
         logprobs = self._logprobs(logits, rollout.responses[idx])
-        loss, stats = self._loss(rollout, targets, idx, logprobs, values)
+        loss, stats = self.loss(rollout, targets, idx, logprobs, values)
         if config.ent_coef:
             entropy = entropy_from_logits(self._sampling_logits(logits))
             loss = loss - config.ent_coef * masked_mean(entropy, rollout.mask[idx])
@@ -293,7 +305,7 @@ class PolicyOptimizer:
         return {name: stats[name].item() for name in self.loss_stats}
 
     def step(self) -> dict[str, float]:
-        """One iteration (rollout, advantages, update, β update); returns its metrics averaged over processes."""
+        """One iteration (rollout, targets, update, β update); returns its metrics averaged over processes."""
         started = time.perf_counter()
         config, group = self.config, self.config.episodes_per_prompt
         indices = [i for i in self._batch_indices(self.iteration) for _ in range(group)]  # a group: consecutive rows
@@ -305,8 +317,11 @@ class PolicyOptimizer:
                  "entropy": masked_mean(rollout.entropy, mask).item(),
                  "response_length": mask.sum(dim=1).mean().item(), "eos_rate": rollout.ended.float().mean().item()}
         local.update(self._monitor_metrics(rollout.scores))
-        local.update(self._learn(rollout, kl, kl_coef))
-        del rollout, kl, mask  # the buffer is purged after each update
+        targets = self.targets(rollout, penalise_missing_eos(rollout.scores, rollout.ended, config.missing_eos_penalty),
+                               kl, kl_coef)
+        local.update(self._update(rollout, targets))
+        local.update(targets.metrics)
+        del rollout, kl, mask, targets  # the buffer is purged after each update
         values = torch.tensor(list(local.values()), device=self.accelerator.device)
         prefix = self.algorithm.value
         metrics = {f"{prefix}/{name}": value

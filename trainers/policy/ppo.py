@@ -12,10 +12,10 @@ the adapters disabled, so actor, critic and reference share one copy of the base
 
 One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, top-k, cut at the first end
 id) -> store per token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score on the
-last real token (minus a penalty when there is no EOS) -> GAE (γ, λ), whitened advantages -> `ppo_epochs` passes of
+last real token (minus a penalty when there is no EOS) -> GAE (γ, λ), whitened advantages -> `epochs` passes of
 shuffled mini-batches with clipped policy and value losses and an entropy bonus -> update β -> drop the buffer.
 
-    config = PPOConfig(batch_size=16, learning_rate=1e-4)
+    config = PolicyConfig(batch_size=16, learning_rate=1e-4)
     reward = lambda prompts, responses: torch.tensor([sentiment_score(r) for r in responses])
     trainer = PPOTrainer(config, load_policy(path), load_tokenizer(path), train_prompts, reward)
     trainer.train(iterations=20, reporter=reporter)   # until iteration 20; JobCancelled when the reporter says stop
@@ -27,6 +27,7 @@ The trainer never touches the store: it reports through a `trainers.reporting.Re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,15 +37,21 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from labeling.conversations import PromptInput
 
 from ..models.chat_format import ChatFormat
-from .config import Algorithm, PPOConfig
-from .optimizer import PolicyOptimizer, RewardFn, TrainResult
+from .config import Algorithm, PolicyConfig
+from .modules import PolicyWithValueHead
+from .optimizer import PolicyOptimizer, RewardFn, Targets
 from .ppo_math import compute_gae, explained_variance, policy_loss, token_rewards, value_loss, whiten
-from .rollout import PolicyWithValueHead, Rollout, RolloutBackend
-
-PPOResult = TrainResult  # the name PPO's callers know
+from .rollout import Rollout, RolloutBackend
 
 
-def parameter_groups(model: PolicyWithValueHead, config: PPOConfig) -> list[dict]:
+@dataclass
+class PPOTargets(Targets):
+    """PPO's targets: whitened GAE advantages (B, R) and the returns (B, R) the critic regresses on."""
+
+    returns: torch.Tensor
+
+
+def parameter_groups(model: PolicyWithValueHead, config: PolicyConfig) -> list[dict]:
     """The optimiser's groups: the policy's trainable weights at `learning_rate`, the value head at `value_lr`."""
     policy = [p for p in model.policy.parameters() if p.requires_grad]
     value_lr = config.value_lr if config.value_lr is not None else config.learning_rate
@@ -57,7 +64,7 @@ class PPOTrainer(PolicyOptimizer):
     algorithm = Algorithm.PPO
     loss_stats = ("policy_loss", "value_loss", "clipfrac", "value_clipfrac", "approx_kl")
 
-    def __init__(self, config: PPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+    def __init__(self, config: PolicyConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                  prompts: list[PromptInput], reward: RewardFn | PreTrainedModel, *,
                  reference: PreTrainedModel | None = None, value_head: dict | None = None,
                  state_dir: str | Path | None = None, backend: RolloutBackend | None = None,
@@ -80,25 +87,22 @@ class PPOTrainer(PolicyOptimizer):
     def _parameter_groups(self, model: PolicyWithValueHead) -> list[dict]:
         return parameter_groups(model, self.config)
 
-    def _learn(self, rollout: Rollout, kl: torch.Tensor, kl_coef: float) -> dict[str, float]:
-        """Per-token rewards, GAE, whitened advantages, the PPO epochs; returns the losses and statistics."""
+    def targets(self, rollout: Rollout, scores: torch.Tensor, kl: torch.Tensor, kl_coef: float) -> PPOTargets:
+        """Per-token rewards (-β·KL, the score on the last real token), GAE, whitened advantages."""
         config, mask = self.config, rollout.mask
-        scores = rollout.scores - config.missing_eos_penalty * (~rollout.ended).float()
         rewards = token_rewards(scores, kl, mask, kl_coef)
         advantages, returns = compute_gae(rewards, rollout.values, mask, config.gamma, config.lam)
-        advantages = whiten(advantages, mask)
-        stats = self._update(rollout, (advantages, returns))
-        stats["explained_variance"] = explained_variance(rollout.values, returns, mask).item()
-        return stats
+        explained = explained_variance(rollout.values, returns, mask).item()
+        return PPOTargets(whiten(advantages, mask), {"explained_variance": explained}, returns)
 
-    def _loss(self, rollout: Rollout, targets, idx: torch.Tensor, logprobs: torch.Tensor,
-              values: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def loss(self, rollout: Rollout, targets: PPOTargets, idx: torch.Tensor, logprobs: torch.Tensor,
+             values: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Clipped policy loss plus `vf_coef` times the clipped value loss."""
-        advantages, returns = targets
         mask = rollout.mask[idx]
-        pg_loss, clipfrac, approx_kl = policy_loss(logprobs, rollout.logprobs[idx], advantages[idx], mask,
+        pg_loss, clipfrac, approx_kl = policy_loss(logprobs, rollout.logprobs[idx], targets.advantages[idx], mask,
                                                    self.config.clip_range)
-        vf_loss, vf_clipfrac = value_loss(values, rollout.values[idx], returns[idx], mask, self.config.clip_range_value)
+        vf_loss, vf_clipfrac = value_loss(values, rollout.values[idx], targets.returns[idx], mask,
+                                          self.config.clip_range_value)
         stats = {"policy_loss": pg_loss, "value_loss": vf_loss, "clipfrac": clipfrac, "value_clipfrac": vf_clipfrac,
                  "approx_kl": approx_kl}
         return pg_loss + self.config.vf_coef * vf_loss, stats

@@ -52,6 +52,11 @@ def kl_estimate(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = 
     raise ValueError(f"unknown KL estimator {kind!r}; use one of {', '.join(KL_KINDS)}")
 
 
+def penalise_missing_eos(scores: torch.Tensor, ended: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Sequence scores (B,) less `penalty` for each response that ran into the length limit without an end id."""
+    return scores - penalty * (~ended).float()
+
+
 def token_rewards(scores: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, kl_coef: float) -> torch.Tensor:
     """Per-token rewards: -kl_coef * kl on every real token, plus the sequence score on the last real token.
 

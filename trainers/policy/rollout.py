@@ -1,7 +1,6 @@
 """The rollout side of PPO and GRPO: where samples come from (`RolloutBackend`: Hugging Face `generate` on the live
-policy, or vLLM on a GPU via `trainers.models.vllm_generation`), the trained model that scores them (`PolicyModel`, the
-actor alone for GRPO; `PolicyWithValueHead`, actor and critic for PPO), the per-iteration buffer (`Rollout`) and the
-helpers that turn samples into tensors.
+policy, or vLLM on a GPU via `trainers.models.vllm_generation`), the per-iteration buffer (`Rollout`) and the
+helpers that turn samples into tensors. The trained models that score the samples are in `modules`.
 
     backend = make_rollout_backend(policy, tokenizer, chat.end_ids, config, longest_prompt=12)
     ids, mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)     # (B, P) each
@@ -21,7 +20,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from ..models.generation import neutralise_generation_config, sampling_config
-from .config import PPOConfig
+from .config import PolicyConfig
 
 
 class RolloutBackend(Protocol):
@@ -54,7 +53,7 @@ class HFRolloutBackend:
 
 
 def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, end_ids: Sequence[int],
-                         config: PPOConfig, longest_prompt: int) -> RolloutBackend:
+                         config: PolicyConfig, longest_prompt: int) -> RolloutBackend:
     """The backend `config.generation_backend` names, sampling from `policy` (LoRA adapters included) until any of
     `end_ids`."""
     if config.generation_backend == "hf":
@@ -72,40 +71,6 @@ def make_rollout_backend(policy: nn.Module, tokenizer: PreTrainedTokenizerBase, 
                             max_model_len=longest_prompt + config.response_length, seed=config.seed)
     backend.sync_weights(policy)  # adapters or weights that differ from the directory's
     return backend
-
-
-class PolicyModel(nn.Module):
-    """The actor alone (GRPO has no critic): a causal LM giving the logits that predict each response token."""
-
-    def __init__(self, policy: nn.Module):
-        super().__init__()
-        self.policy = policy
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                response_start: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Logits predicting each response token (B, R, V), and no values."""
-        output = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             use_cache=False, logits_to_keep=input_ids.shape[1] - response_start + 1)
-        return output.logits[:, :-1], None
-
-
-class PolicyWithValueHead(PolicyModel):
-    """The actor and the critic: a causal LM and a zero-initialised scalar head on its last hidden state."""
-
-    def __init__(self, policy: nn.Module):
-        super().__init__(policy)
-        self.value_head = nn.Linear(policy.config.hidden_size, 1)
-        nn.init.zeros_(self.value_head.weight)
-        nn.init.zeros_(self.value_head.bias)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                response_start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits predicting each response token (B, R, V) and the values of the states before them (B, R)."""
-        output = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             output_hidden_states=True, use_cache=False,
-                             logits_to_keep=input_ids.shape[1] - response_start + 1)
-        hidden = output.hidden_states[-1][:, response_start - 1:-1]  # (B, R, H)
-        return output.logits[:, :-1], self.value_head(hidden).squeeze(-1).float()
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Before PPO starts: the checks that refuse a tokenizer or a reward model PPO cannot use (one-line
-`PPOSetupError`s), and the setup of the trained policy (LoRA adapters, activation checkpointing).
+`PolicySetupError`s), and the setup of the trained policy (LoRA adapters, activation checkpointing).
 
     check_tokenizer(tokenizer)                 # a pad token distinct from EOS, left padding
     policy = with_lora(policy, config)         # when config.lora: fresh adapters (or the ones it carries)
@@ -11,17 +11,17 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..models.loading import disable_dropout
-from .config import PPOConfig, PPOSetupError
+from .config import PolicyConfig, PolicySetupError
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase) -> None:
     if tokenizer.pad_token_id is None:
-        raise PPOSetupError("the tokenizer has no pad token; add one distinct from EOS and save it with the policy")
+        raise PolicySetupError("the tokenizer has no pad token; add one distinct from EOS and save it with the policy")
     if tokenizer.pad_token_id == tokenizer.eos_token_id:
-        raise PPOSetupError("the tokenizer's pad token is its EOS token, which would hide the EOS PPO rewards; "
+        raise PolicySetupError("the tokenizer's pad token is its EOS token, which would hide the EOS PPO rewards; "
                             "add a distinct pad token and save it with the policy")
     if tokenizer.padding_side != "left":
-        raise PPOSetupError("the tokenizer pads on the right; set tokenizer.padding_side = 'left' (generation "
+        raise PolicySetupError("the tokenizer pads on the right; set tokenizer.padding_side = 'left' (generation "
                             "appends to the right of the prompt)")
 
 
@@ -30,15 +30,15 @@ def check_reward_model(reward) -> None:
     own tokenizer (it reads the decoded responses in its own format); reward functions pass as they are."""
     for model in getattr(reward, "models", ()):
         if model.config.num_labels != 1:
-            raise PPOSetupError(f"the reward model has num_labels={model.config.num_labels}; a reward model needs "
+            raise PolicySetupError(f"the reward model has num_labels={model.config.num_labels}; a reward model needs "
                                 "exactly one output (train it with python app.py train-reward)")
         rows, tokens = model.get_input_embeddings().num_embeddings, reward.chat.tokenizer.get_vocab_size()
         if rows < tokens:
-            raise PPOSetupError(f"the reward model has {rows} embeddings but its tokenizer {tokens} tokens; train "
+            raise PolicySetupError(f"the reward model has {rows} embeddings but its tokenizer {tokens} tokens; train "
                                 "the reward model with python app.py train-reward, which saves them together")
 
 
-def with_lora(policy: PreTrainedModel, config: PPOConfig) -> nn.Module:
+def with_lora(policy: PreTrainedModel, config: PolicyConfig) -> nn.Module:
     """`policy` with trainable LoRA adapters: new ones, or those of a policy loaded with its adapter."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
