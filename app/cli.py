@@ -120,7 +120,7 @@ def serve_arguments(parser: argparse.ArgumentParser):
                         help="with --auth, the longest pause after repeated failed logins, in s (default: %(default)g)")
     parser.add_argument("--accelerate-config", default=None, metavar="FILE",
                         help="jobs started from the Train tab run each training phase under `accelerate launch "
-                             "--config_file FILE` (several GPUs or machines; see the README's Scale out)")
+                             "--config_file FILE` (several GPUs or machines; see docs/scale-out.md)")
 
     def run(args: argparse.Namespace) -> int:
         from app.auth import AuthFile

@@ -1,5 +1,5 @@
-"""The layers keep their boundaries (DESIGN.md): a test fails when a folder imports what it must never import, and
-the serving process never loads torch."""
+"""The layers keep their boundaries (docs/architecture.md, "Rooms"): a test fails when a folder imports what it must
+never import, and the serving process never loads torch."""
 
 import ast
 import subprocess

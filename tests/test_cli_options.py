@@ -1,5 +1,5 @@
-"""Command-line options generated from the config dataclasses: help and defaults are the fields', the README's short
-names keep working as aliases, and each option sets the field its help describes."""
+"""Command-line options generated from the config dataclasses: help and defaults are the fields', the short names
+docs/commands.md shows keep working as aliases, and each option sets the field its help describes."""
 
 import argparse
 import dataclasses

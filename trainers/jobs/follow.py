@@ -27,7 +27,7 @@ POLL_S = 0.5
 def add_accelerate_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accelerate-config", default=None, metavar="FILE",
                         help="run each training phase under `accelerate launch --config_file FILE` (several GPUs or "
-                             "machines; see the README's Scale out) and follow the job here")
+                             "machines; see docs/scale-out.md) and follow the job here")
 
 
 def launch_and_follow(store: Store, kind: JobKind, settings: dict | None, accelerate_config: str,
