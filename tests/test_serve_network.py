@@ -1,5 +1,6 @@
 """Serving to a team: under a reverse proxy's root path (requests under it answer, logins go through the gate, the
-page's config carries the public root) and over HTTPS with a self-signed certificate made here by `openssl`."""
+page's config carries the public root) and over HTTPS with a self-signed certificate made here by `openssl`, every
+session cookie then `Secure`."""
 
 import shutil
 import subprocess
@@ -63,3 +64,21 @@ def test_the_studio_serves_https_with_the_given_certificate(store, serve_studio,
     plain = url.replace("https://", "http://")
     with pytest.raises(httpx.HTTPError):  # nothing answers in plain HTTP
         httpx.get(f"{plain}/config", timeout=10)
+
+
+def test_under_tls_every_session_cookie_is_secure(store, serve_studio, users, tmp_path):
+    cert, key = self_signed_certificate(tmp_path)
+    url = serve_studio(store, users, ssl_certfile=cert, ssl_keyfile=key).local_url.rstrip("/")
+    http = httpx.Client(base_url=url, verify=cert, timeout=30)
+    cookies = http.post("/login", data={"username": "owner", "password": "owner-pw"}).headers.get_list("set-cookie")
+    assert cookies and all("; secure" in cookie.lower() for cookie in cookies), cookies  # never sent over plain http
+    for cookie in cookies:  # whichever cookie is replayed alone, it authenticates over HTTPS
+        name, token = cookie.split(";")[0].split("=", 1)
+        assert httpx.get(f"{url}/config", cookies={name: token}, verify=cert, timeout=30).status_code == 200
+    plain = serve_studio(store, users).local_url.rstrip("/")  # without TLS a browser needs the cookie without Secure
+    cookies = httpx.post(f"{plain}/login", data={"username": "owner", "password": "owner-pw"},
+                         timeout=30).headers.get_list("set-cookie")
+    assert any("; secure" not in cookie.lower() for cookie in cookies), cookies
+    proxied = httpx.post(f"{plain}/login", data={"username": "owner", "password": "owner-pw"}, timeout=30,
+                         headers={"X-Forwarded-Proto": "https"})  # TLS ended by a proxy on this machine
+    assert all("; secure" in cookie.lower() for cookie in proxied.headers.get_list("set-cookie"))
