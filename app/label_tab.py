@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 
 import gradio as gr
 
-from labeling.annotation import (Choice, ShownPair, next_pair, progress, queue_settings, submit_and_next,
-                                 undo_label, update_queue_settings)
+from labeling.annotation import (Choice, ShownPair, next_pair, normal_name, progress, queue_settings,
+                                 submit_and_next, undo_label, update_queue_settings)
 from storage.audit import AuditAction
 from storage.errors import Conflict, NotFound
 
@@ -93,7 +93,7 @@ def _escape(text: str) -> str:
 def annotator_name(studio: Studio, request: gr.Request | None, typed: str | None) -> str:
     """The annotator: under --auth the logged-in user (typing another name is refused), else the typed name."""
     name = studio.annotator(request, typed)
-    if studio.users is not None and typed and typed.strip() and typed.strip() != name:
+    if studio.users is not None and typed and typed.strip() and normal_name(typed) != name:
         raise gr.Error(user_message(f"you are signed in as {name}; you cannot label as someone else"),
                        print_exception=False)
     return name

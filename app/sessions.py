@@ -36,6 +36,8 @@ from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
+from labeling.annotation import normal_name
+
 from .auth import MAX_NAME_CHARS, AuthFile
 from .throttle import LoginThrottle
 
@@ -127,7 +129,7 @@ class LoginGate:
         name, password = (form.get(key) or "" for key in ("username", "password"))
         if isinstance(name, UploadFile) or isinstance(password, UploadFile):
             return JSONResponse({"detail": "send `username` and `password` as form fields"}, status_code=400)
-        name, address = name.strip(), request.client.host if request.client else ""
+        name, address = normal_name(name), request.client.host if request.client else ""
         key = name[:MAX_NAME_CHARS + 1]  # longer names cannot exist: they share one count (and bounded memory)
         wait = self.throttle.admit(key, address, time.monotonic())
         if wait > 0:
