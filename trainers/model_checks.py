@@ -23,7 +23,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                     MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES)
 
-from storage.errors import StudioError
+from storage.errors import StudioError, first_line
 
 from .chat_format import generation_eos
 
@@ -61,12 +61,6 @@ class ModelFolder:
         """Rows of the input embedding matrix, from the config (None when the config does not say)."""
         text_config = self.config.get("text_config") or {}
         return self.config.get("vocab_size") or text_config.get("vocab_size")
-
-
-def first_line(exc: Exception) -> str:
-    """The first line of an exception's message (its type name when it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_model_dir(path: str | Path) -> Path:
