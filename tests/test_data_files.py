@@ -133,3 +133,12 @@ def test_a_damaged_parquet_file_is_one_line_and_its_rows_are_called_rows(tmp_pat
     with pytest.raises(InvalidInput, match=r"rows.parquet row 2: the prompt is empty"):
         import_prompt_file(store, numbered)
     assert list_prompts(store) == [] and list_labels(store) == []
+
+
+@pytest.mark.parametrize("name,header,line", [("long.txt", b"first prompt\n", 2), ("long.csv", b"prompt\nfirst\n", 3)])
+def test_a_text_or_csv_line_over_the_limit_is_refused_naming_it(store, tmp_path, name, header, line):
+    path = tmp_path / name
+    path.write_bytes(header + b"x" * (MAX_LINE_BYTES + 1) + b"\nlast prompt\n")
+    with pytest.raises(InvalidInput, match=f"{name} line {line}: the line is over 16 MB"):
+        import_prompt_file(store, path)
+    assert list_prompts(store) == []
