@@ -151,9 +151,11 @@ def update_queue_settings(store: Store, guidelines: str | None = None, overlap: 
 
 
 def check_guidelines(guidelines: str) -> None:
-    """Guidelines are markdown of at most MAX_GUIDELINES_CHARS characters (InvalidInput otherwise)."""
+    """Guidelines are markdown of at most MAX_GUIDELINES_CHARS characters, without NUL (InvalidInput otherwise)."""
     if len(guidelines) > MAX_GUIDELINES_CHARS:
         raise InvalidInput(f"the guidelines have {len(guidelines)} characters; keep them under {MAX_GUIDELINES_CHARS}")
+    if "\x00" in guidelines:
+        raise InvalidInput("the guidelines hold a NUL character (\\x00), which is no text; remove it")
 
 
 def _number(value: object) -> bool:

@@ -83,20 +83,23 @@ def new_prompt(value, where: str) -> NewPrompt:
         if not any(turn["content"].strip() for turn in turns):
             raise InvalidInput(f"{where}: every turn of the conversation is empty; remove the row or fill it in")
         text = conversation_text(turns)
-        _check_length(text, where)
+        check_text(text, "the prompt", MAX_PROMPT_CHARS, where)
         return NewPrompt(text, turns)
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: `prompt` is {type(value).__name__}, not text or a list of turns; quote it")
     if not value.strip():
         raise InvalidInput(f"{where}: the prompt is empty; remove the line or fill it in")
-    _check_length(value, where)
+    check_text(value, "the prompt", MAX_PROMPT_CHARS, where)
     return NewPrompt(value.strip())
 
 
-def _check_length(text: str, where: str) -> None:
-    if len(text) > MAX_PROMPT_CHARS:
-        raise InvalidInput(f"{where}: the prompt has {len(text)} characters, over the limit of {MAX_PROMPT_CHARS}; "
-                           "shorten it")
+def check_text(text: str, what: str, limit: int, where: str) -> None:
+    """InvalidInput naming `where` when the text (`what`, e.g. "the prompt") is over `limit` characters or holds a
+    NUL character (which no text holds, and which C libraries and many tools take for the end of the text)."""
+    if len(text) > limit:
+        raise InvalidInput(f"{where}: {what} has {len(text)} characters, over the limit of {limit}; shorten it")
+    if "\x00" in text:
+        raise InvalidInput(f"{where}: {what} holds a NUL character (\\x00 or \\u0000), which is no text; remove it")
 
 
 def _values(path: Path) -> Iterator[tuple[str, object]]:
