@@ -31,6 +31,8 @@ from storage.errors import InvalidInput
 
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _MARK = "RLHFSTUDIOMARK"  # stands for a response while the end-of-turn token is found
+CONTEXT_KEYS = ("n_positions", "max_position_embeddings")  # where a config.json gives the context length
+MAX_CONTEXT = 2**24  # tokens: more than any model reads; a larger value in a config is a mistake
 
 
 @dataclass(frozen=True)
@@ -176,12 +178,20 @@ def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget |
 
 def model_context(model_dir: str | Path) -> int | None:
     """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown (also
-    when config.json cannot be read: loading the model then says what is wrong with the folder)."""
+    when config.json cannot be read: loading the model then says what is wrong with the folder). A length that is
+    no whole number of tokens from 1 to MAX_CONTEXT is an InvalidInput naming it."""
     try:
         config = _read_json(Path(model_dir) / "config.json")
     except InvalidInput:
         return None
-    return config.get("n_positions") or config.get("max_position_embeddings")
+    key = next((key for key in CONTEXT_KEYS if config.get(key) not in (None, 0)), None)
+    if key is None:
+        return None
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONTEXT:
+        raise InvalidInput(f"config.json in {model_dir}: {key} is {str(value)[:24]!r}, not a whole number of tokens "
+                           f"from 1 to {MAX_CONTEXT}; write the model's context length there (e.g. 2048)")
+    return value
 
 
 def _read_json(path: Path) -> dict:
