@@ -192,3 +192,21 @@ def test_a_config_value_of_the_wrong_kind_exits_2_with_one_line_naming_it(capsys
     assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
     assert err.startswith(f"error: config.json in {folder}") and field in err
     assert not (tmp_path / "p.db").exists()
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{{ messages[0].content.__class__.__mro__ }}", "access to attribute '__class__'"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "was stopped: it"),
+    ("{{ 'x' * 100000 * 100000 }}", "10,000,000,000 characters"),
+])
+def test_a_hostile_chat_template_exits_2_with_one_line_and_leaves_no_store(capsys, tmp_path, tiny_qwen_dir, template,
+                                                                           message):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_qwen_dir, folder)
+    (folder / "chat_template.jinja").write_text(template)
+    prompts = write_prompts(tmp_path / "train.jsonl", ["hello"])
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(folder), "--prompts",
+                         str(prompts))
+    assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
+    assert err.startswith(f"error: {prompts} line 1: the model's chat template") and message in err
+    assert not (tmp_path / "p.db").exists()

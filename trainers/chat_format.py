@@ -8,8 +8,9 @@ ending with 'Assistant:') and a response is closed by EOS. A model may end a res
 (Llama-3's EOS list, Qwen's `<|im_end|>` beside `<|endoftext|>`): `end_ids` holds them all.
 
 Sampling for labels, held-out evaluation, reward training, reward scoring and PPO rollouts tokenize through a
-`ChatFormat`, so all of them see the same ids. It needs no torch (the `tokenizers` library and transformers'
-jinja renderer), so the UI process counts tokens with it too.
+`ChatFormat`, so all of them see the same ids. It needs no torch (the `tokenizers` library, and Jinja for the
+template, rendered within bounds of steps, time and size by `trainers.chat_template`), so the UI process counts
+tokens with it too.
 
     chat = ChatFormat.from_dir("path/to/model")   # or ChatFormat.from_tokenizer(hf_tokenizer, generation_eos(path))
     chat.prompt_ids([{"role": "user", "content": "Hi"}])   # [..., <|im_start|>, 'assistant', '\\n']
@@ -24,10 +25,11 @@ from pathlib import Path
 from typing import Iterable
 
 from tokenizers import Tokenizer
-from transformers.utils.chat_template_utils import render_jinja_template
 
 from labeling.conversations import TURN_SEPARATOR, PromptInput, conversation_text
 from storage.errors import InvalidInput
+
+from .chat_template import render_chat_template
 
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _MARK = "RLHFSTUDIOMARK"  # stands for a response while the end-of-turn token is found
@@ -82,9 +84,8 @@ class ChatFormat:
         """The text the model reads before its answer."""
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         if self.chat_template:
-            rendered, _ = render_jinja_template([messages], chat_template=self.chat_template,
-                                                add_generation_prompt=True, **self.special_tokens)
-            return rendered[0]
+            return render_chat_template(self.chat_template, messages=messages, add_generation_prompt=True,
+                                        **self.special_tokens)
         if isinstance(prompt, str):
             return prompt
         return f"{conversation_text(messages)}{TURN_SEPARATOR}Assistant:"
@@ -139,8 +140,11 @@ class PromptBudget:
         return self.context - self.response_length
 
     def check(self, prompt: PromptInput, where: str) -> None:
-        """Raise InvalidInput naming `where` when the prompt does not fit."""
-        tokens = self.chat.count(prompt)
+        """Raise InvalidInput naming `where` when the prompt does not fit (or the chat template cannot render it)."""
+        try:
+            tokens = self.chat.count(prompt)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
         if tokens > self.limit:
             raise InvalidInput(f"{where}: the prompt has {tokens} tokens, over the limit of {self.limit} (the "
                                f"policy's context of {self.context} less {self.response_length} response tokens); "
@@ -232,8 +236,8 @@ def _end_of_turn_id(tokenizer: Tokenizer, chat_template: str, specials: dict[str
     """The special token the template writes right after an assistant turn's text (None when there is none)."""
     turns = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _MARK}]
     try:
-        text = render_jinja_template([turns], chat_template=chat_template, **specials)[0][0]
-    except Exception:  # a template may refuse this minimal conversation (jinja raise_exception): use EOS
+        text = render_chat_template(chat_template, messages=turns, add_generation_prompt=False, **specials)
+    except InvalidInput:  # a template may refuse this minimal conversation (jinja raise_exception): use EOS
         return None
     if _MARK not in text:
         return None
