@@ -19,6 +19,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -43,18 +44,18 @@ def rows(path: Path, columns: Sequence[str], required: Sequence[str]) -> Iterato
     env = {**os.environ, "MALLOC_ARENA_MAX": "2"}  # one thread decodes: no per-thread malloc arenas to reserve
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        yield from _received(path, child)
-    finally:
-        with contextlib.suppress(OSError):
-            child.kill()
-        child.wait()
-        child.stdout.close()
-        child.stderr.close()
+    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: a child writing much there never blocks
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, env=env)
+        try:
+            yield from _received(path, child, errors)
+        finally:
+            with contextlib.suppress(OSError):
+                child.kill()
+            child.wait()
+            child.stdout.close()
 
 
-def _received(path: Path, child: subprocess.Popen) -> Iterator[tuple[str, object]]:
+def _received(path: Path, child: subprocess.Popen, errors) -> Iterator[tuple[str, object]]:
     sent = 0
     for _, line in bounded_lines(child.stdout):
         message = json.loads(line) if line is not None else {"error": f"the reader of {path} sent an overlong line"}
@@ -62,10 +63,11 @@ def _received(path: Path, child: subprocess.Popen) -> Iterator[tuple[str, object
             raise InvalidInput(message["error"])
         sent += 1
         yield f"row {sent}", message["row"] if "row" in message else UnreadableRow(message["problem"])
-    if child.wait() != 0:
-        said = first_line(Exception(child.stderr.read(4096).decode("utf-8", "replace")))
-        raise InvalidInput(f"cannot read {path} after row {sent}: its reader stopped ({said}); check that the file "
-                           "is complete")
+    if (code := child.wait()) != 0:  # killed, or crashed in pyarrow's own code: its last words say why
+        errors.seek(max(0, errors.seek(0, 2) - 4096))
+        said = errors.read().decode("utf-8", "replace").strip().splitlines() or [f"exit {code}"]
+        raise InvalidInput(f"cannot read {path} after row {sent}: its reader stopped "
+                           f"({first_line(Exception(said[-1]))}); check that the file is complete")
 
 
 # ---- the child process ------------------------------------------------------------------------------------------
@@ -89,6 +91,8 @@ def _line(row: dict) -> bytes:
     except _NotJson as exc:
         line = json.dumps({"problem": f"a column holds a {exc} value, not text or a number; convert it to text"})
         return line.encode("utf-8")
+    except RecursionError:
+        return json.dumps({"problem": "the row is nested too deeply (lists or structs inside one another)"}).encode()
     if len(line) >= MAX_LINE_BYTES:
         return json.dumps({"problem": f"the row is over {MAX_LINE_BYTES // 2**20} MB; shorten it"}).encode("utf-8")
     return line

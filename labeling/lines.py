@@ -53,3 +53,5 @@ def json_value(line: bytes | None) -> object:
         return UnreadableRow("not valid UTF-8; re-save the file as UTF-8")
     except json.JSONDecodeError as exc:
         return UnreadableRow(f"not valid JSON ({exc.msg}); one JSON object per line")
+    except RecursionError:
+        return UnreadableRow("nested too deeply for a JSON row (lists or objects inside one another); flatten it")

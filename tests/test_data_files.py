@@ -142,3 +142,13 @@ def test_a_text_or_csv_line_over_the_limit_is_refused_naming_it(store, tmp_path,
     with pytest.raises(InvalidInput, match=f"{name} line {line}: the line is over 16 MB"):
         import_prompt_file(store, path)
     assert list_prompts(store) == []
+
+
+def test_a_line_nested_too_deeply_for_the_json_parser_is_an_invalid_row(store, tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"chosen": ' + "[" * 100_000 + "\n" + json.dumps(GOOD_ROW) + "\n")
+    with pytest.raises(InvalidInput, match="deep.jsonl line 1: nested too deeply"):
+        import_preference_file(store, path, "deep")
+    assert import_preference_file(store, path, "deep", skip_invalid=True).summary().startswith(
+        "Imported 1 labeled pairs (0 already there). Skipped 1 invalid row: line 1. First problem: line 1: nested "
+        "too deeply")
