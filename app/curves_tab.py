@@ -29,7 +29,7 @@ from trainers.ppo_config import Algorithm
 
 from .charts import (ROUND_PANELS, Segment, align_rounds, optimiser_figure, reward_figure, round_order, rounds_figure,
                      segments)
-from .context import Refresh, Studio, View, bind, user_errors
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 
 TITLE = "Curves"
 ALL, IN_PROGRESS = "all", "current"
@@ -130,7 +130,7 @@ def status_line(curves: Curves) -> str:
         return "No training job yet: start one in the **Train** tab. The rounds chart fills in as rounds finish."
     parts = [f"**Job {job.id}** · {job_kind_label(job)} · **{job.status.value}**", f"{curves.points:,} metric points"]
     if job.phase and job.status.active:
-        parts.append(html.escape(job.phase))
+        parts.append(markdown_literal(job.phase))
     if job.status.active:
         parts.append(f"live: refreshes every {LIVE_REFRESH_S:.0f} s")
     return " · ".join(parts)

@@ -13,7 +13,6 @@ toggle shows the prompt and responses as they are.
 
 from __future__ import annotations
 
-import html
 import uuid
 from dataclasses import asdict, dataclass
 
@@ -24,7 +23,7 @@ from labeling.annotation import (Choice, ShownPair, next_pair, normal_name, prog
 from storage.audit import AuditAction
 from storage.errors import Conflict, NotFound
 
-from .context import Refresh, Studio, View, bind, user_errors, user_message
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
 from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
 
 TITLE = "Label"
@@ -84,14 +83,6 @@ def responses_html(shown: ShownPair) -> str:
 def guidelines_html(guidelines: str) -> str:
     """The guidelines as annotators see them: markdown rendered like model output (raw HTML shows as text)."""
     return f'<div class="guidelines-text">{markdown_html(guidelines)}</div>'
-
-
-def _escape(text: str) -> str:
-    """Text safe inside gr.Markdown: HTML escaped, markdown punctuation neutralised."""
-    escaped = html.escape(text)
-    for mark in "\\`*_{}[]()#+!|~":
-        escaped = escaped.replace(mark, "\\" + mark)
-    return escaped
 
 
 # ---- the public API -----------------------------------------------------------------------------------------------
@@ -220,7 +211,7 @@ def start_labeling(studio: Studio, typed: str, request: gr.Request) -> Screen:
     """Start (the button or Enter in the name box): the annotator's reserved or next pair."""
     with user_errors():
         name = annotator_name(studio, request, typed)
-        return screen(studio, name, next_pair(studio.store, name), f"Labeling as **{_escape(name)}**.")
+        return screen(studio, name, next_pair(studio.store, name), f"Labeling as **{markdown_literal(name)}**.")
 
 
 def vote(studio: Studio, choice: Choice, typed: str, pair_id: int | None, vote_id: str | None,

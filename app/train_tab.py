@@ -30,7 +30,7 @@ from trainers.loop_config import (PRESETS, Annotator, LoopConfig, OnWarning, che
                                   settings_from_json)
 from trainers.ppo_config import Algorithm
 
-from .context import Refresh, Studio, View, bind, user_errors, user_message
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 
 TITLE = "Train"
 # the form's LoopConfig fields, in the order it sends them
@@ -246,10 +246,10 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
         return JobView("No job yet.", "", "", gr.Timer(active=False))
     line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
     if state["phase"]:
-        line += f" — {html.escape(state['phase'])}"
-    line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {html.escape(state['runs_on'])}."
+        line += f" — {markdown_literal(state['phase'])}"
+    line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {markdown_literal(state['runs_on'])}."
     if state["error"]:
-        line += f"\n\n❌ {html.escape(state['error'])}"
+        line += f"\n\n❌ {markdown_literal(state['error'])}"
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
@@ -323,7 +323,7 @@ def limits_line(store: Store, policy_path: str, response_length: int, prompt_cou
             return "the policy's context is unknown here; the worker checks the prompts when it starts."
         return f"{budget.describe(list_prompts(store))}."
     except InvalidInput as exc:
-        return user_message(str(exc))
+        return markdown_literal(str(exc))
 
 
 def fill_preset(name: str) -> list:

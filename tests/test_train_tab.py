@@ -222,3 +222,12 @@ def test_the_limits_render_each_template_and_prompt_set_once_and_a_hostile_templ
     assert time.monotonic() - started < 10 and "\n" not in shown
     assert shown.startswith("**Limits:** the model's chat template was stopped: it ")  # too many steps, or too long
     assert train_tab.show_limits(studio) == shown and rendered == [50, 51, 51]  # the template changed: rendered once
+
+
+def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.finish_job(store, job_id, JobStatus.FAILED, error="InvalidInput: the template said "
+                        "![seen](http://tracker.example/t.png) <img src=http://tracker.example/u.png>")
+    status = train_tab.newest_job(studio).status
+    assert "![seen](" not in status and "<img" not in status
+    assert "\\!\\[seen\\](http://tracker.example/t.png) &lt;img src=http://tracker.example/u.png&gt;" in status
