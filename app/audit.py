@@ -1,5 +1,9 @@
 """The audit trail as people read it: rows for the Data tab, and a CSV file (the tab's download,
-`python app.py audit --db PATH --out FILE.csv`). Who acts in a terminal is `cli:<OS user>`."""
+`python app.py audit --db PATH --out FILE.csv`). Who acts in a terminal is `cli:<OS user>`.
+
+A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return as a formula, and user
+names are chosen by users: in the CSV file such a cell starts with `'`, which makes it text (OWASP's advice on CSV
+injection). The trail itself keeps the names as they are."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from storage.audit import AuditEntry, list_actions
 from storage.errors import InvalidInput
 
 HEADERS = ["time", "user", "action", "detail"]
-
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's list: a cell starting so is read as a formula
 
 ACTOR_VARIABLE = "STUDIO_ACTOR"  # set by the studio when it runs a command for a signed-in user (Data tab: init)
 
@@ -43,6 +47,11 @@ def audit_rows(store: Store, limit: int | None = None) -> list[list[str]]:
     return [audit_row(entry) for entry in list_actions(store, limit)]
 
 
+def csv_cell(text: str) -> str:
+    """The text as a CSV cell that a spreadsheet shows as text, never runs as a formula."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def check_csv_path(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() != ".csv":
@@ -61,7 +70,7 @@ def write_audit_csv(store: Store, path: str | Path) -> int:
         with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
             writer = csv.writer(out)
             writer.writerow(HEADERS)
-            writer.writerows(rows)
+            writer.writerows([csv_cell(cell) for cell in row] for row in rows)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -3,7 +3,9 @@ the end for admins; `#` comments and blank lines are kept). Passwords are never 
 add-user` writes a hash, `python app.py hash-auth` converts a plain-text `name:password[:admin]` file in place.
 
 `read_auth_file` gives a snapshot (`Users`); a running studio holds an `AuthFile`, which re-reads the file when
-it changes, so a removed user or a new password takes effect without a restart.
+it changes, so a removed user or a new password takes effect without a restart. Names are compared as
+`labeling.annotation.normal_name` makes them (NFC): two spellings of `zoé` are one user, in the file, at login and in
+`add-user`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from labeling.annotation import normal_name
 from storage.errors import InvalidInput
 
 from .passwords import DEFAULT_COST, ScryptCost, dummy_entry, hash_password, is_hashed, parse_entry, verify_password
@@ -48,12 +51,13 @@ class Users:
     def verify(self, name: str, password: str) -> bool:
         """Whether the password is the user's. An unknown name costs one hash too (against a fixed dummy entry at
         the file's usual cost), so the answer and the time taken do not tell which names exist."""
+        name = normal_name(name)
         known = name in self.entries
         matched = verify_password(password, self.entries[name] if known else self.dummy)
         return known and matched
 
     def is_admin(self, name: str | None) -> bool:
-        return name in self.admins
+        return name is not None and normal_name(name) in self.admins
 
     @cached_property
     def dummy(self) -> str:
@@ -62,8 +66,8 @@ class Users:
 
 
 def parse_auth_file(path: Path) -> list[AuthLine | str]:
-    """The file's lines: users as AuthLine, comments and blank lines as their text. A malformed line, a name given
-    twice or a bad hash is an error naming the line (secrets are never echoed)."""
+    """The file's lines: users as AuthLine (names NFC), comments and blank lines as their text. A malformed line, a
+    name given twice (in either spelling) or a bad hash is an error naming the line (secrets are never echoed)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -81,6 +85,7 @@ def parse_auth_file(path: Path) -> list[AuthLine | str]:
         if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and parts[2] != ADMIN):
             raise InvalidInput(f"auth file {path} line {line_no}: expected `name:HASH` or `name:HASH:admin` "
                                f"(add users with `python app.py add-user --auth {path} NAME`)")
+        parts[0] = normal_name(parts[0])
         if parts[0] in names:
             raise InvalidInput(f"auth file {path} line {line_no}: user {parts[0]!r} is listed twice; keep one line")
         if is_hashed(parts[1]):
@@ -107,11 +112,12 @@ def read_auth_file(path: str | Path) -> Users:
 
 
 def check_user_name(name: str) -> str:
+    """The name as stored (NFC), after checking it can be a login name."""
     if (not name or name != name.strip() or ":" in name or name.startswith("#") or not name.isprintable()
             or len(name) > MAX_NAME_CHARS):
         raise InvalidInput(f"user name {name[:MAX_NAME_CHARS]!r} is not allowed; use up to {MAX_NAME_CHARS} letters, "
                            "digits and punctuation other than `:`, without spaces at either end")
-    return name
+    return normal_name(name)
 
 
 def add_user(path: str | Path, name: str, password: str, admin: bool = False, cost: ScryptCost = DEFAULT_COST) -> bool:

@@ -1,6 +1,6 @@
 """What every tab shares: the store, who is asking (the logged-in user under --auth) and the audit trail of what
 admins do, how the user's mistakes reach the browser (one escaped line: Gradio shows error and warning messages as
-HTML), and how module-level handlers become Gradio listeners (`bind`) that fill named outputs (`View`) and refresh a
+HTML) and how quoted text reaches a markdown pane (`markdown_literal`), and how module-level handlers become Gradio listeners (`bind`) that fill named outputs (`View`) and refresh a
 tab (`Refresh`).
 
 A tab module holds a layout function returning its components as a dataclass, handlers at module level that take
@@ -23,6 +23,15 @@ from storage.audit import AuditAction, record_action
 from storage.errors import StudioError
 
 from .auth import AuthFile, Users
+
+
+def markdown_literal(text: str) -> str:
+    """Text shown as itself inside gr.Markdown, whatever it quotes (a name, a file's row, a model's template): HTML
+    escaped, and no `[` or `!` left to open a link or an image (which the browser would fetch)."""
+    escaped = html.escape(text, quote=False)
+    for mark in "\\[]!":
+        escaped = escaped.replace(mark, "\\" + mark)
+    return escaped
 
 
 def user_message(text: str) -> str:

@@ -24,7 +24,7 @@ from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.jobs.layer import job_algorithm, job_kind_label
-from trainers.loop.diagnostics import Finding, diagnose
+from trainers.loop.rounds.diagnostics import Finding, diagnose
 from trainers.policy.config import Algorithm
 
 from .charts import (
@@ -37,7 +37,7 @@ from .charts import (
     rounds_figure,
     segments,
 )
-from .context import Refresh, Studio, View, bind, user_errors
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 
 TITLE = "Curves"
 ALL, IN_PROGRESS = "all", "current"
@@ -138,7 +138,7 @@ def status_line(curves: Curves) -> str:
         return "No training job yet: start one in the **Train** tab. The rounds chart fills in as rounds finish."
     parts = [f"**Job {job.id}** · {job_kind_label(job)} · **{job.status.value}**", f"{curves.points:,} metric points"]
     if job.phase and job.status.active:
-        parts.append(html.escape(job.phase))
+        parts.append(markdown_literal(job.phase))
     if job.status.active:
         parts.append(f"live: refreshes every {LIVE_REFRESH_S:.0f} s")
     return " · ".join(parts)

@@ -24,7 +24,7 @@ from trainers.loop.config import import_budget
 from . import project_panel
 from .audit import HEADERS as AUDIT_HEADERS
 from .audit import audit_rows, write_audit_csv
-from .context import Refresh, Studio, View, bind, user_errors
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 from .preferences import import_into_project
 
 TITLE = "Data"
@@ -85,7 +85,7 @@ def on_import_preferences(studio: Studio, path: str | None, source: str, skip_in
         result = import_into_project(studio.store, path, source, skip_invalid)
     studio.record(request, AuditAction.PREFERENCES_IMPORTED, file=Path(path).name, source=source,
                   added=result.added, duplicates=result.duplicates, invalid=result.invalid.count)
-    return result.summary()
+    return markdown_literal(result.summary())  # the first problem may quote the file
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ the label id and the next pair, so a vote costs one round trip) and `/undo_label
 plain-text form), `messages` the conversation's `{role, content}` turns, null for a plain-text prompt (the key is
 always there; every text field is null when the queue is empty).
 
-On screen the prompt (a conversation as role-labelled turns) and the two responses are markdown rendered by
-`app.render`, which lets nothing in them run or load; the "Plain text" toggle shows the texts as they are.
+On screen the prompt (a conversation as role-labelled turns), the two responses and the guidelines (the owner's
+markdown) are rendered by `app.render`, which lets nothing in them run, load or cover the page; the "Plain text"
+toggle shows the prompt and responses as they are.
 """
 
 from __future__ import annotations
 
-import html
 import uuid
 from dataclasses import asdict, dataclass
 
@@ -22,6 +22,7 @@ from labeling.annotation import (
     Choice,
     ShownPair,
     next_pair,
+    normal_name,
     progress,
     queue_settings,
     submit_and_next,
@@ -31,8 +32,8 @@ from labeling.annotation import (
 from storage.audit import AuditAction
 from storage.errors import Conflict, NotFound
 
-from .context import Refresh, Studio, View, bind, user_errors, user_message
-from .render import TEXT_SCOPE, panes_html, plain_text_toggle, text_html
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
+from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
 
 TITLE = "Label"
 QUEUE = "label-queue"  # one concurrency group for every queue action, so Gradio hands them out fairly
@@ -88,12 +89,9 @@ def responses_html(shown: ShownPair) -> str:
                        ("response-right", "Right response", text_html(shown.right))])
 
 
-def _escape(text: str) -> str:
-    """Text safe inside gr.Markdown: HTML escaped, markdown punctuation neutralised."""
-    escaped = html.escape(text)
-    for mark in "\\`*_{}[]()#+!|~":
-        escaped = escaped.replace(mark, "\\" + mark)
-    return escaped
+def guidelines_html(guidelines: str) -> str:
+    """The guidelines as annotators see them: markdown rendered like model output (raw HTML shows as text)."""
+    return f'<div class="guidelines-text">{markdown_html(guidelines)}</div>'
 
 
 # ---- the public API -----------------------------------------------------------------------------------------------
@@ -101,7 +99,7 @@ def _escape(text: str) -> str:
 def annotator_name(studio: Studio, request: gr.Request | None, typed: str | None) -> str:
     """The annotator: under --auth the logged-in user (typing another name is refused), else the typed name."""
     name = studio.annotator(request, typed)
-    if studio.users is not None and typed and typed.strip() and typed.strip() != name:
+    if studio.users is not None and typed and typed.strip() and normal_name(typed) != name:
         raise gr.Error(user_message(f"you are signed in as {name}; you cannot label as someone else"),
                        print_exception=False)
     return name
@@ -142,7 +140,7 @@ class LabelLayout:
     name_box: gr.Textbox
     start: gr.Button
     counts: gr.Markdown
-    guidelines: gr.Markdown
+    guidelines: gr.HTML
     prompt: gr.HTML
     responses: gr.HTML  # the left and right panes
     votes: dict[Choice, gr.Button]
@@ -170,7 +168,7 @@ def layout(signed_in: bool) -> LabelLayout:
             counts = gr.Markdown("Type your name to start." if not signed_in else "", min_width=260,
                                  elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
-            guidelines = gr.Markdown()
+            guidelines = gr.HTML(js_on_load=None, elem_id="guidelines-text")
         prompt = gr.HTML(js_on_load=None, elem_id="pair-prompt")
         responses = gr.HTML(js_on_load=None, elem_id="responses")
         with gr.Row(elem_id="vote-buttons"):
@@ -222,7 +220,7 @@ def start_labeling(studio: Studio, typed: str, request: gr.Request) -> Screen:
     """Start (the button or Enter in the name box): the annotator's reserved or next pair."""
     with user_errors():
         name = annotator_name(studio, request, typed)
-        return screen(studio, name, next_pair(studio.store, name), f"Labeling as **{_escape(name)}**.")
+        return screen(studio, name, next_pair(studio.store, name), f"Labeling as **{markdown_literal(name)}**.")
 
 
 def vote(studio: Studio, choice: Choice, typed: str, pair_id: int | None, vote_id: str | None,
@@ -262,7 +260,8 @@ def show_signed_in(studio: Studio, request: gr.Request) -> Screen | dict:
 
 @dataclass(frozen=True)
 class Settings(View):
-    """The queue settings: the guidelines (rendered, and in the owner's edit box), overlap, reservation time."""
+    """The queue settings: the guidelines (rendered HTML, and markdown in the owner's edit box), overlap, reservation
+    time."""
 
     guidelines: str
     guidelines_box: str
@@ -272,7 +271,7 @@ class Settings(View):
 
 def current_settings(studio: Studio) -> Settings:
     now = queue_settings(studio.store)
-    return Settings(now.guidelines, now.guidelines, now.overlap, now.reservation_ttl_s)
+    return Settings(guidelines_html(now.guidelines), now.guidelines, now.overlap, now.reservation_ttl_s)
 
 
 def save_queue_settings(studio: Studio, guidelines: str, overlap: float, reservation_ttl_s: float,
@@ -288,6 +287,12 @@ def save_queue_settings(studio: Studio, guidelines: str, overlap: float, reserva
     if changed:
         studio.record(request, AuditAction.QUEUE_SETTINGS_CHANGED, **changed)
     return saved.guidelines
+
+
+def on_save_settings(studio: Studio, guidelines: str, overlap: float, reservation_ttl_s: float,
+                     request: gr.Request) -> str:
+    """The owner's Save button: the settings saved, the guidelines shown rendered."""
+    return guidelines_html(save_queue_settings(studio, guidelines, overlap, reservation_ttl_s, request))
 
 
 # ---- wiring -------------------------------------------------------------------------------------------------------
@@ -307,7 +312,8 @@ def build(studio: Studio) -> list[Refresh]:
         button.click(bind(vote, studio, choice), [ui.name_box, ui.pair_id, ui.vote_id], shown, **private)
     ui.undo.click(bind(undo, studio), ui.name_box, shown, **private)
     ui.poll.tick(bind(poll_queue, studio), [ui.name_box, ui.pair_id], shown, **private)
-    ui.save.click(bind(save_queue_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
-                  api_name="save_queue_settings")
+    gr.api(bind(save_queue_settings, studio), api_name="save_queue_settings")
+    ui.save.click(bind(on_save_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
+                  api_visibility="private")
     return [Refresh(bind(show_signed_in, studio), [], shown, on_open=False),
             Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False)]

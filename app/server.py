@@ -22,11 +22,14 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def check_port(host: str, port: int) -> None:
-    """Fail with one clear line when the port is taken, before any store is touched."""
+    """Fail with one clear line when the port is taken, before any store is touched. The check binds as uvicorn
+    does (`SO_REUSEADDR`): a connection of a studio that just died, left in TIME-WAIT, does not count, only a
+    server listening there."""
     if not 0 < port < 65536:
         raise InvalidInput(f"port {port} is out of range; choose a port between 1 and 65535")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

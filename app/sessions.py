@@ -6,7 +6,8 @@
   hash is computed in a small pool of low-priority threads, so the event loop keeps serving everyone else. An
   unknown name and a wrong password get the same answer (Gradio's "Incorrect credentials.", HTTP 400) after the
   same work. A success issues the session token the way Gradio does (its `tokens` table and cookies), so every
-  Gradio route knows the user.
+  Gradio route knows the user; over HTTPS (TLS here, or a proxy on this machine saying `X-Forwarded-Proto: https`)
+  both cookies are `Secure`, so a browser never sends them over plain HTTP.
 - Every other request: a session unused for the idle timeout, or whose user has been removed from the auth file or
   given a new password since the login, is ended (its token dropped from Gradio's table): Gradio then answers 401
   and the browser shows the login page. Any request counts as use, the tabs' automatic refreshes included.
@@ -34,6 +35,8 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
+
+from labeling.annotation import normal_name
 
 from .auth import MAX_NAME_CHARS, AuthFile
 from .throttle import LoginThrottle
@@ -126,7 +129,7 @@ class LoginGate:
         name, password = (form.get(key) or "" for key in ("username", "password"))
         if isinstance(name, UploadFile) or isinstance(password, UploadFile):
             return JSONResponse({"detail": "send `username` and `password` as form fields"}, status_code=400)
-        name, address = name.strip(), request.client.host if request.client else ""
+        name, address = normal_name(name), request.client.host if request.client else ""
         key = name[:MAX_NAME_CHARS + 1]  # longer names cannot exist: they share one count (and bounded memory)
         wait = self.throttle.admit(key, address, time.monotonic())
         if wait > 0:
@@ -140,10 +143,11 @@ class LoginGate:
             self.throttle.finish(key, address, ok, time.monotonic())
         if not ok:
             return JSONResponse({"detail": INCORRECT}, status_code=400)
-        return self.open_session(gradio_app, name, users.entries[name])
+        return self.open_session(gradio_app, name, users.entries[name], request.url.scheme == "https")
 
-    def open_session(self, gradio_app, name: str, entry: str) -> JSONResponse:
-        """Issue a token as Gradio's own login route does (its table, its two cookies)."""
+    def open_session(self, gradio_app, name: str, entry: str, https: bool) -> JSONResponse:
+        """Issue a token as Gradio's own login route does (its table, its two cookies); over `https` the second
+        cookie (Gradio's for plain HTTP, where a browser refuses `SameSite=none` without `Secure`) is `Secure` too."""
         now = time.monotonic()
         for token, session in list(self.sessions.items()):  # forget sessions that have ended meanwhile
             if token not in gradio_app.tokens or now - session.last_seen > self.idle_timeout_s:
@@ -153,7 +157,7 @@ class LoginGate:
         self.sessions[token] = Session(name, entry, now)
         response = JSONResponse({"success": True})
         response.set_cookie(f"access-token-{gradio_app.cookie_id}", token, httponly=True, samesite="none", secure=True)
-        response.set_cookie(f"access-token-unsecure-{gradio_app.cookie_id}", token, httponly=True)
+        response.set_cookie(f"access-token-unsecure-{gradio_app.cookie_id}", token, httponly=True, secure=https)
         return response
 
     def check_session(self, connection: HTTPConnection, gradio_app) -> None:

@@ -5,20 +5,22 @@ processes FILE asks for: the tab and the job's status say how many); this tab on
 
 from __future__ import annotations
 
+import functools
 import html
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
-from storage import JobStatus
+from storage import JobStatus, Store
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
 from storage.policies import latest_policy
-from storage.prompts import list_prompts
+from storage.prompts import count_prompts, list_prompts
 from storage.types import Job
 from trainers.jobs.launch_config import AccelerateLaunch, read_launch_config
 from trainers.jobs.launcher import reap_orphans, resume_job, start_job, stop_job
@@ -35,7 +37,7 @@ from trainers.loop.config import (
 from trainers.models.chat_format import prompt_budget
 from trainers.policy.config import Algorithm
 
-from .context import Refresh, Studio, View, bind, user_errors
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 
 TITLE = "Train"
 # the form's LoopConfig fields, in the order it sends them
@@ -46,6 +48,7 @@ WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations"
          "group_size", "reward_patience")
 LOG_LINES = 12
 POLL_S = 2.0
+LIMIT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
 def job_status_dict(studio: Studio, job: Job | None) -> dict:
@@ -250,10 +253,10 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
         return JobView("No job yet.", "", "", gr.Timer(active=False))
     line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
     if state["phase"]:
-        line += f" — {html.escape(state['phase'])}"
-    line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {html.escape(state['runs_on'])}."
+        line += f" — {markdown_literal(state['phase'])}"
+    line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {markdown_literal(state['runs_on'])}."
     if state["error"]:
-        line += f"\n\n❌ {html.escape(state['error'])}"
+        line += f"\n\n❌ {markdown_literal(state['error'])}"
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
@@ -305,10 +308,29 @@ def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = 
         settings = {**PRESETS[preset_name].to_dict(), **settings_from_json(advanced_json)}
     except InvalidInput:
         return "**Limits:** fix the advanced settings' JSON to see them."
-    budget = prompt_budget(policy.path, int(settings["response_length"]))
-    if budget is None:
-        return "**Limits:** the policy's context is unknown here; the worker checks the prompts when it starts."
-    return f"**Limits:** {budget.describe(list_prompts(studio.store))}."
+    line = limits_line(studio.store, policy.path, int(settings["response_length"]), count_prompts(studio.store),
+                       folder_state(policy.path))
+    return f"**Limits:** {line}"
+
+
+def folder_state(path: str) -> tuple:
+    """What changes when the files that set a policy's limits change (its config, tokenizer and chat template)."""
+    files = [Path(path) / name for name in LIMIT_FILES]
+    return tuple((file.stat().st_mtime_ns, file.stat().st_size) if file.is_file() else None for file in files)
+
+
+@functools.lru_cache(maxsize=16)
+def limits_line(store: Store, policy_path: str, response_length: int, prompt_count: int, state: tuple) -> str:
+    """The limits of a policy folder (in `state`) for a response length and the store's prompts (only ever added:
+    their count names the set), rendered through the chat template once, not at every opening of the tab; a
+    template or config the studio refuses is its one line."""
+    try:
+        budget = prompt_budget(policy_path, response_length)
+        if budget is None:
+            return "the policy's context is unknown here; the worker checks the prompts when it starts."
+        return f"{budget.describe(list_prompts(store))}."
+    except InvalidInput as exc:
+        return markdown_literal(str(exc))
 
 
 def fill_preset(name: str) -> list:

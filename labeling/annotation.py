@@ -81,11 +81,17 @@ def _printable(value: str) -> bool:
     return not any(unicodedata.category(c) in _INVISIBLE for c in value)
 
 
+def normal_name(name: str) -> str:
+    """A name as the studio knows it, wherever it is read (auth file, login, typed, stored): surrounding spaces
+    removed, NFC-normalised, so `zoé` typed as one character or as e plus a combining accent is one person."""
+    return unicodedata.normalize("NFC", name.strip())
+
+
 def check_name(name: object, what: str = "annotator name") -> str:
-    """A clean name: 1-64 printable characters, surrounding spaces removed, NFC-normalised."""
+    """A clean name (`normal_name`): 1-64 printable characters."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"the {what} is empty; type one first")
-    name = unicodedata.normalize("NFC", name.strip())
+    name = normal_name(name)
     if len(name) > MAX_NAME_CHARS:
         raise InvalidInput(f"the {what} has {len(name)} characters; use at most {MAX_NAME_CHARS}")
     if not _printable(name):
@@ -145,9 +151,11 @@ def update_queue_settings(store: Store, guidelines: str | None = None, overlap: 
 
 
 def check_guidelines(guidelines: str) -> None:
-    """Guidelines are markdown of at most MAX_GUIDELINES_CHARS characters (InvalidInput otherwise)."""
+    """Guidelines are markdown of at most MAX_GUIDELINES_CHARS characters, without NUL (InvalidInput otherwise)."""
     if len(guidelines) > MAX_GUIDELINES_CHARS:
         raise InvalidInput(f"the guidelines have {len(guidelines)} characters; keep them under {MAX_GUIDELINES_CHARS}")
+    if "\x00" in guidelines:
+        raise InvalidInput("the guidelines hold a NUL character (\\x00), which is no text; remove it")
 
 
 def _number(value: object) -> bool:

@@ -25,7 +25,7 @@ from storage.errors import InvalidInput
 from storage.preferences import Preference
 
 from .conversations import SPEAKERS, TURN_SEPARATOR, Message, conversation_text
-from .importing import MAX_PROMPT_CHARS, new_prompt
+from .importing import MAX_PROMPT_CHARS, check_text, new_prompt
 
 MAX_RESPONSE_CHARS = 100_000
 ANSWER_MARK = f"{TURN_SEPARATOR}{SPEAKERS['assistant']}:"  # "\n\nAssistant:", which ends an implicit prompt
@@ -155,15 +155,10 @@ def _preference(prompt, chosen: str, rejected: str, margin: float | None, where:
     elif chat_turns and (turns := dialogue_turns(prompt)) is not None:
         messages = turns
         prompt, chosen, rejected = conversation_text(messages), chosen.strip(), rejected.strip()
-    _check_length(prompt, "prompt", MAX_PROMPT_CHARS, where)
+    check_text(prompt, "'prompt'", MAX_PROMPT_CHARS, where)
     for name, answer in (("chosen", chosen), ("rejected", rejected)):
-        _check_length(answer, name, MAX_RESPONSE_CHARS, where)
+        check_text(answer, repr(name), MAX_RESPONSE_CHARS, where)
     return Preference(prompt, chosen, rejected, margin, messages)
-
-
-def _check_length(text: str, name: str, limit: int, where: str) -> None:
-    if len(text) > limit:
-        raise InvalidInput(f"{where}: {name!r} has {len(text)} characters, over the limit of {limit}; shorten it")
 
 
 def _margin(row: dict, where: str) -> float | None:

@@ -23,7 +23,8 @@ from storage.errors import InvalidInput
 from storage.preferences import Preference, import_preferences
 
 from .annotation import check_name
-from .data_files import FILE_FORMATS, UnreadableRow, check_data_path, data_kind, read_rows
+from .data_files import FILE_FORMATS, check_data_path, data_kind, read_rows
+from .lines import UnreadableRow
 from .preference_formats import preference_from_row
 
 COLUMNS = ("prompt", "chosen", "rejected", "margin")

@@ -27,3 +27,11 @@ class InvalidInput(StudioError):
 
 class Conflict(StudioError):
     """The action conflicts with the current state (a job already running, a pair not reserved, a port in use...)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none), fit to quote in a one-line
+    error: control characters (a library's message may hold some) shown as `?`."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return "".join(c if c.isprintable() else "?" for c in line)

@@ -250,7 +250,7 @@ def test_progress_counts_todays_labels_and_open_pairs(store, queue_pairs):
 
 def test_settings_are_checked_before_any_is_stored(store):
     for bad in ({"overlap": 0}, {"overlap": 1.5}, {"overlap": "2"}, {"reservation_ttl_s": 1},
-                {"reservation_ttl_s": float("nan")}, {"guidelines": "x" * 20_001}):
+                {"reservation_ttl_s": float("nan")}, {"guidelines": "x" * 20_001}, {"guidelines": "nul\x00"}):
         with pytest.raises(InvalidInput):
             update_queue_settings(store, **{"guidelines": "changed", **bad})
     settings = update_queue_settings(store, overlap=3, reservation_ttl_s=60)

@@ -103,7 +103,7 @@ def test_the_data_tab_shows_the_trail_to_admins_only(studio, store):
 def run_cli(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, str(ROOT / "app.py"), *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 def test_terminal_commands_are_recorded_by_their_os_user(tmp_path, store, queue_pairs):
@@ -157,3 +157,21 @@ def test_an_admin_exports_the_trail_through_the_api(store, serve_studio, tmp_pat
     assert [row[1:3] for row in table[1:]] == [["owner", "queue_settings_changed"]]
     assert [(actor, action) for actor, action, _ in trail(store)] == [("owner", "queue_settings_changed"),
                                                                       ("owner", "audit_exported")]
+
+
+FORMULAS = ["=1+1", "+1+1", "-1+1", "@SUM(A1:A2)", "\t=1+1", "\r=1+1", '=HYPERLINK("http://evil.example","x")']
+
+
+def test_a_cell_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(tmp_path, store):
+    for actor in FORMULAS:  # users who signed in with such names and acted
+        record_action(store, actor, AuditAction.QUEUE_SETTINGS_CHANGED, {"guidelines": ["", actor]})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "STUDIO_ACTOR": FORMULAS[-1]}  # a command the studio ran for one
+    ran = subprocess.run([sys.executable, str(ROOT / "app.py"), "audit", "--db", str(store.path), "--out",
+                          str(tmp_path / "audit.csv")], capture_output=True, text=True, env=env, timeout=120,
+                         check=False)
+    assert ran.returncode == 0, ran.stderr
+    with open(tmp_path / "audit.csv", newline="") as f:
+        rows = list(csv.reader(f))[1:]
+    assert [row[1] for row in rows] == ["'" + actor for actor in reversed(FORMULAS)]  # text, not a formula
+    assert all(cell[:1] not in ("=", "+", "-", "@", "\t", "\r") for row in rows for cell in row)
+    assert [actor for actor, _, _ in trail(store)] == [*FORMULAS, FORMULAS[-1]]  # the trail itself is unchanged

@@ -21,6 +21,7 @@ DEMO_CONTEXT = 64  # n_positions of the demo policy (assets/demo_policy/config.j
 
 BAD = [
     ("{rounds: 3", "not valid JSON"),
+    ('{"rounds": ' + "[" * 100_000, "nested too deeply"),
     ("[1, 2]", "must be a JSON object"),
     ('"rounds"', "must be a JSON object"),
     ('{"round": 3}', "unknown loop setting 'round'; known settings: rounds,"),

@@ -1,6 +1,6 @@
 """The Label tab in a real browser (Playwright driving Debian's Chromium): clicks, keys, undo, and model output
-that tries to run script shows up as text and runs nothing, whether rendered as markdown or shown plain. Fails, never
-skips, when Chromium is missing."""
+that tries to run script shows up as text and runs nothing, whether rendered as markdown or shown plain; guidelines
+holding HTML cover, load and run nothing. Fails, never skips, when Chromium is missing."""
 
 import pytest
 from playwright.sync_api import expect
@@ -9,6 +9,7 @@ from app import label_tab
 from labeling.conversations import conversation_text
 from storage.labels import list_labels
 from storage.pairs import get_pair
+from storage.settings import set_setting
 from storage.types import Outcome
 from tests.helpers import hashed_auth_file
 
@@ -244,3 +245,27 @@ def test_conversations_and_markdown_render_as_turns_and_run_nothing(store, queue
     page.keyboard.press("1")
     expect(page.locator("#label-progress")).to_contain_text("1 labeled today")
     assert [label.annotator for label in list_labels(store)] == ["alice"]
+
+
+TRACKER = "http://127.0.0.1:9/track.png"
+HOSTILE_GUIDELINES = (f'<div style="position:fixed;inset:0;z-index:9999;background:white">Read me</div>\n\n'
+                      f"![a]({TRACKER}) <form><button>Send</button></form> <svg></svg> <math></math>"
+                      "<style>#vote-left{display:none}</style>")
+
+
+def test_guidelines_cover_nothing_load_nothing_and_read_as_text(store, queue_pairs, serve, browser):
+    queue_pairs(PAIRS[3:5])
+    set_setting(store, "guidelines", HOSTILE_GUIDELINES)
+    dialogs, requests = [], []
+    page = open_page(browser, serve(), dialogs)
+    page.on("request", lambda request: requests.append(request.url))
+    page.get_by_label("Your name").fill("alice")
+    page.get_by_label("Your name").press("Enter")
+    expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1)
+    guidelines = page.locator("#guidelines")
+    expect(guidelines).to_contain_text(f"[image: a <{TRACKER}>]")
+    assert '<div style="position:fixed' in guidelines.inner_text()  # the owner's HTML reads as text
+    assert guidelines.locator("div[style*=fixed], img, form, svg, math, style").count() == 0
+    act(page, lambda: page.get_by_role("button", name="Left is better").click())  # nothing covers the buttons
+    assert len(list_labels(store)) == 1
+    assert TRACKER not in requests and dialogs == []

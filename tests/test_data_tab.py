@@ -64,3 +64,14 @@ def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_lin
     assert started.policies[0][3] == f"SFT policy from {tiny_qwen_dir.resolve()}"
     [entry] = list_actions(store)
     assert (entry.actor, entry.action.value) == ("owner", "project_started")
+
+
+def test_a_skipped_rows_problem_quoting_the_file_shows_as_text_never_as_an_image(store, tmp_path):
+    studio = Studio(store, USERS)
+    preferences = tmp_path / "prefs.jsonl"
+    preferences.write_text('{"prompt": "q", "chosen": "good", "rejected": "bad"}\n'
+                           '{"prompt": [{"role": "![a](http://t.co/a)", "content": "x"}], "chosen": "a", '
+                           '"rejected": "b"}\n')
+    summary = data_tab.on_import_preferences(studio, str(preferences), "hh", True, OWNER)
+    assert summary.startswith("Imported 1 labeled pairs (0 already there). Skipped 1 invalid row: line 2.")
+    assert "![a](" not in summary and "has role '\\!\\[a\\](http://t.co/a)'" in summary

@@ -50,6 +50,11 @@ BAD = [
     ("p.csv", 'prompt,x\n"unterminated,1\n', "malformed CSV"),
     ("p.csv", "prompt\nok\nok,extra\n", "wrong number of fields"),
     ("p.txt", "ok\n" + "x" * (MAX_PROMPT_CHARS + 1) + "\n", "line 2: the prompt has"),
+    ("p.txt", "ok\nnul\x00inside\n", "line 2: the prompt holds a NUL character"),
+    ("p.jsonl", '{"prompt": "nul\\u0000inside"}\n', "line 1: the prompt holds a NUL character"),
+    ("p.jsonl", json.dumps({"prompt": [{"role": "user", "content": "a\x00b"}]}) + "\n",
+     "line 1: the prompt holds a NUL character"),
+    ("p.csv", "prompt\nnul\x00inside\n", "line 2: the prompt holds a NUL character"),
 ]
 
 

@@ -2,6 +2,7 @@
 guidelines; every bad input exits 2 with one line naming the path, and leaves no store behind."""
 
 import json
+import shutil
 import sqlite3
 
 import pytest
@@ -121,8 +122,8 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     reward model reads each (prompt, response) with exactly the ids its training data had, whose prompt part is what
     PPO's rollouts were sampled from."""
     from trainers.policy.ppo import PPOTrainer
-    from trainers.reward import data as reward_data
     from trainers.reward.scorer import RewardScorer
+    from trainers.reward.trainer import data as reward_data
 
     prompts = write_prompts(tmp_path / "train.jsonl",
                             [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"hello {i}"}]
@@ -174,3 +175,38 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
         assert prompt_ids == chat.prompt_ids(json.loads(prompt))  # the chat template, generation prompt included
         rm_ids = next(ids for (p, _), ids in scored.items() if p == prompt)
         assert rm_ids[:len(prompt_ids)] == prompt_ids and rm_ids[-1] == chat.end_of_turn_id
+
+
+@pytest.mark.parametrize("field, value", [("max_position_embeddings", "64"), ("max_position_embeddings", 1e308),
+                                          ("max_position_embeddings", 10**30), ("max_position_embeddings", True),
+                                          ("n_positions", "64"), ("hidden_size", "64")])
+def test_a_config_value_of_the_wrong_kind_exits_2_with_one_line_naming_it(capsys, tmp_path, tiny_qwen_dir, field,
+                                                                          value):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_qwen_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, field: value}))
+    prompts = write_prompts(tmp_path / "train.jsonl", ["hello"])
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(folder), "--prompts",
+                         str(prompts))
+    assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
+    assert err.startswith(f"error: config.json in {folder}") and field in err
+    assert not (tmp_path / "p.db").exists()
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{{ messages[0].content.__class__.__mro__ }}", "access to attribute '__class__'"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "was stopped: it"),
+    ("{{ 'x' * 100000 * 100000 }}", "10,000,000,000 characters"),
+])
+def test_a_hostile_chat_template_exits_2_with_one_line_and_leaves_no_store(capsys, tmp_path, tiny_qwen_dir, template,
+                                                                           message):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_qwen_dir, folder)
+    (folder / "chat_template.jinja").write_text(template)
+    prompts = write_prompts(tmp_path / "train.jsonl", ["hello"])
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(folder), "--prompts",
+                         str(prompts))
+    assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
+    assert err.startswith(f"error: {prompts} line 1: the model's chat template") and message in err
+    assert not (tmp_path / "p.db").exists()

@@ -124,7 +124,10 @@ def test_only_admins_save_queue_settings(store):
     with pytest.raises(gr.Error, match="only an admin"):
         label_tab.save_queue_settings(studio, "Be kind.", 2, 60, signed_in("alice"))
     assert label_tab.save_queue_settings(studio, "Be kind.", 2, 60, signed_in("owner")) == "Be kind."
-    assert label_tab.current_settings(studio) == label_tab.Settings("Be kind.", "Be kind.", 2, 60)
+    assert label_tab.current_settings(studio) == label_tab.Settings(label_tab.guidelines_html("Be kind."), "Be kind.",
+                                                                    2, 60)
+    assert label_tab.on_save_settings(studio, "Be *kind*.", 2, 60, signed_in("owner")) == (
+        '<div class="guidelines-text"><p>Be <em>kind</em>.</p>\n</div>')  # the Save button shows them rendered
     with pytest.raises(gr.Error, match="overlap"):
         label_tab.save_queue_settings(studio, "Be kind.", 0, 60, signed_in("owner"))
 

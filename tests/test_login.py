@@ -11,8 +11,9 @@ import pytest
 from gradio_client import Client
 
 from app import passwords, sessions
-from app.auth import write_auth_file
+from app.auth import AuthFile, add_user, read_auth_file, write_auth_file
 from app.passwords import hash_password
+from storage.errors import InvalidInput
 from storage.labels import list_labels
 from tests.helpers import TEST_SCRYPT_COST, FakeTime, hashed_auth_file
 
@@ -142,3 +143,25 @@ def test_a_changed_auth_file_ends_the_sessions_of_changed_and_removed_users(url,
     assert "only an admin" in owner.get(f"/gradio_api/call/export_labels/{event}").text  # ...without admin rights
     assert login(url, "alice", "alice-pw").status_code == 400 and login(url, "alice", "new-pw").status_code == 200
     assert login(url, "bob", "bob-pw").status_code == 400
+
+
+NFC, NFD = "zo\u00e9", "zoe\u0301"  # `zoé` written as one character, and as e plus a combining accent
+
+
+def test_two_spellings_of_one_name_are_one_account_whichever_is_typed(store, queue_pairs, serve_studio, tmp_path):
+    path = tmp_path / "users.txt"
+    assert add_user(path, NFC, "first-pw", cost=TEST_SCRYPT_COST)
+    assert not add_user(path, NFD, "second-pw", cost=TEST_SCRYPT_COST)  # the same user: her password changed
+    assert [line.split(":")[0] for line in path.read_text().splitlines()] == [NFC]
+    url = serve_studio(store, AuthFile(path)).local_url.rstrip("/")
+    queue_pairs([("prompt", "a", "b")])
+    assert login(url, NFC, "first-pw").status_code == 400
+    assert login(url, NFD, "second-pw").status_code == 200 and login(url, NFC, "second-pw").status_code == 200
+    zoe = Client(url, auth=(NFD, "second-pw"), verbose=False)
+    shown = zoe.predict(NFD, api_name="/next_pair")  # her name typed as she types it is her own
+    zoe.predict(NFC, shown["pair_id"], "left", "v1", api_name="/submit_label")
+    assert [label.annotator for label in list_labels(store)] == [NFC]
+    hand_written = tmp_path / "both.txt"  # a file edited by hand with both spellings is refused, naming the line
+    hand_written.write_text(path.read_text() + path.read_text().replace(NFC, NFD))
+    with pytest.raises(InvalidInput, match="line 2: user .* is listed twice"):
+        read_auth_file(hand_written)

@@ -1,5 +1,6 @@
 """Model folders are data: the loaders refuse code and pickles, the tiny Llama/Qwen2 chat models load padding left,
-and prepared copies (pickle converted, pad token fixed) hold the same model without touching the user's folder."""
+and prepared copies (pickle converted, pad token fixed) hold the same model, and only the files a model needs, without
+touching the user's folder."""
 
 import json
 
@@ -12,6 +13,7 @@ from storage.errors import StudioError
 from tests.tiny_models import build_tiny_llama, build_tiny_qwen, folder_digest, make_pickle_shards, same_weights
 from trainers.models.checks import ModelRole, declared_end_ids, inspect_model_dir, read_tokenizer
 from trainers.models.copies import (
+    MODEL_FILES,
     NEW_PAD_TOKEN,
     PadFix,
     convert_pickle_weights,
@@ -211,3 +213,28 @@ def test_an_auto_map_beside_a_built_in_architecture_loads_with_the_built_in_clas
     (path / "config.json").write_text(json.dumps(config))
     (path / "modeling_qwen.py").write_text("raise SystemExit('remote code ran')\n")
     assert type(load_policy(path)).__name__ == "Qwen2ForCausalLM"  # the folder's module would have exited
+
+
+def test_a_prepared_copy_holds_only_the_files_a_model_needs_following_links_to_them(tiny_llama_dir, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the admin's private notes")
+    cache = tmp_path / "hub" / "models--org--llama"  # a Hugging Face cache: snapshot files link to ../../blobs
+    (cache / "blobs").mkdir(parents=True)
+    snapshot = cache / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    for file in tiny_llama_dir.iterdir():
+        (cache / "blobs" / f"blob-{file.name}").write_bytes(file.read_bytes())
+        (snapshot / file.name).symlink_to(f"../../blobs/blob-{file.name}")
+    (snapshot / "notes.txt").symlink_to(secret)  # a link to what is no part of the model
+    (snapshot / "README.md").write_text("a model card")
+    (snapshot / "train.py").write_text("print('code')")
+    tokenizer = read_tokenizer(snapshot)
+    fix = plan_pad_fix(tokenizer, declared_end_ids(inspect_model_dir(snapshot), tokenizer))
+    copy = tmp_path / "copy"
+    make_prepared_copy(inspect_model_dir(snapshot), fix, copy)
+    files = sorted(copy.iterdir())
+    assert {file.name for file in files} <= set(MODEL_FILES) and {"config.json", "model.safetensors"} <= \
+        {file.name for file in files}
+    assert not any(file.is_symlink() for file in files)  # the linked blobs' contents, copied
+    assert all(b"private notes" not in file.read_bytes() for file in files)
+    assert same_weights(copy, tiny_llama_dir) and load_tokenizer(copy).pad_token == fix.token

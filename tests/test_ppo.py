@@ -559,8 +559,8 @@ def test_rollout_logprobs_are_the_samplers_even_when_the_checkpoint_sets_generat
 
 
 def test_the_value_head_learns_at_its_own_rate_when_given_one():
-    from trainers.policy.ppo import parameter_groups
     from trainers.policy.modules import PolicyWithValueHead
+    from trainers.policy.ppo import parameter_groups
 
     model = PolicyWithValueHead(make_policy())
     policy, head = parameter_groups(model, small_config(learning_rate=1e-5, value_lr=1e-3))

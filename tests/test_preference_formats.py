@@ -157,6 +157,9 @@ def test_hh_rows_with_empty_and_single_space_answers_import(store, tmp_path):
     ({"prompt": "p", "chosen": "a", "rejected": ["b"]}, "chosen is text and rejected is conversational"),
     ({"chosen": hh("Hi", "a"), "rejected": hh("Hi", "a")}, "the same text"),
     ({"prompt": "p", "chosen": "a", "rejected": {"x": 1}}, "'rejected' is dict"),
+    ({"prompt": "p", "chosen": "a\x00", "rejected": "b"}, "'chosen' holds a NUL character"),
+    ({"prompt": "p\x00", "chosen": "a", "rejected": "b"}, "'prompt' holds a NUL character"),
+    ({"chosen": hh("Hi", "a"), "rejected": hh("Hi", "b\x00")}, "'rejected' holds a NUL character"),
 ])
 def test_structurally_broken_rows_are_refused_naming_the_line(row, message):
     with pytest.raises(InvalidInput, match=message) as error:

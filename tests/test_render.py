@@ -1,13 +1,17 @@
 """app.render: markdown and conversations rendered for gr.HTML (which sanitizes nothing). Hostile text must come out
-with no element that runs or loads anything, no event handler, no link but http(s)/mailto, and its text visible."""
+with no element that runs or loads anything, no event handler, no link but http(s)/mailto, and its text visible. The
+Label tab's guidelines (an owner's markdown) go through the same renderer."""
 
 import re
 from html.parser import HTMLParser
 
 import pytest
 
+from app import label_tab
+from app.context import Studio
 from app.render import markdown_html, panes_html, plain_html, text_html, turns_html
 from labeling.conversations import conversation_text
+from storage.settings import set_setting
 
 # Every element and attribute the renderer may produce; anything else fails the audit.
 TAGS = {"p", "br", "em", "strong", "s", "code", "pre", "a", "span", "div", "section", "blockquote", "hr", "ul", "ol",
@@ -167,3 +171,24 @@ def test_panes_carry_ids_and_escaped_labels():
                      '<div class="pane-label">Left &lt;b&gt;</div><div class="pane-body">L</div></section>'
                      '<section class="text-pane" id="response-right" aria-label="Right"><div class="pane-label">Right'
                      '</div><div class="pane-body">R</div></section></div>')
+
+
+GUIDELINES = {  # what an owner's guidelines held in the probe -> the text annotators must still see
+    '<div style="position:fixed;inset:0;z-index:9999;background:white">Read me first</div>':
+        '<div style="position:fixed;inset:0;z-index:9999;background:white">Read me first</div>',
+    "![a](http://tracker.example/track.png)": "[image: a <http://tracker.example/track.png>]",
+    '<form action="http://evil.example/"><input name="password"><button>Go</button></form>':
+        '<form action="http://evil.example/">',
+    "<svg><circle r=9 /></svg> and <math><mi>x</mi></math>": "<svg><circle r=9 /></svg> and <math>",
+    "<style>button{display:none}</style>\n\n**Be kind.**": "<style>button{display:none}</style>",
+}
+
+
+@pytest.mark.parametrize("guidelines", list(GUIDELINES))
+def test_the_label_tabs_guidelines_go_through_the_same_renderer_as_model_output(store, guidelines):
+    set_setting(store, "guidelines", guidelines)
+    shown = label_tab.current_settings(Studio(store)).guidelines
+    assert Audit(shown).problems() == []
+    assert GUIDELINES[guidelines] in Audit(shown).text
+    assert markdown_html(guidelines) in shown
+    assert label_tab.current_settings(Studio(store)).guidelines_box == guidelines  # the owner edits the markdown

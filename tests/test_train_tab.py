@@ -4,6 +4,8 @@ launcher, the job's status, admins only under --auth."""
 
 import json
 import os
+import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -191,3 +193,43 @@ def test_the_tab_and_the_job_status_say_how_jobs_run(studio, store, monkeypatch)
         train_tab.layout(train_tab.new_jobs_run_on(studio))
     [intro] = [b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "train-runs-on"]
     assert f"Training phases run on {two}" in intro.value
+
+
+def test_the_limits_render_each_template_and_prompt_set_once_and_a_hostile_template_is_one_line(
+        store, tmp_path, tiny_qwen_dir, monkeypatch):
+    from app.context import Studio
+    from storage.policies import add_policy
+    from storage.prompts import add_prompts
+    from trainers.models.chat_format import ChatFormat
+
+    folder = tmp_path / "qwen"
+    shutil.copytree(tiny_qwen_dir, folder)
+    add_policy(store, str(folder))
+    add_prompts(store, [f"prompt {i}" for i in range(50)])
+    rendered = []
+    prompts_ids = ChatFormat.prompts_ids
+    monkeypatch.setattr(ChatFormat, "prompts_ids", lambda chat, prompts: rendered.append(len(prompts)) or
+                        prompts_ids(chat, prompts))
+    studio = Studio(store)
+    first = train_tab.show_limits(studio)
+    assert "prompts up to" in first and train_tab.show_limits(studio) == first  # opening the tab again...
+    assert rendered == [50]  # ...rendered nothing again
+    add_prompts(store, ["one more prompt, the longest of them all"])
+    assert "(longest prompt: " in (again := train_tab.show_limits(studio)) and "prompt 51, fits" in again
+    assert rendered == [50, 51]  # a new prompt set: rendered again
+    (folder / "chat_template.jinja").write_text(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+    started = time.monotonic()
+    shown = train_tab.show_limits(studio)
+    assert time.monotonic() - started < 10 and "\n" not in shown
+    assert shown.startswith("**Limits:** the model's chat template was stopped: it ")  # too many steps, or too long
+    assert train_tab.show_limits(studio) == shown and rendered == [50, 51, 51]  # the template changed: rendered once
+
+
+def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.finish_job(store, job_id, JobStatus.FAILED, error="InvalidInput: the template said "
+                        "![seen](http://tracker.example/t.png) <img src=http://tracker.example/u.png>")
+    status = train_tab.newest_job(studio).status
+    assert "![seen](" not in status and "<img" not in status
+    assert "\\!\\[seen\\](http://tracker.example/t.png) &lt;img src=http://tracker.example/u.png&gt;" in status

@@ -195,6 +195,9 @@ def settings_from_json(text: str) -> dict:
         values = json.loads(text or "{}")
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and retry") from None
+    except RecursionError:
+        raise InvalidInput("the loop config is nested too deeply (lists or objects inside one another); send a JSON "
+                           "object of settings") from None
     if not isinstance(values, dict):
         raise InvalidInput("the loop config must be a JSON object of settings")
     return values

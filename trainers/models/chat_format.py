@@ -8,8 +8,9 @@ ending with 'Assistant:') and a response is closed by EOS. A model may end a res
 (Llama-3's EOS list, Qwen's `<|im_end|>` beside `<|endoftext|>`): `end_ids` holds them all.
 
 Sampling for labels, held-out evaluation, reward training, reward scoring and PPO rollouts tokenize through a
-`ChatFormat`, so all of them see the same ids. It needs no torch (the `tokenizers` library and transformers'
-jinja renderer), so the UI process counts tokens with it too.
+`ChatFormat`, so all of them see the same ids. It needs no torch (the `tokenizers` library, and Jinja for the
+template, rendered within bounds of steps, time and size by `trainers.models.chat_template`), so the UI process counts
+tokens with it too.
 
     chat = ChatFormat.from_dir("path/to/model")   # or ChatFormat.from_tokenizer(hf_tokenizer, generation_eos(path))
     chat.prompt_ids([{"role": "user", "content": "Hi"}])   # [..., <|im_start|>, 'assistant', '\\n']
@@ -24,13 +25,16 @@ from pathlib import Path
 from typing import Iterable
 
 from tokenizers import Tokenizer
-from transformers.utils.chat_template_utils import render_jinja_template
 
 from labeling.conversations import TURN_SEPARATOR, PromptInput, conversation_text
 from storage.errors import InvalidInput
 
+from .chat_template import render_chat_template
+
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _MARK = "RLHFSTUDIOMARK"  # stands for a response while the end-of-turn token is found
+CONTEXT_KEYS = ("n_positions", "max_position_embeddings")  # where a config.json gives the context length
+MAX_CONTEXT = 2**24  # tokens: more than any model reads; a larger value in a config is a mistake
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,8 @@ class ChatFormat:
         """The text the model reads before its answer."""
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         if self.chat_template:
-            rendered, _ = render_jinja_template([messages], chat_template=self.chat_template,
-                                                add_generation_prompt=True, **self.special_tokens)
-            return rendered[0]
+            return render_chat_template(self.chat_template, messages=messages, add_generation_prompt=True,
+                                        **self.special_tokens)
         if isinstance(prompt, str):
             return prompt
         return f"{conversation_text(messages)}{TURN_SEPARATOR}Assistant:"
@@ -137,8 +140,11 @@ class PromptBudget:
         return self.context - self.response_length
 
     def check(self, prompt: PromptInput, where: str) -> None:
-        """Raise InvalidInput naming `where` when the prompt does not fit."""
-        tokens = self.chat.count(prompt)
+        """Raise InvalidInput naming `where` when the prompt does not fit (or the chat template cannot render it)."""
+        try:
+            tokens = self.chat.count(prompt)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
         if tokens > self.limit:
             raise InvalidInput(f"{where}: the prompt has {tokens} tokens, over the limit of {self.limit} (the "
                                f"policy's context of {self.context} less {self.response_length} response tokens); "
@@ -176,12 +182,20 @@ def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget |
 
 def model_context(model_dir: str | Path) -> int | None:
     """Context length from a model directory's config.json (read as JSON: no torch), or None when unknown (also
-    when config.json cannot be read: loading the model then says what is wrong with the folder)."""
+    when config.json cannot be read: loading the model then says what is wrong with the folder). A length that is
+    no whole number of tokens from 1 to MAX_CONTEXT is an InvalidInput naming it."""
     try:
         config = _read_json(Path(model_dir) / "config.json")
     except InvalidInput:
         return None
-    return config.get("n_positions") or config.get("max_position_embeddings")
+    key = next((key for key in CONTEXT_KEYS if config.get(key) not in (None, 0)), None)
+    if key is None:
+        return None
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONTEXT:
+        raise InvalidInput(f"config.json in {model_dir}: {key} is {str(value)[:24]!r}, not a whole number of tokens "
+                           f"from 1 to {MAX_CONTEXT}; write the model's context length there (e.g. 2048)")
+    return value
 
 
 def _read_json(path: Path) -> dict:
@@ -222,8 +236,8 @@ def _end_of_turn_id(tokenizer: Tokenizer, chat_template: str, specials: dict[str
     """The special token the template writes right after an assistant turn's text (None when there is none)."""
     turns = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _MARK}]
     try:
-        text = render_jinja_template([turns], chat_template=chat_template, **specials)[0][0]
-    except Exception:  # a template may refuse this minimal conversation (jinja raise_exception): use EOS
+        text = render_chat_template(chat_template, messages=turns, add_generation_prompt=False, **specials)
+    except InvalidInput:  # a template may refuse this minimal conversation (jinja raise_exception): use EOS
         return None
     if _MARK not in text:
         return None

@@ -17,17 +17,18 @@ from enum import Enum
 from pathlib import Path
 
 import transformers
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError, safe_open
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
 )
 
-from storage.errors import StudioError
+from storage.errors import InvalidInput, StudioError, first_line
 
-from .chat_format import generation_eos
+from .chat_format import generation_eos, model_context
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 SAFETENSORS_FILE = "model.safetensors"
@@ -65,12 +66,6 @@ class ModelFolder:
         return self.config.get("vocab_size") or text_config.get("vocab_size")
 
 
-def first_line(exc: Exception) -> str:
-    """The first line of an exception's message (its type name when it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def check_model_dir(path: str | Path) -> Path:
     """The path as a Path, after checking it is a directory written by `save_pretrained` (has config.json)."""
     path = Path(path)
@@ -101,6 +96,22 @@ def _code_needed_by(config: dict) -> str | None:
         return f"model type {model_type!r}"
     missing = [name for name in config.get("architectures") or [] if not hasattr(transformers, name)]
     return f"architecture {missing[0]}" if missing else None
+
+
+def _check_config_values(path: Path) -> None:
+    """ModelError naming the field when config.json holds a value transformers refuses (a number written as text,
+    a fraction for a size) or a context length out of range."""
+    try:
+        AutoConfig.from_pretrained(path, trust_remote_code=False)
+        model_context(path)
+    except StrictDataclassError as exc:  # its first line names the field, the cause says what is wrong
+        raise ModelError(f"config.json in {path}: {first_line(exc.__cause__ or exc)}; fix it or save the model "
+                         "again") from None
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        raise ModelError(f"config.json in {path} is refused by transformers ({first_line(exc)}); fix it or save the "
+                         "model again") from None
+    except InvalidInput as exc:
+        raise ModelError(str(exc)) from None
 
 
 def refuse_remote_code(path: Path, needed: str | None, auto_map: bool) -> None:
@@ -135,6 +146,7 @@ def inspect_model_dir(path: str | Path, role: ModelRole | None = None) -> ModelF
     path = check_model_dir(path)
     config = _read_json(path, "config.json")
     refuse_remote_code(path, _code_needed_by(config), "auto_map" in config)
+    _check_config_values(path)
     if role is not None:
         _check_role(path, config, role)
     return ModelFolder(path, config)

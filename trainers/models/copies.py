@@ -1,8 +1,10 @@
 """Prepared copies of a user's model folder: pickle weights converted to safetensors, a pad token fixed.
 
-The user's folder is only read. Each change writes a new folder (top-level files copied, pickles and Python code
-left out), and `make_prepared_copy` builds the steps in a hidden folder beside the destination and renames the
-result into place, so a failure leaves nothing behind.
+The user's folder is only read. Each change writes a new folder holding only the files a model needs (MODEL_FILES
+and the safetensors weights, links to them followed: a Hugging Face cache snapshot links each to its blob; nothing
+else, so a model card, code, pickles or `notes.txt -> /some/secret` stay out of the data folder), and
+`make_prepared_copy` builds the steps in a hidden folder beside the destination and renames the result into place,
+so a failure leaves nothing behind.
 
     fix = plan_pad_fix(tokenizer, end_ids=[...])      # None: pad set and distinct from EOS
     make_prepared_copy(folder, fix, data_dir / "models" / "qwen")
@@ -24,6 +26,7 @@ from .checks import (
     CAUSAL_LM_CLASSES,
     PICKLE_FILE,
     PICKLE_INDEX,
+    SAFETENSORS_FILE,
     SAFETENSORS_INDEX,
     ModelError,
     ModelFolder,
@@ -36,19 +39,23 @@ from .checks import (
 )
 
 NEW_PAD_TOKEN = "<|pad|>"
-# Never copied: pickles (they can run code), Python code, and weights in formats the studio does not load.
-_SKIPPED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".py", ".h5", ".msgpack", ".onnx", ".gguf")
+# What a prepared copy holds besides the weights: config, generation config, tokenizer (fast and slow), chat template.
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "vocab.txt",
+               "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "chat_template.jinja",
+               "chat_template.json", SAFETENSORS_FILE, SAFETENSORS_INDEX)
 # Written afresh by tokenizer.save_pretrained: stale copies would bring the old pad token back.
 _TOKENIZER_METADATA = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                        "chat_template.jinja", "chat_template.json")
 
 
 def copy_model_files(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> None:
-    """Copy `src`'s top-level files into the new folder `dst`, leaving out pickles, code and the names in `skip`."""
+    """Copy the files of `src` a model needs (MODEL_FILES and the safetensors shards its index names; a link to one
+    is followed, its contents copied) into the new folder `dst`, leaving out the names in `skip`."""
     dst.mkdir(parents=True)
-    for file in sorted(src.iterdir()):
-        if file.is_file() and file.suffix not in _SKIPPED_SUFFIXES and file.name not in skip:
-            shutil.copy2(file, dst / file.name)
+    for name in dict.fromkeys([*MODEL_FILES, *(file.name for file in weight_files(src))]):
+        if (src / name).is_file() and name not in skip:
+            shutil.copyfile(src / name, dst / name)
 
 
 def _unshared(state: dict, source: Path) -> dict[str, torch.Tensor]:
