@@ -82,7 +82,7 @@ def new_jobs_run_on(studio: Studio) -> str:
 def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
     """Preset, then the form's fields, then the advanced JSON on top."""
     settings = PRESETS[preset].to_dict()
-    settings.update({name: value for name, value in zip(FORM, values)})
+    settings.update({name: value for name, value in zip(FORM, values, strict=True)})
     for name in WHOLE:
         settings[name] = int(settings[name])
     settings.update(settings_from_json(advanced))
@@ -270,7 +270,8 @@ def newest_job(studio: Studio) -> JobView:
     return job_view(studio, newest[0] if newest else None)
 
 
-def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: str, advanced_json: str, *values) -> JobView:
+def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: str, advanced_json: str,
+             *values) -> JobView:
     """Start loop / Train reward model now / Run PPO now: a job of `kind` with the form's settings."""
     # `request` before *values: Gradio passes the request only to a positional parameter, never to one after them
     with user_errors():
@@ -371,7 +372,8 @@ def build(studio: Studio) -> list[Refresh]:
     ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
     for changed in (ui.preset, ui.advanced):
         changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
-    for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY)):
+    job_buttons = ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY))
+    for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
