@@ -188,6 +188,10 @@ class LoopConfig:
     def from_json(cls, text: str) -> "LoopConfig":
         return cls.from_dict(settings_from_json(text))
 
+    def updated(self, values: dict) -> "LoopConfig":
+        """These settings with `values` (user input: old names accepted, unknown ones refused) on top."""
+        return LoopConfig.from_dict({**self.to_dict(), **renamed_settings(values, self.RENAMED, "loop")})
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -216,15 +220,6 @@ def _type_ok(annotation: str, value) -> bool:
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
     return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
-
-
-PRESETS = {
-    "demo": LoopConfig(),
-    "small real model (LoRA)": LoopConfig(prompts_per_round=128, samples_per_prompt=2, labels_per_round=100,
-                                          label_decay=1.0, reward_epochs=1, reward_lr=1e-5, reward_batch_size=8,
-                                          policy_batch_size=16, policy_lr=1e-5, kl_coef=0.1, target_kl=6.0,
-                                          response_length=64, lora=True),
-}
 
 
 def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
