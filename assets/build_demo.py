@@ -26,9 +26,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from assets import DEMO_POLICY_DIR
 from assets.corpus import build_corpus
 
-DEMO_POLICY_DIR = Path(__file__).resolve().parent / "demo_policy"
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 DEFAULT_STEPS = 80

@@ -77,7 +77,7 @@ def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_st
     loop_cli.add_arguments(parser)
     config = loop_cli.project_config(parser.parse_args(["--rounds", "2", "--config", '{"ppo_lr": 3e-5}']), real_store)
     assert config.lora and config.response_length == 256 and config.rounds == 2 and config.policy_lr == 3e-5
-    assert "real model (LoRA)" in capsys.readouterr().err
+    assert "real model (LoRA)" in capsys.readouterr().out
     ppo_parser = ppo_cli.argparse.ArgumentParser()
     ppo_cli.add_arguments(ppo_parser)
     preset = project_preset(real_store).config

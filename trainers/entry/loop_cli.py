@@ -50,7 +50,7 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     from ..loop.presets import project_preset
 
     preset = project_preset(store)
-    print(preset.line, file=sys.stderr)
+    print(preset.line)  # stdout: a bad input stays one line on stderr
     return config_from_args(args, preset.config)
 
 

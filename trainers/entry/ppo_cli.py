@@ -92,7 +92,7 @@ def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
     from ..loop.presets import project_preset
 
     preset = project_preset(store)
-    print(preset.line, file=sys.stderr)
+    print(preset.line)  # stdout: a bad input stays one line on stderr
     run = run_from_args(args, preset.config)
     run.policy_id = start_policy(store, run.policy_id).id
     return run

