@@ -17,7 +17,10 @@ from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
 from tests.helpers import launch_studio  # noqa: E402
 
-pytest_plugins = ("tests.model_fixtures",)  # tiny Llama/Qwen2 chat models and bad model folders (session fixtures)
+pytest_plugins = (
+    "tests.model_fixtures",  # tiny Llama/Qwen2 chat models and bad model folders (session fixtures)
+    "tests.policy_fixtures",  # one torch thread, a store seeded with the tiny policy and its prompts
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's; `playwright install` cannot download browsers here
