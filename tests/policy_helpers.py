@@ -1,7 +1,7 @@
 """Builders shared by the policy-optimiser tests (PPO and GRPO, their job and command) and by the distributed run:
 a word-level tokenizer and tiny GPT-2 policy and reward model built from a config, the prompts they train on, a
 reward function, small settings for either algorithm, a trainer of either algorithm, and reporters that stop a run
-or record what it logged. The fixtures (`one_thread`, `seeded_store`) are in tests/policy_fixtures.py."""
+or record what it logged. The fixtures (`one_thread`, `seeded_store`) are in tests/trainer_fixtures.py."""
 
 from __future__ import annotations
 
