@@ -1,6 +1,6 @@
 """The launcher (trainers/jobs/launcher.py): one active job per store, unknown kinds refused, a stop cancels a queued
-job at once and flags a running one, workers that died or never started are found, and the worker command has no
-shell."""
+job at once and flags a running one, workers that died or never started are found, a resumed job waits for its
+worker, and the worker command has no shell."""
 
 import subprocess
 import sys
@@ -55,3 +55,19 @@ def test_stale_heartbeat_and_never_claimed(store):
 def test_worker_command_has_no_shell(store):
     argv = launcher.worker_command(store, 7)
     assert argv[:3] == [sys.executable, "-m", "trainers.entry.worker"] and argv[-2:] == ["--job", "7"]
+
+
+def test_a_job_resumed_long_after_it_was_created_waits_for_its_worker(store):
+    """A resumed job is queued anew: it is not reaped as `never started` just because it was created long ago."""
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, pid=1)
+    job_rows.mark_interrupted(store, [job_id])
+    with store.write() as db:  # the job was created an hour ago
+        db.execute("UPDATE jobs SET created = created - 3600 WHERE id = ?", [job_id])
+    job_rows.requeue_job(store, job_id)
+    assert launcher.reap_orphans(store) == []  # its worker is starting; the Train tab's refresh must not interrupt it
+    assert job_rows.claim_job(store, job_id, pid=1).status is JobStatus.RUNNING
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    job_rows.requeue_job(store, job_id)
+    later = time.time() + launcher.STALE_AFTER_S + 1
+    assert launcher.reap_orphans(store, now=later) == [job_id]  # one that never starts still is
