@@ -46,7 +46,8 @@ def fill(store: Store, n_pairs: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     add_prompts(store, [f"Prompt {i}: write a short movie review." for i in range(n_pairs)])
     prompts = list_prompts(store)
-    ids = add_generations(store, [NewGeneration(p.id, f"{side} review {p.id}: " + "the film was fine. " * 5, source="sample")
+    ids = add_generations(store, [NewGeneration(p.id, f"{side} review {p.id}: " + "the film was fine. " * 5,
+                                                source="sample")
                                   for p in prompts for side in ("first", "second")])
     add_pairs(store, [NewPair(p.id, ids[2 * i], ids[2 * i + 1], "random", rng.random()) for i, p in enumerate(prompts)])
 
@@ -224,7 +225,8 @@ def main() -> int:
         print(f"| {n} | {ours.cells()} | {base.cells()} | {ours.rate / base.rate:.2f} |")
     print("\nCPU of this benchmark's own client process per call (gradio_client polls): "
           + ", ".join(f"{n} annotators {1000 * ours.client_cpu_s / max(len(ours.latencies), 1):.0f} ms (votes) / "
-                      f"{1000 * base.client_cpu_s / max(len(base.latencies), 1):.0f} ms (no-op)" for n, ours, base in rows))
+                      f"{1000 * base.client_cpu_s / max(len(base.latencies), 1):.0f} ms (no-op)"
+                      for n, ours, base in rows))
 
     labels = list_labels(Store(db), include_undone=True)
     stored = {label.vote_id: (label.id, label.pair_id, label.annotator) for label in labels}

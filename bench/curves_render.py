@@ -48,15 +48,18 @@ def fill(store: Store, rows: int, seed: int = 0) -> int:
     reward_step = ppo_step = 0
     with store.write():
         for g in range(1, ROUNDS + 1):
-            for i in range(reward_per_round):
+            for _ in range(reward_per_round):
                 reward_step += 1
-                log_metrics(store, job_id, reward_step, dict(zip(REWARD_NAMES, rng.random(len(REWARD_NAMES)))))
-            rm = add_reward_model(store, f"/bench/rm-{g}", 100 * g, {}, 0.0, 1.0, policy_id=policy, round=g, job_id=job_id)
-            for i in range(ppo_per_round):
+                log_metrics(store, job_id, reward_step,
+                            dict(zip(REWARD_NAMES, rng.random(len(REWARD_NAMES)), strict=True)))
+            rm = add_reward_model(store, f"/bench/rm-{g}", 100 * g, {}, 0.0, 1.0, policy_id=policy, round=g,
+                                  job_id=job_id)
+            for _ in range(ppo_per_round):
                 ppo_step += 1
-                log_metrics(store, job_id, ppo_step, dict(zip(PPO_PANELS, rng.random(len(PPO_PANELS)))))
+                log_metrics(store, job_id, ppo_step, dict(zip(PPO_PANELS, rng.random(len(PPO_PANELS)), strict=True)))
             policy = add_policy(store, f"/bench/policy-{g}", parent_id=policy, round=g)
-            summary = {"labels": 100 * g, "reward_val_accuracy": 0.7, "score": 0.1 * g, "kl": 0.2 * g, "oracle_score": 0.1 * g}
+            summary = {"labels": 100 * g, "reward_val_accuracy": 0.7, "score": 0.1 * g, "kl": 0.2 * g,
+                       "oracle_score": 0.1 * g}
             add_round(store, job_id, g, {}, summary, policy, rm)
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
     return job_id
@@ -107,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
         one_round = curves.select(curves.optimiser, "3")
         results = [
-            ("read the job's series (store)", curves.points, "", timed(lambda: load_curves(studio, job_id), args.repeat)),
+            ("read the job's series (store)", curves.points, "",
+             timed(lambda: load_curves(studio, job_id), args.repeat)),
             ("warning rules", curves.points, "", timed(lambda: findings(curves, ALL), args.repeat)),
             ("rounds chart", len(curves.rounds), size(rounds_figure(curves.rounds, None, "r")),
              timed(lambda: rounds_figure(curves.rounds, None, "r"), args.repeat)),
@@ -125,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             client = Client(blocks.local_url, verbose=False)
             one = client.predict(job_id=job_id, names="ppo/kl", api_name="/metrics")
             results.append(("/metrics one name (HTTP)", len(one), "",
-                            timed(lambda: client.predict(job_id=job_id, names="ppo/kl", api_name="/metrics"), args.repeat)))
+                            timed(lambda: client.predict(job_id=job_id, names="ppo/kl", api_name="/metrics"),
+                                  args.repeat)))
             every = client.predict(job_id=job_id, names="", api_name="/metrics")
             results.append(("/metrics every name (HTTP)", len(every), "",
                             timed(lambda: client.predict(job_id=job_id, names="", api_name="/metrics"), args.repeat)))

@@ -155,7 +155,8 @@ def main() -> None:
     else:
         seeded_template(WORK)
         with ProcessPoolExecutor(args.workers) as pool:
-            rows = list(pool.map(_run_in_child, *zip(*runs), [args.config] * len(runs), [args.tag] * len(runs)))
+            rows = list(pool.map(_run_in_child, *zip(*runs, strict=True), [args.config] * len(runs),
+                                 [args.tag] * len(runs)))
     OUT.mkdir(parents=True, exist_ok=True)
     name = "failure_warnings" + (f"-{args.tag}" if args.tag else "")
     (OUT / f"{name}.json").write_text(json.dumps({"base": BASE, "config": json.loads(args.config), "runs": rows},

@@ -21,6 +21,7 @@ once the models are loaded) minus the RSS at that moment. `--profile` adds where
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -76,14 +77,19 @@ def profile_ours(trainer, iterations: int = 3) -> dict[str, float]:
     phases = {"generate": (trainer.backend, "generate_ids"), "reference forward": (trainer, "_reference_logprobs"),
               "reward model": (trainer, "_score"), "update (forward + backward + step, 2 passes)": (trainer, "_update")}
     seconds = dict.fromkeys(phases, 0.0)
-    for name, (owner, attribute) in phases.items():
-        def timed(*a, _name=name, _original=getattr(owner, attribute), **k):
+
+    def timed(name, original):
+        """`original`, adding the seconds each call takes to `seconds[name]`."""
+        def call(*a, **k):
             started = time.perf_counter()
             try:
-                return _original(*a, **k)
+                return original(*a, **k)
             finally:
-                seconds[_name] += time.perf_counter() - started
-        setattr(owner, attribute, timed)
+                seconds[name] += time.perf_counter() - started
+        return call
+
+    for name, (owner, attribute) in phases.items():
+        setattr(owner, attribute, timed(name, getattr(owner, attribute)))
     started = time.perf_counter()
     for _ in range(iterations):
         trainer.step()
@@ -127,7 +133,7 @@ def run_trl(args: argparse.Namespace) -> None:
     reset_peak()
     trainer.train()
     ends = step_ends[::EPOCHS]  # a block = one generation and its EPOCHS optimizer steps
-    report(args.worker, [b - a for a, b in zip(ends, ends[1:])], loaded)
+    report(args.worker, [b - a for a, b in itertools.pairwise(ends)], loaded)
 
 
 # ----- the orchestrator -------------------------------------------------------------------------------------------
@@ -164,7 +170,7 @@ def print_tables(runs: dict[str, list[dict]], args: argparse.Namespace, trl_vers
         cells = []
         for measure in measures.values():
             mine = [measure(r) for r in runs[worker]]
-            ratios = [a / measure(t) for a, t in zip(mine, runs["trl"])]
+            ratios = [a / measure(t) for a, t in zip(mine, runs["trl"], strict=True)]  # run i against TRL's run i
             cells += [f"{np.median(mine):.1f}", f"{np.median(ratios):.2f}"]
         print(f"| {label.format(version=trl_version)} | {' | '.join(cells)} |")
     print("\nEach run, episodes/s: " + "; ".join(

@@ -47,7 +47,8 @@ EVAL_SEED = 4242
 ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
 ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
-                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
+                "grpo": {"algorithm": "grpo", "group_size": 4,
+                         "policy_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -197,7 +198,8 @@ def summarise(rows: list[dict]) -> list[dict]:
         table.append({"arm": arm, "labels": labels, "seeds": len(group), "gain": gain, "gain_ci95": half,
                       "of_oracle": gain / ceiling if ceiling else float("nan"),
                       "vs_oracle": paired(rows, arm, labels, "oracle", 0) if arm != "oracle" else None,
-                      "vs_random": paired(rows, arm, labels, "random", labels) if arm not in ("oracle", "random") else None,
+                      "vs_random": (paired(rows, arm, labels, "random", labels)
+                                    if arm not in ("oracle", "random") else None),
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
                       "seconds": statistics.fmean(r["seconds"] for r in group)})
     return table
@@ -219,7 +221,8 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     budgets = sorted({t["labels"] for t in table if t["arm"] != "oracle"})
     for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"),
-                              (axes[1], seconds_per_label / 60, f"annotator minutes ({seconds_per_label:g} s a label)")):
+                              (axes[1], seconds_per_label / 60,
+                               f"annotator minutes ({seconds_per_label:g} s a label)")):
         for oracle in (t for t in table if t["arm"] == "oracle"):
             axis.axhline(oracle["gain"], color="black", label="oracle PPO (no labels)")
             axis.axhspan(oracle["gain"] - oracle["gain_ci95"], oracle["gain"] + oracle["gain_ci95"], color="black",
@@ -255,7 +258,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["oracle", "random", "noisy"])
     parser.add_argument("--rounds", type=int, default=None, help="R: rounds (default: the loop's)")
-    parser.add_argument("--ppo-iterations", type=int, default=None, help="M: iterations per round (default: the loop's)")
+    parser.add_argument("--ppo-iterations", type=int, default=None,
+                        help="M: iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
     parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
     parser.add_argument("--config", type=json.loads, default={},
@@ -281,21 +285,23 @@ def main() -> None:
     (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "settings": defaults.to_dict(), "runs": rows,
                                                        "table": table}, indent=2))
     plot(table, OUT / f"{args.name}.png", args.seconds_per_label)
-    print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations (batch {defaults.policy_batch_size}, "
-          f"β {defaults.kl_coef}, LR {defaults.policy_lr}), {defaults.prompts_per_round} prompts x "
-          f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
-          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}; gain on 20 held-out prompts x {args.eval_samples}; "
-          f"seeds {args.seeds}; ± is a 95% t-interval\n")
+    print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations "
+          f"(batch {defaults.policy_batch_size}, β {defaults.kl_coef}, LR {defaults.policy_lr}), "
+          f"{defaults.prompts_per_round} prompts x K={defaults.samples_per_prompt} per round, label decay "
+          f"{defaults.label_decay}, reward model {defaults.reward_epochs} epochs at {defaults.reward_lr}; gain on 20 "
+          f"held-out prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval\n")
     print("| arm | label budget | labels used | seeds | gain | share of oracle PPO gain | minus oracle (paired) | "
           "minus random (paired) | seconds per run |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
-        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | {t['gain']:+.3f} ± {t['gain_ci95']:.3f} "
-              f"| {t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | {difference(t['vs_random'])} | {t['seconds']:.0f} |")
+        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
+              f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
+              f"{difference(t['vs_random'])} | {t['seconds']:.0f} |")
     for arm in (a for a in ARMS[1:] if a in args.arms):
         for share in (0.9, 0.75):
-            print(f"fewest labels reaching {share:.0%} of oracle PPO, {arm}: {fewest_labels(table, arm, share) or 'not reached'}")
+            reached = fewest_labels(table, arm, share) or "not reached"
+            print(f"fewest labels reaching {share:.0%} of oracle PPO, {arm}: {reached}")
     print(f"\nwrote {OUT / args.name}.png and .json")
 
 

@@ -103,14 +103,16 @@ def main() -> int:
                     f"{1000 * percentile(votes.latencies, 95):.0f} | {checks['lost'] + checks['changed']} | "
                     f"{checks['double_assigned'] + checks['labeled_twice']} | {len(votes.errors)}")
         print(f"| {name} | {labeling} | {progress.fraction:.3f} | {progress.phase} | {progress.policy_iterations} | "
-              f"{progress.reward_steps} | {progress.worker_cpu_s:.0f} | {run.studio_cpu_s:.0f} | {run.client_cpu_s:.0f} |")
+              f"{progress.reward_steps} | {progress.worker_cpu_s:.0f} | {run.studio_cpu_s:.0f} | "
+              f"{run.client_cpu_s:.0f} |")
     ratio = busy.progress.fraction / idle.progress.fraction if idle.progress.fraction else float("nan")
     print(f"\nworker progress with {args.annotators} annotators: {ratio:.0%} of the loop alone (worker CPU "
           f"{busy.progress.worker_cpu_s / idle.progress.worker_cpu_s:.0%}); {len(busy.votes.latencies)} votes "
           f"acknowledged, {busy.votes.empty_polls} empty-queue polls; {psutil.cpu_count()} CPUs shared by the worker, "
           "the studio and this benchmark's clients")
     checks = busy.checks
-    bad = checks["lost"] or checks["changed"] or checks["double_assigned"] or checks["labeled_twice"] or busy.votes.errors
+    bad = (checks["lost"] or checks["changed"] or checks["double_assigned"] or checks["labeled_twice"]
+           or busy.votes.errors)
     return 1 if bad else 0
 
 

@@ -90,7 +90,8 @@ def plot(curves: dict[str, list[list[dict]]], path: Path) -> None:
     for mode, runs in curves.items():
         for axis, key in ((left, "heldout_score"), (right, "heldout_kl")):
             iterations, mean, low, high = over_seeds(runs, key)
-            line = axis.plot(iterations, mean, marker="o", label=mode if len(runs) == 1 else f"{mode} ({len(runs)} seeds)")
+            label = mode if len(runs) == 1 else f"{mode} ({len(runs)} seeds)"
+            line = axis.plot(iterations, mean, marker="o", label=label)
             if len(runs) > 1:
                 axis.fill_between(iterations, low, high, color=line[0].get_color(), alpha=0.2)
     left.set(xlabel="iteration (same episodes per iteration in every mode)",
@@ -123,8 +124,9 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "curves": curves}, indent=2))
     plot(curves, OUT / f"{args.name}.png")
-    print(f"\nOn the demo against the oracle: {args.batch_size} episodes per iteration (grpo: {args.batch_size // GROUP} "
-          f"prompts x G {GROUP}), response {args.response_length}, 4 epochs x 2 mini-batches, seeds {args.seeds}; "
+    print(f"\nOn the demo against the oracle: {args.batch_size} episodes per iteration "
+          f"(grpo: {args.batch_size // GROUP} prompts x G {GROUP}), response {args.response_length}, "
+          f"4 epochs x 2 mini-batches, seeds {args.seeds}; "
           "held-out = 20 prompts x 4 samples; mean (min to max) over the seeds\n")
     print("| mode | iteration | episodes | held-out oracle score | held-out KL (nats) | β | seconds |")
     print("|---|---|---|---|---|---|---|")

@@ -2,8 +2,9 @@
 
 Same settings for both (the PPO issue's): batch 64, response length 24, 4 PPO epochs, 1 mini-batch, full
 fine-tuning, temperature 1, top-p 1, KL coefficient 0.05 (fixed), missing-EOS penalty 1, the same CPU threads,
-float32 and no gradient checkpointing (TRL's defaults turn on bf16 and gradient checkpointing; both are turned off). Same models: the demo SFT policy, and a reward model made from it (one seeded output head). TRL trains a
-separate value model initialised from the reward model (its design); ours has the value head on the policy. Our LoRA
+float32 and no gradient checkpointing (TRL's defaults turn on bf16 and gradient checkpointing; both are turned off).
+Same models: the demo SFT policy, and a reward model made from it (one seeded output head). TRL trains a separate
+value model initialised from the reward model (its design); ours has the value head on the policy. Our LoRA
 mode (rank 8) is measured too, and both trainers once more with gradient checkpointing (TRL's default).
 
 Each run is its own process, so peak memory is clean: ours in this venv, TRL in `bench/out/trl-1.12.0-venv`, which
@@ -75,9 +76,10 @@ def run_ours(args: argparse.Namespace, lora: bool, checkpointing: bool) -> None:
 
     torch.set_num_threads(args.threads)
     prompts = json.loads(Path(args.prompts).read_text())
-    config = PolicyConfig(batch_size=BATCH, num_mini_batches=MINI_BATCHES, epochs=EPOCHS, response_length=RESPONSE_LENGTH,
-                       learning_rate=LEARNING_RATE, init_kl_coef=KL_COEF, temperature=1.0, missing_eos_penalty=1.0,
-                       lora=lora, gradient_checkpointing=checkpointing, seed=0)
+    config = PolicyConfig(batch_size=BATCH, num_mini_batches=MINI_BATCHES, epochs=EPOCHS,
+                          response_length=RESPONSE_LENGTH, learning_rate=LEARNING_RATE, init_kl_coef=KL_COEF,
+                          temperature=1.0, missing_eos_penalty=1.0, lora=lora, gradient_checkpointing=checkpointing,
+                          seed=0)
     reward = RewardScorer.from_dirs([args.reward_model], norms=[(0.0, 1.0)])
     trainer = PPOTrainer(config, load_policy(args.policy), load_tokenizer(args.policy), prompts, reward)
     loaded = memory_mb()
@@ -140,7 +142,8 @@ def trl_python() -> Path:
 
     venv = OUT / f"trl-{TRL_VERSION}-venv"
     python = venv / "bin" / "python"
-    if not python.exists() or subprocess.run([python, "-c", "import trl.experimental.ppo"], capture_output=True).returncode:
+    if not python.exists() or subprocess.run([python, "-c", "import trl.experimental.ppo"],
+                                             capture_output=True).returncode:
         print(f"creating {venv} (pip install trl=={TRL_VERSION}; a few minutes)", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
         packages = [f"trl=={TRL_VERSION}", f"torch=={torch.__version__.split('+')[0]}",
@@ -232,8 +235,9 @@ def main() -> None:
     results = {worker: run_worker(trl if worker.startswith("trl") else Path(sys.executable), worker, policy,
                                   reward_model, prompts, args) for worker in runs}
     model = "the demo policy" if args.width is None else f"a GPT-2 {args.width} wide, {args.layers} blocks"
-    print(f"\nPPO on {model} ({policy.name}), batch {BATCH}, response {RESPONSE_LENGTH}, {EPOCHS} epochs, {MINI_BATCHES} "
-          f"mini-batch, float32, {args.iterations} iterations (first = warm-up), {args.threads} CPU thread(s); "
+    print(f"\nPPO on {model} ({policy.name}), batch {BATCH}, response {RESPONSE_LENGTH}, {EPOCHS} epochs, "
+          f"{MINI_BATCHES} mini-batch, float32, {args.iterations} iterations (first = warm-up), "
+          f"{args.threads} CPU thread(s); "
           "× TRL: against the TRL run with the same gradient checkpointing\n")
     print("| trainer | episodes/s | × TRL | peak RSS (MiB) | × TRL | added by training (MiB) | × TRL |")
     print("|---|---|---|---|---|---|---|")

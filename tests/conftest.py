@@ -17,7 +17,10 @@ from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
 from tests.helpers import launch_studio  # noqa: E402
 
-pytest_plugins = ("tests.model_fixtures",)  # tiny Llama/Qwen2 chat models and bad model folders (session fixtures)
+pytest_plugins = (
+    "tests.model_fixtures",  # tiny Llama/Qwen2 chat models and bad model folders (session fixtures)
+    "tests.trainer_fixtures",  # one torch thread, tiny trained-model inputs, a store seeded with the tiny policy
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's; `playwright install` cannot download browsers here
@@ -35,7 +38,8 @@ def store(tmp_path):
 
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory) -> Path:
-    """A store seeded with the demo, made once per test session (seeding costs ~25 s of CPU); copy it, never write it."""
+    """A store seeded with the demo, made once per test session (seeding costs ~25 s of CPU); copy it, never write
+    it."""
     path = tmp_path_factory.mktemp("demo-template") / "studio.db"
     subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(path)], cwd=ROOT, check=True,
                    capture_output=True)

@@ -19,7 +19,7 @@ def votes_of(annotator, ratings, pair_ids=None, left_ids=None, times=None):
     return [Vote(0, pair_id, annotator, outcome, first_id=100 * pair_id,
                  left_id=None if left_ids is None else left_ids[i], decision_ms=None if times is None else times[i],
                  created=0.0)
-            for i, (pair_id, outcome) in enumerate(zip(pair_ids, ratings))]
+            for i, (pair_id, outcome) in enumerate(zip(pair_ids, ratings, strict=True))]
 
 
 def test_cohen_kappa_by_hand():

@@ -178,7 +178,8 @@ def test_bad_annotator_names_are_refused_without_echo(store, queue_pairs, name):
     with pytest.raises(InvalidInput) as error:
         next_pair(store, name)
     assert len(str(error.value)) < 200 and "\n" not in str(error.value)
-    assert votes.open_pairs(store, "x", 1) == 1 and store.db().execute("SELECT count(*) FROM reservations").fetchone()[0] == 0
+    reservations = store.db().execute("SELECT count(*) FROM reservations").fetchone()[0]
+    assert votes.open_pairs(store, "x", 1) == 1 and reservations == 0
 
 
 def test_annotator_names_are_trimmed_and_normalised():
@@ -217,7 +218,8 @@ def test_undo_reverts_the_last_label_and_shows_that_pair_again_with_the_same_sid
     assert undo_label(store, "alice") == shown_1  # a second undo walks further back
     assert list_labels(store) == []
     submit_label(store, "alice", shown_1.pair_id, "right", vote())
-    assert [label.outcome for label in list_labels(store)] == [Choice.RIGHT.outcome(get_pair(store, shown_1.pair_id).first_id, list_labels(store)[0].left_id)]
+    first_id, left_id = get_pair(store, shown_1.pair_id).first_id, list_labels(store)[0].left_id
+    assert [label.outcome for label in list_labels(store)] == [Choice.RIGHT.outcome(first_id, left_id)]
     with pytest.raises(Conflict, match="no label to undo"):
         undo_label(store, "bob")
 

@@ -38,7 +38,8 @@ def test_a_folder_never_imports_what_its_layer_must_not(folder):
 
 def test_the_check_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("import os\n\ndef f():\n    import torch.nn\n    from gradio import Blocks\n    from . import x\n")
+    source.write_text("import os\n\ndef f():\n    import torch.nn\n    from gradio import Blocks\n"
+                      "    from . import x\n")
     assert imported_modules(source) == {"os", "torch", "gradio"}
 
 

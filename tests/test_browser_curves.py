@@ -3,7 +3,7 @@
 `loop_store` copies the demo store, adds a held-out prompt carrying markup, and runs `python app.py loop` (oracle
 annotator, two tiny rounds). Every assertion reads what to expect from the store: the metrics, rounds, policies
 and labels that loop wrote, and the warnings the diagnostics rules give on them. A page opened before any job ran
-shows a job in those tabs once they are opened again (the job written by test_curves_tab's `fill_synthetic_run`).
+shows a job in those tabs once they are opened again (the job written by tests.helpers.fill_synthetic_run).
 """
 
 import io
@@ -29,7 +29,7 @@ from storage.policies import add_policy, list_policies
 from storage.prompts import NewPrompt, add_prompts, list_prompts
 from storage.rounds import list_rounds
 from storage.votes import current_votes
-from tests.test_curves_tab import fill_synthetic_run
+from tests.helpers import fill_synthetic_run
 from trainers.loop.diagnostics import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +40,8 @@ ROUNDS, LABELS_PER_ROUND = 2, 7
 # About the smallest loop that fills every chart panel: each round's reward training logs its loss and accuracy (at
 # its last step at least) and its validation metrics (round 2 holds out 3 of its 14 labels, not all of them ties).
 TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "label_decay": 1.0,
-             "reward_epochs": 1, "reward_batch_size": 1, "policy_iterations": 3, "policy_batch_size": 4, "policy_epochs": 1,
-             "response_length": 8}
+             "reward_epochs": 1, "reward_batch_size": 1, "policy_iterations": 3, "policy_batch_size": 4,
+             "policy_epochs": 1, "response_length": 8}
 
 pytestmark = pytest.mark.browser
 

@@ -16,8 +16,8 @@ from tests.helpers import hashed_auth_file
 pytestmark = pytest.mark.browser
 
 XSS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[link](javascript:alert(1))"]
-PAIRS = [(f"Prompt {i}: review the film.", XSS[i] if i < 3 else f"A fine film, number {i}.", f"A dull film, number {i}.")
-         for i in range(6)]
+PAIRS = [(f"Prompt {i}: review the film.", XSS[i] if i < 3 else f"A fine film, number {i}.",
+          f"A dull film, number {i}.") for i in range(6)]
 
 
 @pytest.fixture

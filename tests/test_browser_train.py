@@ -14,8 +14,8 @@ from storage.policies import list_policies
 pytestmark = pytest.mark.browser
 
 # the smallest loop that runs every phase: 2 prompts x 4 samples, 7 labels, 2 GRPO iterations of 2 prompts x G 2
-TINY_GRPO = {"prompts_per_round": 2, "queue_reserve": 0, "reward_batch_size": 1, "policy_batch_size": 2, "policy_epochs": 1,
-             "response_length": 8}
+TINY_GRPO = {"prompts_per_round": 2, "queue_reserve": 0, "reward_batch_size": 1, "policy_batch_size": 2,
+             "policy_epochs": 1, "response_length": 8}
 FORM = {"Rounds": 1, "N: labels in round 1 (then × label_decay)": 7, "M: GRPO iterations": 2, "Reward epochs": 1}
 
 

@@ -26,7 +26,8 @@ def test_prompt_ids_are_apply_chat_template_with_a_generation_prompt(chat_dir):
     for prompt in (CHAT, [{"role": "user", "content": "hello world"}]):
         assert chat.prompt_ids(prompt) == hf.apply_chat_template(prompt, add_generation_prompt=True)["input_ids"]
     assert chat.prompt_ids("hello world") == chat.prompt_ids([{"role": "user", "content": "hello world"}])
-    assert ChatFormat.from_tokenizer(hf, generation_eos(chat_dir)).prompts_ids([CHAT, "hi"]) == chat.prompts_ids([CHAT, "hi"])
+    from_tokenizer = ChatFormat.from_tokenizer(hf, generation_eos(chat_dir))
+    assert from_tokenizer.prompts_ids([CHAT, "hi"]) == chat.prompts_ids([CHAT, "hi"])
 
 
 def test_responses_close_with_the_templates_end_of_turn_and_every_end_id_counts(tiny_qwen_dir, tiny_llama_dir):
@@ -48,7 +49,8 @@ def test_a_model_without_a_template_reads_plain_text_and_conversations_as_human_
     assert chat.prompt_ids("the movie was") == hf("the movie was")["input_ids"]
     text = "System: Answer briefly.\n\nHuman: the movie was good\n\nAssistant: it was\n\nHuman: why?\n\nAssistant:"
     assert chat.prompt_text(CHAT) == text and chat.prompt_ids(CHAT) == hf(text)["input_ids"]
-    assert chat.responses_ids([" great ."]) == [hf(" great .", add_special_tokens=False)["input_ids"] + [hf.eos_token_id]]
+    response_ids = hf(" great .", add_special_tokens=False)["input_ids"]
+    assert chat.responses_ids([" great ."]) == [response_ids + [hf.eos_token_id]]
 
 
 def test_the_prompt_budget_is_the_context_less_the_response_length(tiny_qwen_dir):

@@ -1,6 +1,6 @@
-"""trainers.models.chat_template: a model's chat template renders as transformers renders it, and a hostile one (reaching
-for Python's internals, looping, recursing or growing a string without end) is stopped within seconds and a bounded
-amount of memory, as one InvalidInput line. Memory is measured in a fresh subprocess (peak RSS, VmHWM)."""
+"""trainers.models.chat_template: a model's chat template renders as transformers renders it, and a hostile one
+(reaching for Python's internals, looping, recursing or growing a string without end) is stopped within seconds and
+a bounded amount of memory, as one InvalidInput line. Memory is measured in a fresh subprocess (peak RSS, VmHWM)."""
 
 import json
 import subprocess

@@ -99,7 +99,8 @@ def test_port_in_use(tmp_path):
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        assert_clean_error(run("serve", "--db", str(tmp_path / "s.db"), "--port", str(port), "--no-demo"), "already in use")
+        served = run("serve", "--db", str(tmp_path / "s.db"), "--port", str(port), "--no-demo")
+        assert_clean_error(served, "already in use")
     assert not (tmp_path / "s.db").exists()
 
 

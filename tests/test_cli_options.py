@@ -92,10 +92,12 @@ def test_ppo_policy_is_the_version_to_train_and_settings_go_to_the_ppo_config():
     run = ppo_cli.run_from_args(parser.parse_args(["--policy", "3", "--iterations", "5", "--batch-size", "4",
                                                    "--lora", "--reward", "oracle"]))
     given = {"batch_size": 4, "lora": True}
-    assert run == PolicyRun(iterations=5, reward="oracle", policy_id=3, settings={**ppo_cli.command_defaults(given), **given})
+    settings = {**ppo_cli.command_defaults(given), **given}
+    assert run == PolicyRun(iterations=5, reward="oracle", policy_id=3, settings=settings)
     assert "to train" in option_help(parser, "--policy")
     assert ppo_cli.run_from_args(parser.parse_args([])) == PolicyRun(settings=ppo_cli.command_defaults({}))
-    grpo = ppo_cli.run_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "8", "--loss-norm", "token"]))
+    arguments = ["--algorithm", "grpo", "--group-size", "8", "--loss-norm", "token"]
+    grpo = ppo_cli.run_from_args(parser.parse_args(arguments))
     given = {"algorithm": "grpo", "group_size": 8, "loss_norm": "token"}
     assert grpo.settings == {**ppo_cli.command_defaults(given), **given}
 

@@ -64,7 +64,8 @@ def imported_in_a_fresh_process(kind: str, db: Path, path: Path) -> dict:
 
 
 def write_long_line_gz(path: Path, field: str, megabytes: int) -> Path:
-    """A .jsonl.gz whose first line holds `megabytes` MB of text in `field` (written a MB at a time), then a good row."""
+    """A .jsonl.gz whose first line holds `megabytes` MB of text in `field` (written a MB at a time), then a good
+    row."""
     with gzip.open(path, "wb", compresslevel=6) as out:
         out.write(b'{"%s": "' % field.encode())
         chunk = b"x" * 2**20
@@ -81,8 +82,8 @@ def test_a_300_mb_line_in_a_small_gz_is_refused_without_being_held(tmp_path, kin
     result = imported_in_a_fresh_process(kind, tmp_path / "studio.db", path)
     assert result["grown_mb"] < GROWTH_LIMIT_MB, result
     if kind == "skip":  # the long line is left out and counted; the good row is imported
-        assert result["done"].startswith("Imported 1 labeled pairs (0 already there). Skipped 1 invalid row: line 1."), \
-            result
+        expected = "Imported 1 labeled pairs (0 already there). Skipped 1 invalid row: line 1."
+        assert result["done"].startswith(expected), result
     else:
         assert result["done"] == (f"error: {path} line 1: the line is over {MAX_LINE_BYTES // 2**20} MB; a row holds "
                                   "at most 20,000 characters of prompt and 100,000 of each response: drop the other "
@@ -125,8 +126,8 @@ def test_a_damaged_parquet_file_is_one_line_and_its_rows_are_called_rows(tmp_pat
     damaged = tmp_path / "damaged.parquet"
     damaged.write_bytes(bytes(data))
     for importer in (lambda: import_prompt_file(store, damaged), lambda: import_preference_file(store, damaged, "x")):
-        with pytest.raises(InvalidInput, match="cannot read .*damaged.parquet after row 0 .*check that it is complete") \
-                as refused:
+        message = "cannot read .*damaged.parquet after row 0 .*check that it is complete"
+        with pytest.raises(InvalidInput, match=message) as refused:
             importer()
         assert "\n" not in str(refused.value)
     numbered = write_parquet(tmp_path / "rows.parquet", {"prompt": ["fine", "   "]})

@@ -1,6 +1,10 @@
-"""The broken-run suite's fast subset (bench/failure_warnings.py holds every arm): a loop without a KL anchor and one
-whose labels are stored the wrong way round fire in their first round, a healthy one fires nothing; a loop set to
-pause on a warning stops before PPO with the warning printed, `status` shows it, and `--resume` continues past it."""
+"""The loop's failure warnings (trainers/loop/failure_warnings.py): a round's stored metrics run through the
+per-phase rules once; the worker pauses a loop on a warning, and a resume acknowledges it.
+
+Then the broken-run suite's fast subset (bench/failure_warnings.py holds every arm): a loop without a KL anchor and
+one whose labels are stored the wrong way round fire in their first round, a healthy one fires nothing; a loop set
+to pause on a warning stops before PPO with the warning printed, `status` shows it, and `--resume` continues past
+it."""
 
 import json
 import subprocess
@@ -11,11 +15,91 @@ from bench.failure_warnings import run_arm
 from labeling.synthetic import OracleAnnotator
 from storage import JobStatus
 from storage import jobs as job_rows
+from storage.job_warnings import list_warnings
+from storage.metrics import log_metrics
 from storage.policies import list_policies
+from trainers.entry import worker
+from trainers.loop.config import LoopConfig
+from trainers.loop.failure_warnings import (
+    VAL_PAIRS_METRIC,
+    pause_reason,
+    policy_phase_warnings,
+    reward_phase_warnings,
+    warning_line,
+)
+from trainers.reporting import JobPaused
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"prompts_per_round": 17, "queue_reserve": 0, "policy_iterations": 4, "policy_batch_size": 16}  # one round
+CONFIG = LoopConfig(policy_iterations=3)
 
+
+# ---- the rules on a round's stored metrics, and the pause -----------------------------------------------------
+
+def log_phase(store, job, first_step, kl, length=8.0):
+    for i, value in enumerate(kl):
+        log_metrics(store, job, first_step + i, {"ppo/kl": value, "ppo/response_length": length, "ppo/score": 0.5,
+                                                 "ppo/entropy": 1.5, "ppo/eos_rate": 1.0})
+
+
+def test_a_rounds_ppo_phase_is_read_from_its_own_steps_and_recorded_once(store):
+    job = job_rows.create_job(store, "loop", {})
+    log_phase(store, job, 1, [0.0, 0.4, 0.8])        # round 1 (steps 1-3): healthy
+    log_phase(store, job, 4, [2.0, 6.0, 8.0])        # round 2 (steps 4-6): 0.75 and 1.0 nats per token
+    assert policy_phase_warnings(store, job, CONFIG, round=1, first_round=1) == []
+    [kl] = policy_phase_warnings(store, job, CONFIG, round=2, first_round=1)
+    assert (kl.rule, kl.round, kl.step) == ("kl_per_token", 2, 6)
+    assert policy_phase_warnings(store, job, CONFIG, round=2, first_round=1) == []  # already recorded
+    assert warning_line(kl).startswith("warning: kl_per_token: KL per token beyond healthy runs (round 2, step 6)")
+
+
+def test_a_held_out_oracle_falling_across_rounds_fires(store):
+    job = job_rows.create_job(store, "loop", {})
+    log_phase(store, job, 1, [0.0, 0.4, 0.8])
+    log_metrics(store, job, 3, {"ppo/score": 1.5})  # the score rose over the phase
+    log_metrics(store, job, 0, {"round/oracle_score": 0.2})
+    log_metrics(store, job, 1, {"round/oracle_score": -0.5})
+    [falls] = policy_phase_warnings(store, job, CONFIG, round=1, first_round=1)
+    assert (falls.rule, falls.round, falls.step) == ("oracle_falls", 1, 3)
+
+
+def test_a_grpo_phases_oracle_correlation_is_read_from_its_steps(store):
+    job = job_rows.create_job(store, "loop", {})
+    two_rounds_of_5_steps = [0.5, 0.6, 0.4, 0.5, 0.5, -0.5, -0.6, -0.4, -0.5, -0.5]
+    for step, value in enumerate(two_rounds_of_5_steps, start=1):
+        log_metrics(store, job, step, {"grpo/oracle_correlation": value})
+    config = LoopConfig.from_dict({"policy_iterations": 5, "algorithm": "grpo"})
+    assert policy_phase_warnings(store, job, config, round=1, first_round=1) == []
+    [found] = policy_phase_warnings(store, job, config, round=2, first_round=1)
+    assert (found.rule, found.round, found.step) == ("oracle_uncorrelated", 2, 10) and "-0.50" in found.detail
+
+
+def test_a_reward_model_on_few_validation_pairs_warns_with_the_count(store):
+    job = job_rows.create_job(store, "loop", {})
+    log_metrics(store, job, 12, {"reward/val_accuracy": 1.0})
+    log_metrics(store, job, 1, {VAL_PAIRS_METRIC: 3})
+    [few] = reward_phase_warnings(store, job, CONFIG, round=1)
+    assert (few.rule, few.round, few.step) == ("validation_too_small", 1, 12) and "3 held-out" in few.detail
+    assert pause_reason(store, job) == "paused: validation_too_small: Reward model validated on too few pairs"
+
+
+def test_the_worker_pauses_a_job_and_a_resume_acknowledges_its_warnings(store):
+    job_id = job_rows.create_job(store, "loop", {})
+    log_metrics(store, job_id, 1, {VAL_PAIRS_METRIC: 3})
+    reward_phase_warnings(store, job_id, CONFIG, round=1)
+    job = job_rows.claim_job(store, job_id, pid=1)
+
+    def pausing(store, job):
+        raise JobPaused(pause_reason(store, job.id))
+
+    assert worker.run_job(store, job, runner=pausing) is JobStatus.PAUSED
+    paused = job_rows.get_job(store, job_id)
+    assert paused.status is JobStatus.PAUSED and paused.phase.startswith("paused: validation_too_small")
+    job_rows.requeue_job(store, job_id)
+    assert pause_reason(store, job_id) is None and len(list_warnings(store, job_id)) == 1
+
+
+# ---- the broken-run suite's fast subset -------------------------------------------------------------------------
 
 def test_a_loop_without_a_kl_anchor_warns_in_its_first_round(demo_template, tmp_path):
     result = run_arm("no_kl", 0, tmp_path / "no_kl", extra=FAST, template=demo_template)
@@ -43,8 +127,8 @@ def app(*args):
 
 def test_a_loop_pauses_on_a_warning_and_resumes_past_it(demo_store):
     db = str(demo_store.path)
-    config = {"prompts_per_round": 4, "queue_reserve": 0, "reward_epochs": 1, "policy_iterations": 1, "policy_batch_size": 4,
-              "policy_epochs": 1, "response_length": 8, "on_warning": "pause"}
+    config = {"prompts_per_round": 4, "queue_reserve": 0, "reward_epochs": 1, "policy_iterations": 1,
+              "policy_batch_size": 4, "policy_epochs": 1, "response_length": 8, "on_warning": "pause"}
     paused = app("loop", "--db", db, "--rounds", "1", "--labels-per-round", "8", "--config", json.dumps(config))
     assert paused.returncode == 0, paused.stderr[-2000:]
     assert "warning: validation_too_small: Reward model validated on too few pairs" in paused.stderr + paused.stdout

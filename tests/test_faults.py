@@ -166,7 +166,8 @@ time.sleep(float(sys.argv[2]))
 
 def hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
     """Another process holding a write transaction on the store for `seconds` (returns once it holds it)."""
-    process = subprocess.Popen([sys.executable, "-c", LOCKER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", LOCKER, str(path), str(seconds)], stdout=subprocess.PIPE,
+                               text=True)
     assert process.stdout.readline().strip() == "locked"
     return process
 
@@ -286,7 +287,8 @@ def register_copy_of_demo_policy(store: Store, tmp_path: Path) -> Path:
 
 def run_loop_job(store: Store) -> int:
     """Run a tiny loop job in this process, as a worker would; returns its id."""
-    job = job_rows.claim_job(store, job_rows.create_job(store, "loop", LoopConfig.from_dict(TINY_LOOP).to_dict()), pid=1)
+    job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(TINY_LOOP).to_dict())
+    job = job_rows.claim_job(store, job_id, pid=1)
     worker.run_job(store, job)
     return job.id
 

@@ -96,7 +96,8 @@ def write_parquet(path, column, values):
 
 @pytest.mark.parametrize("make", [
     lambda d: write(d / "c.jsonl", json.dumps({"prompt": CHAT}) + "\n" + json.dumps({"prompt": "plain"}) + "\n"),
-    lambda d: write(d / "c.jsonl", json.dumps({"messages": CHAT}) + "\n" + json.dumps({"messages": None, "prompt": "plain"}) + "\n"),
+    lambda d: write(d / "c.jsonl", json.dumps({"messages": CHAT}) + "\n"
+                    + json.dumps({"messages": None, "prompt": "plain"}) + "\n"),
     lambda d: write(d / "c.jsonl.gz", __import__("gzip").compress(
         (json.dumps({"prompt": CHAT}) + "\n" + json.dumps({"prompt": "plain"}) + "\n").encode())),
     lambda d: write_parquet(d / "c.parquet", "messages", [CHAT, [{"role": "user", "content": "plain"}]]),
@@ -110,7 +111,8 @@ def test_conversations_and_text_from_every_format(store, tmp_path, make):
 
 
 @pytest.mark.parametrize("turns,message", [
-    (CHAT + [{"role": "assistant", "content": "an answer"}], "line 2: the last turn is 'assistant'; a prompt must end with a user turn"),
+    (CHAT + [{"role": "assistant", "content": "an answer"}],
+     "line 2: the last turn is 'assistant'; a prompt must end with a user turn"),
     ([{"role": "robot", "content": "x"}], "line 2: turn 1 has role 'robot'"),
     ([{"role": "user"}], "line 2: turn 1 must be an object with a text `content`"),
     ([], "line 2: .*non-empty list"),

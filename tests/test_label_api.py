@@ -61,7 +61,8 @@ def test_eight_concurrent_annotators_share_nothing_and_lose_nothing(store, queue
     assert errors == [] and not any(thread.is_alive() for thread in threads)
     assert sorted(pair for pair, _ in handed) == sorted(pair_ids)  # each pair handed to exactly one annotator
     assert len({name for _, name in handed}) > 1
-    assert stored(store) == sorted((label_id, pair, name, vote) for vote, (label_id, pair, name) in acknowledged.items())
+    expected = sorted((label_id, pair, name, vote) for vote, (label_id, pair, name) in acknowledged.items())
+    assert stored(store) == expected
 
 
 def test_bad_requests_get_one_line_errors_and_change_nothing(store, queue_pairs, serve):
@@ -134,7 +135,7 @@ def test_with_auth_nothing_answers_without_login(store, queue_pairs, serve, user
         with pytest.raises(urllib.error.HTTPError) as error:
             urllib.request.urlopen(request, timeout=30)
         assert error.value.code == 401
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="Could not login"):  # gradio_client's AuthenticationError, or its bare one
         Client(url, auth=("alice", "wrong"), verbose=False)
     assert store.db().execute("SELECT count(*) FROM reservations").fetchone()[0] == 0
 
@@ -191,6 +192,8 @@ def test_with_auth_only_admins_edit_the_guidelines_and_queue_settings(store, ser
         alice.predict("Vote for the longest answer.", 1, 600, api_name="/save_queue_settings")
     with pytest.raises(Exception, match="overlap"):
         owner.predict("Prefer the kinder review.", 500, 600, api_name="/save_queue_settings")
-    assert owner.predict("Prefer the kinder review.", 2, 120, api_name="/save_queue_settings") == "Prefer the kinder review."
+    saved = owner.predict("Prefer the kinder review.", 2, 120, api_name="/save_queue_settings")
+    assert saved == "Prefer the kinder review."
     settings = queue_settings(store)
-    assert (settings.guidelines, settings.overlap, settings.reservation_ttl_s) == ("Prefer the kinder review.", 2, 120.0)
+    assert (settings.guidelines, settings.overlap, settings.reservation_ttl_s) == (
+        "Prefer the kinder review.", 2, 120.0)

@@ -108,7 +108,8 @@ def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
     assert label_tab.poll_queue(studio, "alice", None, None) == gr.skip()  # nothing new: the screen stays
     queue_pairs([("p", "a", "b")])
     arrived = label_tab.poll_queue(studio, "alice", None, None)
-    assert arrived.prompt == prompt_pane("p") and arrived.status == "New pairs arrived." and arrived.poll.active is False
+    assert arrived.prompt == prompt_pane("p") and arrived.status == "New pairs arrived."
+    assert arrived.poll.active is False
     assert label_tab.poll_queue(studio, "alice", arrived.pair_id, None) == gr.skip()  # a pair on screen: no poll
 
 

@@ -116,7 +116,8 @@ def test_settings_map_onto_the_trainers_configs():
     assert (ppo.learning_rate, ppo.init_kl_coef, ppo.lora, ppo.seed) == (0.02, 0.3, True, 4002)
     assert job_settings("loop", config) == config.to_dict()
     assert job_settings("reward", config) == reward_settings(config)
-    assert job_settings("ppo", config)["settings"] == policy_settings(config) and job_settings("ppo", config)["reward"] == "rm"
+    policy_job = job_settings("ppo", config)
+    assert policy_job["settings"] == policy_settings(config) and policy_job["reward"] == "rm"
     assert (ppo.algorithm, ppo.episodes_per_prompt) == ("ppo", 1)
 
 
@@ -157,7 +158,8 @@ def test_the_kl_controllers_horizon_is_the_loops_episodes_so_beta_can_move_withi
 
     config = LoopConfig(rounds=3, policy_iterations=10, policy_batch_size=32, target_kl=3.0)
     assert kl_horizon(config) == 960 == PolicyConfig(**policy_settings(config, round=1)).kl_horizon
-    assert kl_horizon(LoopConfig(rounds=2, policy_iterations=5, policy_batch_size=8, algorithm="grpo", group_size=4)) == 320
+    grpo = LoopConfig(rounds=2, policy_iterations=5, policy_batch_size=8, algorithm="grpo", group_size=4)
+    assert kl_horizon(grpo) == 320
 
 
 def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():

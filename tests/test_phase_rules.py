@@ -84,7 +84,8 @@ def test_entropy_length_and_eos_collapse():
 
 def test_reward_model_on_too_few_validation_pairs_names_the_count():
     [few] = d.reward_model_findings(1, 40, 1.0, 2)
-    assert few.rule == "validation_too_small" and "2 held-out pair(s)" in few.detail and (few.round, few.step) == (1, 40)
+    assert few.rule == "validation_too_small" and "2 held-out pair(s)" in few.detail
+    assert (few.round, few.step) == (1, 40)
     [chance] = d.reward_model_findings(2, 80, 0.55, 50)
     assert chance.rule == "reward_model_near_chance" and (chance.round, chance.step) == (2, 80)
     assert d.reward_model_findings(2, 80, 0.7, 50) == []

@@ -227,10 +227,11 @@ def test_unreadable_yaml_and_zero_3_are_refused_in_one_line_saying_why(tmp_path,
     for text, expected in [("num_processes: [2\n", "is not valid YAML at line 2"),
                            ("- just a list\n", "holds no settings"),
                            ("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n",
-                            "ZeRO-3, which PPO as written cannot run: its reference is a deep copy of the policy and generation "
-                            "needs whole parameters"),
+                            "ZeRO-3, which PPO as written cannot run: its reference is a deep copy of the policy "
+                            "and generation needs whole parameters"),
                            ("distributed_type: MULTI_CPU\nnum_processes: 2\n", "starts one process"),
-                           ("distributed_type: MULTI_GPU\nnum_processes: 4\nnum_machines: 3\n", "a multiple of num_machines"),
+                           ("distributed_type: MULTI_GPU\nnum_processes: 4\nnum_machines: 3\n",
+                            "a multiple of num_machines"),
                            ("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n", "fp8")]:
         with pytest.raises(InvalidInput, match=re.escape(expected)) as refused:
             read_launch_config(write(tmp_path, text))

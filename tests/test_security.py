@@ -1,7 +1,8 @@
 """Security: with --auth every route of the web server refuses anonymous requests (routes and endpoints enumerated
 from the running app, not listed by hand), only admins start, stop or resume jobs (API and Train tab buttons alike),
-no request reaches files outside what the studio hands out, an upload over the size cap is refused, the studio binds to this machine by default and warns on
-other interfaces without --auth, and every error message shown in the browser is escaped.
+no request reaches files outside what the studio hands out, an upload over the size cap is refused, the studio binds
+to this machine by default and warns on other interfaces without --auth, and every error message shown in the
+browser is escaped.
 
 test_label_api covers the labeling side of --auth (labels only as yourself; imports, exports and guidelines for
 admins); the real-browser test covers model output shown literally.
@@ -27,7 +28,8 @@ from tests.helpers import free_port, hashed_auth_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}
-MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")  # must never reach an anonymous caller
+# must never reach an anonymous caller
+MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")
 ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
                    "/export_labels", "/save_queue_settings", "/export_audit"}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats"}
@@ -81,9 +83,9 @@ def test_with_auth_no_route_answers_an_anonymous_caller_with_studio_data(studio,
                     continue
                 answers[(method, filled)] = response.status_code
                 assert not any(marker in response.text for marker in MARKERS), (method, filled, response.text[:300])
-    guarded = [key for key in answers if key[1].startswith(("/config", "/gradio_api/info", "/gradio_api/call/",
-                                                            "/gradio_api/run/", "/gradio_api/api/", "/gradio_api/queue/",
-                                                            "/gradio_api/upload", "/gradio_api/file"))]
+    guarded_prefixes = ("/config", "/gradio_api/info", "/gradio_api/call/", "/gradio_api/run/", "/gradio_api/api/",
+                        "/gradio_api/queue/", "/gradio_api/upload", "/gradio_api/file")
+    guarded = [key for key in answers if key[1].startswith(guarded_prefixes)]
     assert len(guarded) >= 4 * len(endpoints) + 5
     assert {key: answers[key] for key in guarded if answers[key] != 401} == {}
     for index in app.fns:  # every event handler, the browser-only ones too, through the queue

@@ -37,7 +37,8 @@ def test_random_selector_is_seeded_ordered_by_score_and_limited():
     scores = [p.score for p in pairs]
     assert scores == sorted(scores, reverse=True)
     assert all(0.0 <= s < 1.0 for s in scores)
-    assert {p.selector for p in pairs} == {"random"} and {p.round for p in pairs} == {2} and {p.policy_id for p in pairs} == {7}
+    assert {p.selector for p in pairs} == {"random"} and {p.round for p in pairs} == {2}
+    assert {p.policy_id for p in pairs} == {7}
     assert pairs == select_random(candidates, n=5, seed=3, round=2)
     assert pairs != select_random(candidates, n=5, seed=4, round=2)
     assert len(select_random(candidates, seed=3)) == len(candidates)
@@ -55,7 +56,8 @@ def test_selected_pairs_store_with_their_scores(store):
     add_prompts(store, ["p1", "p2"])
     policy = add_policy(store, "/nowhere")
     prompt_ids = [p.id for p in list_prompts(store)]
-    add_generations(store, [NewGeneration(pid, f"r{k} of {pid}", policy_id=policy) for pid in prompt_ids for k in range(3)])
+    add_generations(store, [NewGeneration(pid, f"r{k} of {pid}", policy_id=policy)
+                            for pid in prompt_ids for k in range(3)])
     pairs = select_random(candidate_pairs(list_generations(store, policy_id=policy)), n=4, seed=0, round=1)
     add_pairs(store, pairs)
     stored = list_pairs(store, round=1)

@@ -31,7 +31,8 @@ def seed_pair(store):
     prompts.add_prompts(store, ["the movie was"])
     policy = policies.add_policy(store, "/models/sft")
     g1, g2 = generations.add_generations(store, [
-        NewGeneration(1, " great .", policy_id=policy, token_count=2, params={"temperature": 1.0}, seed=3, ended_with_eos=True),
+        NewGeneration(1, " great .", policy_id=policy, token_count=2, params={"temperature": 1.0}, seed=3,
+                      ended_with_eos=True),
         NewGeneration(1, " awful .", policy_id=policy, token_count=2, ended_with_eos=False),
     ])
     [pair] = pairs.add_pairs(store, [NewPair(1, g1, g2, selector="random", score=0.5, policy_id=policy)])
@@ -95,7 +96,8 @@ def test_labels_vote_ids_and_replacement(store):
     label_pairs(store, "bob", {pair: Outcome.SKIP})
     assert labels.count_labels(store) == 2 and labels.count_labels(store, include_skips=False) == 1
     [example] = labels.labeled_pairs(store)
-    assert (example.prompt, example.first, example.second, example.outcome) == ("the movie was", " great .", " awful .", Outcome.TIE)
+    assert (example.prompt, example.first, example.second, example.outcome) == (
+        "the movie was", " great .", " awful .", Outcome.TIE)
     assert [lp.outcome for lp in labels.labeled_pairs(store, include_skips=True)] == [Outcome.TIE, Outcome.SKIP]
 
 
@@ -151,7 +153,8 @@ def test_metrics_upsert_and_filters(store):
     metrics.log_metrics(store, job, 0, {"ppo/kl": 0.1, "ppo/score": 1.0})
     metrics.log_metrics(store, job, 0, {"ppo/kl": 0.2, "ppo/nan": float("nan")})  # rewrite, never a duplicate
     metrics.log_metrics(store, job, 1, {"reward/loss": 0.7})
-    assert metrics.read_metrics(store, job, names=["ppo/kl"]) == [{"job_id": job, "step": 0, "name": "ppo/kl", "value": 0.2}]
+    expected = [{"job_id": job, "step": 0, "name": "ppo/kl", "value": 0.2}]
+    assert metrics.read_metrics(store, job, names=["ppo/kl"]) == expected
     assert {r["name"] for r in metrics.read_metrics(store, prefix="ppo/")} == {"ppo/kl", "ppo/score"}
     assert metrics.last_step(store, job) == 1 and metrics.last_step(store, job, "ppo/") == 0
 
@@ -185,7 +188,8 @@ def test_eval_samples_with_scores(store):
     generations.add_generations(store, [NewGeneration(1, " fine .", policy_id=policy, source=generations.EVAL_SOURCE),
                                         NewGeneration(1, " good .", policy_id=other, source=generations.EVAL_SOURCE)],
                                 scores=[{"oracle": 1.0, "reward": 0.25}, {}])
-    fine = {"policy_id": policy, "round": 0, "prompt": "the movie was", "text": " fine .", "oracle": 1.0, "reward": 0.25}
+    fine = {"policy_id": policy, "round": 0, "prompt": "the movie was", "text": " fine .", "oracle": 1.0,
+            "reward": 0.25}
     good = {"policy_id": other, "round": 1, "prompt": "the movie was", "text": " good ."}
     assert generations.eval_samples(store) == [fine, good]
     assert generations.eval_samples(store, policy_id=other) == [good]
@@ -202,7 +206,8 @@ def test_rounds(store):
     assert rounds.round_label_count(store, 0) == 1 and rounds.round_pair_count(store, 0) == 1
     assert rounds.round_pair_count(store, 1) == 0
     rounds.add_round(store, None, 1, {"k": 4}, {"labels": 1}, policy, None)
-    assert [(r["round"], r["config"], r["summary"]) for r in rounds.list_rounds(store)] == [(1, {"k": 4}, {"labels": 1})]
+    listed = [(r["round"], r["config"], r["summary"]) for r in rounds.list_rounds(store)]
+    assert listed == [(1, {"k": 4}, {"labels": 1})]
     assert rounds.max_policy_round_before(store, created=0) == 0
     policies.add_policy(store, "/p2", round=2)
     assert rounds.max_policy_round_before(store, created=1e12) == 2

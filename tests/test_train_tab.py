@@ -90,8 +90,8 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     values[train_tab.FORM.index("reward_patience")] = 2.0
     values[train_tab.FORM.index("reward_warm_start")] = True
     values[train_tab.FORM.index("on_warning")] = "pause"
-    shown = train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "policy_batch_size": 8}),
-                               *values)
+    settings = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8})
+    shown = train_tab.on_start(studio, "loop", OWNER, "demo", settings, *values)
     [job] = job_rows.list_jobs(store)
     assert job.kind == "loop" and shown.status.startswith(f"**Job {job.id}** (loop) — **queued**")
     assert (job.config["rounds"], job.config["labels_per_round"], job.config["prompts_per_round"]) == (2, 8, 8)
@@ -125,8 +125,9 @@ def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer]
-    assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt", "N: labels in round 1 (then × label_decay)",
-                                         "M: PPO iterations", "Pair selector", "Reward ensemble size",
+    assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt",
+                                         "N: labels in round 1 (then × label_decay)", "M: PPO iterations",
+                                         "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
                                          "Label decay (each later round × this)", "Audit share of labels",
@@ -149,7 +150,8 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
     run_now = train_tab.on_start(studio, "ppo", OWNER, "demo", small, *values)
     job = job_rows.list_jobs(store)[0]
-    assert job.kind == "ppo" and (job.config["settings"]["algorithm"], job.config["settings"]["group_size"]) == ("grpo", 6)
+    settings = job.config["settings"]
+    assert job.kind == "ppo" and (settings["algorithm"], settings["group_size"]) == ("grpo", 6)
     assert run_now.status.startswith(f"**Job {job.id}** (grpo) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
     values[train_tab.FORM.index("group_size")] = 1.0
@@ -173,8 +175,9 @@ def test_the_tab_shows_the_token_limits_of_the_settings_and_the_longest_prompt(d
 def test_the_tab_and_the_job_status_say_how_jobs_run(studio, store, monkeypatch):
     assert train_tab.new_jobs_run_on(studio) == "1 process (the job's worker)"
     missing = ROOT / "accelerate" / "missing.yaml"
-    assert train_tab.new_jobs_run_on(replace(studio, accelerate_config=str(missing))).startswith("no processes until the accelerate config is fixed "
-                                                        f"(accelerate config {missing} does not exist")
+    shown = train_tab.new_jobs_run_on(replace(studio, accelerate_config=str(missing)))
+    assert shown.startswith(f"no processes until the accelerate config is fixed (accelerate config {missing} does not "
+                            "exist")
     studio = replace(studio, accelerate_config=str(ROOT / "accelerate" / "cpu-2proc.yaml"))
     two = "2 processes on 1 machine (CPU), mixed precision no, DeepSpeed off"
     assert train_tab.new_jobs_run_on(studio).startswith(two)

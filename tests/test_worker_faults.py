@@ -1,20 +1,21 @@
 """A loop worker killed with SIGKILL in each kind of step: generating samples, training the reward model, writing
-the reward model, PPO, writing the new policy; and a GRPO loop killed in GRPO and before its policy is registered.
-Each time the studio marks the job interrupted and nothing half-written is registered; the resumed job completes,
-each PPO (GRPO) step logged once, the partial checkpoints swept away.
+the reward model; then, for PPO and GRPO alike, the policy phase and writing the new policy. Each time the studio
+marks the job interrupted and nothing half-written is registered; the resumed job completes, each PPO (GRPO) step
+logged once, the partial checkpoints swept away.
 
-One tiny loop job lives through all five kills, so the suite pays for one seeded store copy and six worker starts.
-Four kills come from inside the worker at a chosen call (deterministic); the PPO one comes from outside, mid-run.
+One tiny loop job lives through the three kills before the policy phase, and one per algorithm through the two in
+and after it. The kills while writing come from inside the worker at a chosen call (deterministic); the one in the
+policy phase comes from outside, mid-run.
 """
 
 import json
 import os
 import signal
 import subprocess
-import time
 from functools import partial
 from pathlib import Path
 
+import pytest
 from safetensors import safe_open
 
 from storage import JobStatus
@@ -26,15 +27,15 @@ from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
 from tests import helpers
 from trainers.entry.worker import PARTIAL_CHECKPOINTS
-from trainers.jobs.launcher import STALE_AFTER_S, reap_orphans, resume_job, start_job, worker_command
+from trainers.jobs.launcher import reap_orphans, resume_job, start_job, worker_command
 from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
-              "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 4, "policy_batch_size": 8, "policy_epochs": 1,
-              "response_length": 8}
-# `python -c DIE_IN module:attr.path N --db ... --job ...`: the worker, SIGKILLed on the N-th call of `module:attr.path`,
-# so everything done before that call is on disk and nothing after it is.
+              "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 4, "policy_batch_size": 8,
+              "policy_epochs": 1, "response_length": 8}
+# `python -c DIE_IN module:attr.path N --db ... --job ...`: the worker, SIGKILLed on the N-th call of
+# `module:attr.path`, so everything done before that call is on disk and nothing after it is.
 DIE_IN = """
 import importlib, os, signal, sys
 target, nth = sys.argv.pop(1), int(sys.argv.pop(1))
@@ -131,11 +132,37 @@ def vote_ids_unique(store) -> bool:
     return rows == []
 
 
-def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
+def labels_count(store) -> int:
+    return store.db().execute("SELECT count(*) FROM labels").fetchone()[0]
+
+
+def assert_whole_loop(store, job_id: int, algorithm: str, labels_before: int) -> None:
+    """The resumed job completed its one round: two policy versions and one reward model, whole; nothing partial
+    left; each of the algorithm's steps logged once, none missing, none of the other's; the round's summary reads
+    the algorithm's series; no label lost or added, none stored twice; the store intact."""
+    job = job_rows.get_job(store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    assert [r["round"] for r in list_rounds(store, job_id)] == [1]
+    assert len(list_policies(store)) == 2 and len(list_reward_models(store)) == 1
+    assert_complete_checkpoints(store)
+    assert partial_checkpoints(store) == []
+    kl = read_metrics(store, job_id, names=[f"{algorithm}/kl"])
+    assert sorted(r["step"] for r in kl) == list(range(1, FAULT_LOOP["policy_iterations"] + 1))
+    other = "grpo" if algorithm == "ppo" else "ppo"
+    assert read_metrics(store, job_id, prefix=f"{other}/") == []
+    [summary] = [r["summary"] for r in list_rounds(store, job_id)]
+    assert summary["kl"] == kl[-1]["value"]
+    assert labels_count(store) == labels_before
+    assert vote_ids_unique(store)
+    assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_worker_killed_in_every_step_before_the_policy_phase_resumes_to_a_whole_loop(demo_store):
     store = demo_store
     job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(FAULT_LOOP).to_dict())
     try:
-        run_dying_worker(store, job_id, "trainers.models.generation:HFGenerator.generate", nth=2)  # 1st: the baseline eval
+        # the 1st call is the baseline eval
+        run_dying_worker(store, job_id, "trainers.models.generation:HFGenerator.generate", nth=2)
         assert_interrupted(store, job_id)
         assert list_generations(store, policy_id=list_policies(store)[0].id, source=EVAL_SOURCE)
         assert round_pair_count(store, 1) == 0
@@ -143,21 +170,39 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         run_dying_worker(store, job_id, "trainers.reward.trainer:preference_loss")  # the first training step
         assert_interrupted(store, job_id)
         assert round_label_count(store, 1) >= FAULT_LOOP["labels_per_round"] and list_reward_models(store) == []
-        labels_before = store.db().execute("SELECT count(*) FROM labels").fetchone()[0]
+        labels_before = labels_count(store)
 
-        run_dying_worker(store, job_id, "trainers.jobs.reward_job:_finish_member")  # weights saved, reward_info.json not yet
+        # weights saved, reward_info.json not yet
+        run_dying_worker(store, job_id, "trainers.jobs.reward_job:_finish_member")
         assert_interrupted(store, job_id)
         assert list_reward_models(store) == []
         assert [p.parent.name for p in partial_checkpoints(store)] == ["reward_models"]  # the staged member
 
-        resume_job(store, job_id)
-        kill_in_policy_optimisation(store, job_id)
+        resume_job(store, job_id)  # sweeps the staged member away
+        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
+    finally:
+        stop_worker(store, job_id)
+    assert_whole_loop(store, job_id, "ppo", labels_before)
+
+
+@pytest.mark.parametrize("algorithm, writing", [
+    ("ppo", "trainers.policy.checkpoint:save_file"),  # policy weights saved, value head not yet
+    ("grpo", "trainers.jobs.policy_job:register_policy"),  # the policy saved, not yet registered
+])
+def test_worker_killed_in_the_policy_phase_and_while_writing_the_policy_resumes_to_a_whole_loop(demo_store, algorithm,
+                                                                                                  writing):
+    store = demo_store
+    config = {**FAULT_LOOP, "algorithm": algorithm}
+    config.update({"group_size": 4, "policy_batch_size": 2} if algorithm == "grpo" else {})
+    job_id = start_job(store, "loop", LoopConfig.from_dict(config).to_dict())
+    try:
+        kill_in_policy_optimisation(store, job_id, algorithm)  # after a logged iteration
         assert_interrupted(store, job_id)
         assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
-        # the resumed worker swept the staged member away; the kill may have caught PPO writing its state
-        assert {p.parent.parent.name for p in partial_checkpoints(store)} <= {"ppo"}
+        assert {p.parent.parent.name for p in partial_checkpoints(store)} <= {"ppo"}  # the kill may catch a state write
+        labels_before = labels_count(store)
 
-        run_dying_worker(store, job_id, "trainers.policy.checkpoint:save_file")  # policy weights saved, value head not yet
+        run_dying_worker(store, job_id, writing)
         assert_interrupted(store, job_id)
         assert len(list_policies(store)) == 1
         assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]
@@ -167,58 +212,4 @@ def test_worker_killed_in_every_step_resumes_to_a_whole_loop(demo_store):
         wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
     finally:
         stop_worker(store, job_id)
-    job = job_rows.get_job(store, job_id)
-    assert job.status is JobStatus.COMPLETED, job.error
-    assert [r["round"] for r in list_rounds(store, job_id)] == [1]
-    assert len(list_policies(store)) == 2 and len(list_reward_models(store)) == 1
-    assert_complete_checkpoints(store)
-    assert partial_checkpoints(store) == []
-    kl_steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["ppo/kl"]))
-    assert kl_steps == list(range(1, FAULT_LOOP["policy_iterations"] + 1))  # each PPO step logged once, none missing
-    assert store.db().execute("SELECT count(*) FROM labels").fetchone()[0] == labels_before  # none lost, none added
-    assert vote_ids_unique(store)
-    assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-
-
-def test_grpo_worker_killed_in_grpo_and_before_registering_resumes_to_a_whole_loop(demo_store):
-    store = demo_store
-    config = {**FAULT_LOOP, "algorithm": "grpo", "group_size": 4, "policy_batch_size": 2}
-    job_id = start_job(store, "loop", LoopConfig.from_dict(config).to_dict())
-    try:
-        kill_in_policy_optimisation(store, job_id, "grpo")
-        assert_interrupted(store, job_id)
-        assert len(list_reward_models(store)) == 1 and len(list_policies(store)) == 1
-
-        run_dying_worker(store, job_id, "trainers.jobs.policy_job:register_policy")  # the policy saved, not yet registered
-        assert_interrupted(store, job_id)
-        assert len(list_policies(store)) == 1
-        assert [p.parent.name for p in partial_checkpoints(store)] == ["policies"]
-
-        resume_job(store, job_id)
-        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
-    finally:
-        stop_worker(store, job_id)
-    job = job_rows.get_job(store, job_id)
-    assert job.status is JobStatus.COMPLETED, job.error
-    assert len(list_policies(store)) == 2 and partial_checkpoints(store) == []
-    assert_complete_checkpoints(store)
-    kl_steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["grpo/kl"]))
-    assert kl_steps == list(range(1, config["policy_iterations"] + 1))  # each GRPO step logged once, none missing
-    assert read_metrics(store, job_id, prefix="ppo/") == []
-    [summary] = [r["summary"] for r in list_rounds(store, job_id)]
-    assert summary["kl"] == read_metrics(store, job_id, names=["grpo/kl"])[-1]["value"]
-
-
-def test_a_job_resumed_long_after_it_was_created_waits_for_its_worker(store):
-    """A resumed job is queued anew: it is not reaped as `never started` just because it was created long ago."""
-    job_id = job_rows.create_job(store, "loop", {})
-    job_rows.claim_job(store, job_id, pid=1)
-    job_rows.mark_interrupted(store, [job_id])
-    with store.write() as db:  # the job was created an hour ago
-        db.execute("UPDATE jobs SET created = created - 3600 WHERE id = ?", [job_id])
-    job_rows.requeue_job(store, job_id)
-    assert reap_orphans(store) == []  # its worker is starting; the Train tab's refresh must not interrupt it
-    assert job_rows.claim_job(store, job_id, pid=1).status is JobStatus.RUNNING
-    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
-    job_rows.requeue_job(store, job_id)
-    assert reap_orphans(store, now=time.time() + STALE_AFTER_S + 1) == [job_id]  # one that never starts still is
+    assert_whole_loop(store, job_id, algorithm, labels_before)

@@ -1,4 +1,5 @@
-"""Model loading: the one-line errors for bad directories and tokenizers, and what the loaders set up."""
+"""Model loading (trainers/models/loading.py): the one-line errors for bad directories and tokenizers, and what the
+loaders set up."""
 
 import pytest
 import torch

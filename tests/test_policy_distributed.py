@@ -1,8 +1,8 @@
 """PPO and GRPO under `torchrun --nproc_per_node 2` on the CPU (gloo): both processes end with identical weights.
 
-Run by pytest, this file launches itself under torchrun; each process trains the tiny policy of test_ppo.py on its
-own prompts for two iterations with each algorithm and saves its weights and prompt indices (GRPO: the rows it
-sampled) for the test to compare.
+Run by pytest, this file launches itself under torchrun; each process trains the tiny policy of
+tests/policy_helpers.py on its own prompts for two iterations with each algorithm and saves its weights and prompt
+indices (GRPO: the rows it sampled) for the test to compare.
 """
 
 import os
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
+from tests.policy_helpers import GROUP_SIZE
+
 ROOT = Path(__file__).resolve().parent.parent
-GROUP = 3  # GRPO's responses per prompt
 
 
 def test_two_processes_end_with_identical_weights(tmp_path):
@@ -32,32 +33,34 @@ def test_two_processes_end_with_identical_weights(tmp_path):
         assert any(not torch.equal(first["weights"][name], value) for name, value in initial.items())
     for rank in (0, 1):  # GRPO: every process samples whole groups of its own prompts
         result = torch.load(tmp_path / f"grpo-rank{rank}.pt", weights_only=True)
-        assert result["rows"] == [p for p in result["prompts"] for _ in range(GROUP)]
+        assert result["rows"] == [p for p in result["prompts"] for _ in range(GROUP_SIZE)]
+
+
+def recording(rollout, rows: list):
+    """`rollout`, also appending the prompts of each call to `rows`."""
+    def record(prompts, ids):
+        rows.append(prompts)
+        return rollout(prompts, ids)
+    return record
 
 
 def main(out: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_ppo import PROMPTS, count_great, make_policy, make_tokenizer, small_config
-
-    from trainers.policy.grpo import GRPOTrainer
-    from trainers.policy.ppo import PPOTrainer
+    from tests.policy_helpers import ALGORITHMS, PROMPTS, make_policy, make_trainer
 
     torch.set_num_threads(1)
-    grpo = small_config(algorithm="grpo", group_size=GROUP)
-    for trainer_class, config in ((PPOTrainer, small_config()), (GRPOTrainer, grpo)):
+    for algorithm in ALGORITHMS:
         policy = make_policy()
         initial = {f"policy.{n}": p.detach().clone() for n, p in policy.named_parameters()}
-        trainer = trainer_class(config, policy, make_tokenizer(), PROMPTS, count_great)
+        trainer = make_trainer(algorithm, policy=policy)
         rows = []
-        rollout = trainer.rollout
-        trainer.rollout = lambda prompts, ids: (rows.append(prompts), rollout(prompts, ids))[1]
+        trainer.rollout = recording(trainer.rollout, rows)
         trainer.train(2)
         prompts = trainer._batch_indices(0)
         weights = {n: p.detach().cpu() for n, p in trainer.policy_model.named_parameters()}
         rank = trainer.accelerator.process_index
         sampled = [PROMPTS.index(p) for p in rows[0]]  # the first iteration's rows, as prompt indices
         torch.save({"weights": weights, "initial": initial, "prompts": prompts, "rows": sampled,
-                    "world_size": trainer.accelerator.num_processes}, out / f"{config.algorithm}-rank{rank}.pt")
+                    "world_size": trainer.accelerator.num_processes}, out / f"{algorithm}-rank{rank}.pt")
         trainer.accelerator.wait_for_everyone()
 
 

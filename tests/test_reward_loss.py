@@ -1,4 +1,5 @@
-"""preference_loss against hand computations: ties, strict pairs, margin, label noise, a mixed batch."""
+"""The reward model's loss (trainers/reward/loss.py), preference_loss, against hand computations: ties, strict pairs,
+margin, label noise, a mixed batch."""
 
 import math
 

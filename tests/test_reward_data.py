@@ -1,0 +1,123 @@
+"""What a reward model trains on (trainers/reward/data.py, and the examples trainers/jobs/reward_job.py reads from
+the store): the current non-skip labels as soft targets, imported margins, a split by pair, the score read at the
+last real token whatever the padding, and nothing cut: a pair over the context is refused by its label."""
+
+
+import pytest
+import torch
+
+from labeling.annotation import undo_label, update_queue_settings
+from storage.errors import InvalidInput
+from storage.preferences import Preference, import_preferences
+from storage.types import Outcome
+from tests.helpers import label_pairs
+from trainers.jobs.reward_job import load_examples
+from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
+from trainers.reward.config import RewardConfig
+from trainers.reward.data import (
+    PreferenceCollator,
+    PreferenceExample,
+    check_examples_fit,
+    pad_right,
+    split_by_pair,
+    tokenize_examples,
+)
+from trainers.reward.scorer import sequence_scores
+from trainers.reward.trainer import PreferenceTrainer, training_arguments
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+# ---- data ---------------------------------------------------------------------------------------------------------
+
+def test_examples_are_the_current_non_skip_labels_with_soft_targets(store, queue_pairs):
+    pairs = queue_pairs([("p", "a", "b"), ("q", "c", "d"), ("r", "e", "f"), ("s", "g", "h"), ("t", "i", "j")])
+    update_queue_settings(store, overlap=2)
+    label_pairs(store, "ann", {pairs[0]: Outcome.FIRST})
+    label_pairs(store, "bob", {pairs[0]: Outcome.SECOND})  # each annotator's label counts
+    label_pairs(store, "ann", {pairs[1]: Outcome.TIE, pairs[2]: Outcome.BOTH_BAD, pairs[3]: Outcome.SKIP,
+                               pairs[4]: Outcome.SECOND})
+    undo_label(store, "ann")  # ann changes her mind on pairs[4]: the new label replaces the undone one
+    label_pairs(store, "ann", {pairs[4]: Outcome.FIRST})
+    got = [(e.pair_id, e.first, e.second, e.target) for e in load_examples(store)]
+    assert got == [(pairs[0], "a", "b", 1.0), (pairs[0], "a", "b", 0.0), (pairs[1], "c", "d", 0.5),
+                   (pairs[2], "e", "f", 0.5), (pairs[4], "i", "j", 1.0)]
+    assert [e.pair_id for e in load_examples(store, both_bad_as_tie=False)] == [pairs[0], pairs[0], pairs[1], pairs[4]]
+
+
+def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_margin(store, queue_pairs, tiny_gpt2_dir):
+    import_preferences(store, [Preference("Review it.", " Great film.", " Dull film.", 2.0),
+                               Preference("Review it.", " Fine acting.", " Dull film.")], "import", 0.0)
+    [pair] = queue_pairs([("p", " a", " b")])
+    label_pairs(store, "ann", {pair: Outcome.SECOND})
+    examples = load_examples(store, margin=0.25)
+    assert [(e.first, e.target, e.margin) for e in examples] == [
+        (" Great film.", 1.0, 2.0), (" Fine acting.", 1.0, 0.25), (" a", 0.0, 0.25)]
+
+    tokenizer = load_tokenizer(tiny_gpt2_dir)
+    tokenized = list(tokenize_examples(load_chat_format(tiny_gpt2_dir), examples))
+    batch = PreferenceCollator(tokenizer.pad_token_id)(tokenized)
+    assert batch["margin"].tolist() == [2.0, 0.25, 0.25]
+    model = load_reward_model(tiny_gpt2_dir)
+    trainer = PreferenceTrainer(model=model, args=training_arguments(RewardConfig(), str(store.data_dir), 0, False))
+    first, second = sequence_scores(model, batch["input_ids"], batch["attention_mask"]).chunk(2)
+    expected = -torch.nn.functional.logsigmoid(torch.stack([first[0] - second[0] - 2.0, first[1] - second[1] - 0.25,
+                                                            second[2] - first[2] - 0.25])).mean()
+    assert trainer.compute_loss(model, batch).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_split_is_by_pair_and_deterministic():
+    examples = [PreferenceExample(i, i // 2, "p", "a", "b", 1.0) for i in range(40)]  # 2 labels per pair
+    train, val = split_by_pair(examples, 0.25, seed=1)
+    assert (train, val) == split_by_pair(examples, 0.25, seed=1)
+    assert len({e.pair_id for e in val}) == 5 and len(val) == 10
+    assert not {e.pair_id for e in train} & {e.pair_id for e in val}
+    assert split_by_pair(examples, 0.25, seed=2)[1] != val
+    assert split_by_pair(examples, 0.0, seed=1) == (examples, [])
+    one_pair = examples[:2]
+    assert split_by_pair(one_pair, 0.5, seed=0) == (one_pair, [])  # the only pair trains
+
+
+def test_a_stable_split_keeps_each_pair_on_its_side_as_labels_are_added():
+    examples = [PreferenceExample(i, i, "p", "a", "b", 1.0) for i in range(400)]
+    early_train, early_val = split_by_pair(examples[:150], 0.2, seed=3, stable=True)
+    train, val = split_by_pair(examples, 0.2, seed=3, stable=True)
+    assert set(early_val) <= set(val) and set(early_train) <= set(train)  # never validated on what it trained on
+    assert 0.15 <= len(val) / len(examples) <= 0.25
+
+
+def test_scores_read_the_last_real_token_whatever_the_padding(tiny_gpt2_dir):
+    tokenizer = load_tokenizer(tiny_gpt2_dir)
+    torch.manual_seed(0)
+    model = load_reward_model(tiny_gpt2_dir)
+    rows = load_chat_format(tiny_gpt2_dir).sequences_ids(["the movie was", "i thought the acting", "the film"],
+                                                      [" great .", " was dull and far too long for me .", " ok"])
+    assert all(row[-1] == tokenizer.eos_token_id for row in rows)
+    with torch.no_grad():
+        alone = torch.cat([model(input_ids=torch.tensor([row])).logits[:, 0] for row in rows])
+        input_ids, attention_mask = pad_right(rows, tokenizer.pad_token_id)
+        right = sequence_scores(model, input_ids, attention_mask)
+        plain_right = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
+        left_ids = torch.stack([torch.cat([ids[mask == 0], ids[mask == 1]])
+                                for ids, mask in zip(input_ids, attention_mask, strict=True)])
+        left_mask = torch.stack([torch.cat([mask[mask == 0], mask[mask == 1]]) for mask in attention_mask])
+        pad = tokenizer.pad_token_id
+        assert left_ids[1, 0] != pad and left_ids[0, 0] == pad  # really left-padded
+        left = sequence_scores(model, left_ids, left_mask)
+    assert right.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
+    assert plain_right.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
+    assert left.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
+
+
+def test_nothing_is_cut_a_pair_longer_than_the_context_is_refused_naming_its_label(tiny_gpt2_dir):
+    chat = load_chat_format(tiny_gpt2_dir)
+    short = PreferenceExample(1, 1, "the movie was", " great .", " bad .", 1.0)
+    long = PreferenceExample(7, 3, "the movie was", " great" * 3, " great and moving and fun ." * 8, 0.0)
+    dataset = tokenize_examples(chat, [short, long])
+    assert dataset[1]["second_ids"] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
+    check_examples_fit(chat, [short, long], context=None)
+    check_examples_fit(chat, [short], context=64)
+    tokens = len(dataset[1]["second_ids"])
+    with pytest.raises(InvalidInput, match=rf"label 7 \(pair 3\): prompt and response take {tokens} tokens, over "
+                                           r"the reward model's context of 16; nothing is cut"):
+        check_examples_fit(chat, [short, long], context=16)
