@@ -33,7 +33,8 @@ def test_init_starts_a_project_with_conversations_heldout_prompts_and_guidelines
     heldout = write_prompts(tmp_path / "heldout.jsonl", [[{"role": "user", "content": "held out"}]])
     (tmp_path / "guide.md").write_text("# Prefer short, **kind** answers\n")
     code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir),
-                         "--prompts", str(prompts), "--heldout", str(heldout), "--guidelines", str(tmp_path / "guide.md"))
+                         "--prompts", str(prompts), "--heldout", str(heldout),
+                         "--guidelines", str(tmp_path / "guide.md"))
     assert (code, err) == (0, "")
     assert "3 prompts, 1 held out" in out and "prompts fit 232 tokens (the context of 256 less 24" in out
     store = Store(tmp_path / "p.db")
@@ -122,8 +123,8 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     reward model reads each (prompt, response) with exactly the ids its training data had, whose prompt part is what
     PPO's rollouts were sampled from."""
     from trainers.policy.ppo import PPOTrainer
+    from trainers.reward import data as reward_data
     from trainers.reward.scorer import RewardScorer
-    from trainers.reward.trainer import data as reward_data
 
     prompts = write_prompts(tmp_path / "train.jsonl",
                             [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"hello {i}"}]
@@ -139,12 +140,13 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
 
     def spy_tokenize(chat, examples):
         dataset = tokenize(chat, examples)
-        for example, row in zip(examples, dataset or []):
+        for example, row in zip(examples, dataset or [], strict=False):  # no dataset: no examples
             trained[key(example.prompt, example.first)] = row["first_ids"]
         return dataset
 
     def spy_raw_scores(self, prompts, responses):
-        for prompt, response, ids in zip(prompts, responses, self.chat.sequences_ids(list(prompts), list(responses))):
+        ids_of = self.chat.sequences_ids(list(prompts), list(responses))
+        for prompt, response, ids in zip(prompts, responses, ids_of, strict=True):
             scored[key(prompt, response)] = ids
         return raw_scores(self, prompts, responses)
 
@@ -157,8 +159,8 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     monkeypatch.setattr(RewardScorer, "raw_scores", spy_raw_scores)
     monkeypatch.setattr(PPOTrainer, "_score", spy_score)
     config = {"oracle": "labeling.synthetic:brevity_score", "prompts_per_round": 8, "samples_per_prompt": 2,
-              "queue_reserve": 0, "reward_epochs": 2, "policy_iterations": 2, "policy_batch_size": 4, "policy_mini_batches": 2,
-              "policy_epochs": 1, "response_length": 8}
+              "queue_reserve": 0, "reward_epochs": 2, "policy_iterations": 2, "policy_batch_size": 4,
+              "policy_mini_batches": 2, "policy_epochs": 1, "response_length": 8}
     code, out, err = cli(capsys, "loop", "--db", db, "--rounds", "2", "--labels-per-round", "6", "--annotator",
                          "oracle", "--config", json.dumps(config))
     assert code == 0, err
@@ -208,5 +210,5 @@ def test_a_hostile_chat_template_exits_2_with_one_line_and_leaves_no_store(capsy
     code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(folder), "--prompts",
                          str(prompts))
     assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
-    assert err.startswith(f"error: {prompts} line 1: the model's chat template") and message in err
+    assert err.startswith(f"error: {folder}: the model's chat template") and message in err
     assert not (tmp_path / "p.db").exists()
