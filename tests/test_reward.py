@@ -26,14 +26,13 @@ from labeling.selection import candidate_pairs, disagreement_scores, select_by_d
 from labeling.synthetic import OracleAnnotator
 from storage import Store, StudioError
 from storage.db import copy_store
-from storage.errors import InvalidInput
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.jobs import claim_job, create_job, list_jobs, request_cancel
 from storage.metrics import read_metrics
-from storage.pairs import add_pairs, list_pairs
+from storage.pairs import add_pairs, get_pair, list_pairs
 from storage.policies import add_policy, latest_policy
 from storage.preferences import Preference, import_preferences
-from storage.prompts import add_prompts, list_prompts
+from storage.prompts import PromptSelection, add_prompts, list_prompts, set_excluded
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.settings import REWARD_BASE_SETTING, set_setting
 from storage.types import JobStatus, Outcome
@@ -46,8 +45,8 @@ from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
     PreferenceCollator,
     PreferenceExample,
-    check_examples_fit,
     pad_right,
+    split_by_fit,
     split_by_pair,
     tokenize_examples,
 )
@@ -149,10 +148,11 @@ def test_examples_are_the_current_non_skip_labels_with_soft_targets(store, queue
                                pairs[4]: Outcome.SECOND})
     undo_label(store, "ann")  # ann changes her mind on pairs[4]: the new label replaces the undone one
     label_pairs(store, "ann", {pairs[4]: Outcome.FIRST})
-    got = [(e.pair_id, e.first, e.second, e.target) for e in load_examples(store)]
+    got = [(e.pair_id, e.first, e.second, e.target) for e in load_examples(store)[0]]
     assert got == [(pairs[0], "a", "b", 1.0), (pairs[0], "a", "b", 0.0), (pairs[1], "c", "d", 0.5),
                    (pairs[2], "e", "f", 0.5), (pairs[4], "i", "j", 1.0)]
-    assert [e.pair_id for e in load_examples(store, both_bad_as_tie=False)] == [pairs[0], pairs[0], pairs[1], pairs[4]]
+    assert [e.pair_id for e in load_examples(store, both_bad_as_tie=False)[0]] == [pairs[0], pairs[0], pairs[1],
+                                                                                  pairs[4]]
 
 
 def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_margin(store, queue_pairs, policy_dir):
@@ -160,7 +160,7 @@ def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_marg
                                Preference("Review it.", " Fine acting.", " Dull film.")], "import", 0.0)
     [pair] = queue_pairs([("p", " a", " b")])
     label_pairs(store, "ann", {pair: Outcome.SECOND})
-    examples = load_examples(store, margin=0.25)
+    examples, _ = load_examples(store, margin=0.25)
     assert [(e.first, e.target, e.margin) for e in examples] == [
         (" Great film.", 1.0, 2.0), (" Fine acting.", 1.0, 0.25), (" a", 0.0, 0.25)]
 
@@ -216,18 +216,36 @@ def test_scores_read_the_last_real_token_whatever_the_padding(policy_dir):
     assert left.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
 
 
-def test_nothing_is_cut_a_pair_longer_than_the_context_is_refused_naming_its_label(policy_dir):
+def test_nothing_is_cut_a_pair_longer_than_the_context_is_left_out(policy_dir):
     chat = load_chat_format(policy_dir)
     short = PreferenceExample(1, 1, "the movie was", " great .", " bad .", 1.0)
     long = PreferenceExample(7, 3, "the movie was", " great" * 3, " great and moving and fun ." * 8, 0.0)
     dataset = tokenize_examples(chat, [short, long])
     assert dataset[1]["second_ids"] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
-    check_examples_fit(chat, [short, long], context=None)
-    check_examples_fit(chat, [short], context=64)
+    assert split_by_fit(chat, [short, long], context=None) == ([short, long], [])
     tokens = len(dataset[1]["second_ids"])
-    with pytest.raises(InvalidInput, match=rf"label 7 \(pair 3\): prompt and response take {tokens} tokens, over "
-                                           r"the reward model's context of 16; nothing is cut"):
-        check_examples_fit(chat, [short, long], context=16)
+    assert split_by_fit(chat, [short, long], context=tokens) == ([short, long], [])
+    assert split_by_fit(chat, [short, long], context=tokens - 1) == ([short], [long])
+
+
+def test_labels_too_long_for_the_reward_model_or_of_excluded_prompts_are_left_out_counted(store, policy_dir,
+                                                                                        queue_pairs):
+    add_policy(store, str(policy_dir))  # context 64
+    pairs = queue_pairs([("the movie was", " great .", " bad ."), ("the film was", " fine .", " dull ."),
+                         ("the plot was", " great" * 40, " bad .")])
+    label_pairs(store, "ann", {pair: Outcome.FIRST for pair in pairs})
+    inputs = check_reward_inputs(store, RewardConfig())
+    assert [e.pair_id for e in inputs.examples] == pairs[:2]
+    assert inputs.left_out.line() == "1 label left out: 1 too long for the reward model's context of 64 (labels 3)"
+    set_excluded(store, PromptSelection(ids=(get_pair(store, pairs[0]).prompt_id,)))
+    inputs = check_reward_inputs(store, RewardConfig())
+    assert [e.pair_id for e in inputs.examples] == pairs[1:2]
+    assert inputs.left_out.line() == ("2 labels left out: 1 too long for the reward model's context of 64 (labels 3);"
+                                      " 1 of excluded prompts")
+    set_excluded(store, PromptSelection(ids=(get_pair(store, pairs[1]).prompt_id,)))
+    with pytest.raises(StudioError, match=r"no label can train a reward model: 3 labels left out: 1 too long .*; 2 of "
+                                          r"excluded prompts; include the prompts again"):
+        check_reward_inputs(store, RewardConfig())
 
 
 # ---- training -----------------------------------------------------------------------------------------------------

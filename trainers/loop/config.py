@@ -16,12 +16,13 @@ from labeling.synthetic import DEFAULT_ORACLE
 from storage import Store
 from storage.errors import InvalidInput
 from storage.policies import latest_policy
-from storage.types import Prompt
+from storage.prompts import count_prompts
 
-from ..jobs.layer import JobKind
+from ..jobs.layer import JobKind, start_a_project
 from ..models.chat_format import PromptBudget, model_context, prompt_budget
 from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..reward.config import RewardConfig
+from .prompt_use import LoopPrompts, loop_prompts
 
 
 class Annotator(StrEnum):
@@ -223,26 +224,31 @@ PRESETS = {
 }
 
 
-def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
-    """Settings that depend on the store: batches within the training prompts, responses within the policy's
-    context, and every prompt (training and held-out) fitting that context with `response_length` tokens to spare:
-    nothing is truncated, so a prompt that does not fit is refused here, named by its id."""
-    training_prompts = sum(not p.heldout for p in prompts)
-    if training_prompts < 1:
-        raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
-    for name in ("prompts_per_round", "policy_batch_size"):
-        if getattr(config, name) > training_prompts:
-            raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
-                               f"training prompts; lower it or import more prompts")
-    context = model_context(policy_path) if policy_path else None
-    if context is None:
-        return  # a policy without a readable context: the worker checks when it tokenizes
-    if config.response_length >= context:
+def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
+    """Settings that depend on the store: a policy, responses within its context, and batches within the training
+    prompts the loop can use: those not excluded that fit the context with `response_length` tokens to spare (the
+    others are left out, counted; nothing is cut). Returns the prompts the loop uses."""
+    policy = latest_policy(store)
+    if policy is None:
+        what = "no policy" if count_prompts(store) else "no training prompts and no policy"
+        raise InvalidInput(f"the store has {what}; {start_a_project(store)}")
+    context = model_context(policy.path)
+    if context is not None and config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
-    budget = prompt_budget(policy_path, config.response_length)
-    if budget is not None:
-        budget.check_prompts(prompts)
+    prompts = loop_prompts(store, policy.path, config.response_length)
+    training = prompts.training
+    if training.total == 0:
+        raise InvalidInput(f"the store has no training prompts; import some with python app.py import-prompts --db "
+                           f"{store.path} FILE")
+    if not training.used:
+        raise InvalidInput(f"none of the store's training prompts can be used ({training.line()}); include some again "
+                           f"(python app.py prompts --db {store.path}) or lower response_length")
+    for name in ("prompts_per_round", "policy_batch_size"):
+        if getattr(config, name) > len(training.used):
+            raise InvalidInput(f"{name} is {getattr(config, name)} but only {len(training.used)} training prompts "
+                               f"can be used{prompts.left_out()}; lower it or import more prompts")
+    return prompts
 
 
 def import_budget(store: Store) -> PromptBudget | None:

@@ -42,6 +42,7 @@ from ..models.copies import PadFix, make_prepared_copy, plan_pad_fix
 from ..models.gguf import SUFFIX as GGUF_SUFFIX
 from ..models.gguf import GgufConversion, convert_gguf, gguf_source
 from .config import import_budget
+from .prompt_use import import_note
 
 MODELS_DIR = "models"  # prepared copies, under the store's data folder
 
@@ -188,17 +189,19 @@ class ProjectStart:
     prompts: int
     heldout: int
     budget: PromptBudget | None
+    prompt_notes: tuple[str, ...] = ()  # prompts too long for the budget: kept, counted and named
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return self.init.notes
+        return self.init.notes + self.prompt_notes
 
 
 def start_project(store: Store, policy_dir: str | Path, *, reward_base: str | Path | None = None,
                   prompts: str | Path | None = None, heldout: str | Path | None = None, guidelines: str | None = None,
                   allow_pickle: bool = False) -> ProjectStart:
     """`init_project`, then the prompt files and the guidelines. Every prompt is read and checked before anything
-    is written, so a bad row is refused, naming its line, with the store as it was."""
+    is written, so a bad row is refused, naming its line, with the store as it was; a prompt longer than the policy
+    reads is kept, counted and named (the loop leaves it out)."""
     _refuse_started(store)
     files = [(path, flag) for path, flag in ((prompts, False), (heldout, True)) if path is not None]
     read: list[tuple[list[NewPrompt], str, bool]] = [(list(iter_prompts(path)), Path(path).name, flag)
@@ -206,9 +209,13 @@ def start_project(store: Store, policy_dir: str | Path, *, reward_base: str | Pa
     if guidelines is not None:
         check_guidelines(guidelines)
     init = init_project(store, policy_dir, reward_base, allow_pickle)
-    counts = {False: 0, True: 0}
+    counts, ids = {False: 0, True: 0}, []
     for rows, source, flag in read:
-        counts[flag] += add_prompts(store, rows, source=source, heldout=flag).added
+        added = add_prompts(store, rows, source=source, heldout=flag)
+        counts[flag] += added.added
+        ids += added.ids
     if guidelines is not None:
         update_queue_settings(store, guidelines=guidelines)
-    return ProjectStart(init, counts[False], counts[True], import_budget(store))
+    budget = import_budget(store)
+    note = import_note(store, tuple(ids), budget)
+    return ProjectStart(init, counts[False], counts[True], budget, (note,) if note else ())

@@ -219,11 +219,10 @@ def read_tokenizer(path: Path) -> PreTrainedTokenizerBase:
 
 
 def check_chat_template(path: Path, tokenizer: PreTrainedTokenizerBase) -> None:
-    """ModelError when the tokenizer's chat template cannot render a one-line prompt (it reaches into Python, runs
-    too long or writes too much): no prompt could become tokens. One it refuses only some prompts of is no error:
-    those prompts are left out, counted."""
+    """ModelError naming the folder when its chat template cannot render a one-line prompt
+    (`ChatFormat.check_template`); one that refuses only some prompts is no error: those are left out, counted."""
     try:
-        ChatFormat.from_tokenizer(tokenizer).prompt_text("hello")
+        ChatFormat.from_tokenizer(tokenizer).check_template()
     except InvalidInput as exc:
         raise ModelError(f"{path}: {exc}") from None
 
