@@ -423,7 +423,7 @@ def record_terminal_action(args: argparse.Namespace, started: float, exit_code: 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="app.py",
-                                     description="RLHF Studio: label pairs, train a reward model, run PPO.")
+                                     description="RLHF Studio: label pairs, train a reward model, run PPO or GRPO.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help, build) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help, description=help)

@@ -9,7 +9,6 @@ from storage import InvalidInput
 from storage.policies import add_policy
 from storage.prompts import PromptSelection, add_prompts, set_excluded
 from trainers.loop.config import (
-    PRESETS,
     LoopConfig,
     check_against_store,
     first_round_labels,
@@ -19,12 +18,14 @@ from trainers.loop.config import (
     policy_settings,
     reward_settings,
 )
+from trainers.loop.presets import model_preset, real_model_config
 from trainers.policy.config import PolicyRun
 
 
 def test_defaults_and_presets_are_valid():
     assert LoopConfig.from_json("") == LoopConfig()
-    for preset in PRESETS.values():
+    for preset in (model_preset(None).config, real_model_config(135_000_000, 8192), real_model_config(None, None),
+                   real_model_config(7_000_000_000, 512)):
         assert LoopConfig.from_dict(preset.to_dict()) == preset
 
 

@@ -212,9 +212,9 @@ class Loop:
         settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
         run = PolicyRun(iterations=m, reward=RewardSource.RM.value, round=g,
-                     settings=settings if beta is None else {**settings, "init_kl_coef": beta})
+                        settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
-                  phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
+                     phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
 
     def carried_kl_coef(self, before_step: int) -> float | None:
         """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;
@@ -273,17 +273,17 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
                                 config.top_p, seed=EVAL_SEED, top_k=config.top_k)
     rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, seed=EVAL_SEED,
                           ended_with_eos=s.ended_with_eos, source=EVAL_SOURCE)
-            for prompt, group in zip(prompts, groups) for s in group]
-    texts = [(prompt.content, s.text) for prompt, group in zip(prompts, groups) for s in group]
+            for prompt, group in zip(prompts, groups, strict=True) for s in group]
+    texts = [(prompt.content, s.text) for prompt, group in zip(prompts, groups, strict=True) for s in group]
     scores: list[dict[str, float]] = [{} for _ in rows]
     if list_reward_models(store):
         scorer = RewardScorer.from_store(store, device=default_device())
         rewards = scorer.score([p for p, _ in texts], [t for _, t in texts])
-        for named, reward in zip(scores, rewards.tolist()):
+        for named, reward in zip(scores, rewards.tolist(), strict=True):
             named["reward"] = reward
     if with_oracle:
         oracle = load_scorer(config.oracle)
-        for named, (_, text) in zip(scores, texts):
+        for named, (_, text) in zip(scores, texts, strict=True):
             named["oracle"] = oracle(text)
     add_generations(store, rows, scores=scores)
     return eval_samples(store, policy.id)

@@ -77,7 +77,8 @@ class PreferenceCollator:
     pad_id: int
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        input_ids, attention_mask = pad_right([r["first_ids"] for r in rows] + [r["second_ids"] for r in rows], self.pad_id)
+        sequences = [r["first_ids"] for r in rows] + [r["second_ids"] for r in rows]
+        input_ids, attention_mask = pad_right(sequences, self.pad_id)
         return {"input_ids": input_ids, "attention_mask": attention_mask,
                 "target": torch.tensor([r["target"] for r in rows], dtype=torch.float32),
                 "margin": torch.tensor([r["margin"] for r in rows], dtype=torch.float32)}
@@ -91,7 +92,8 @@ def tokenize_examples(chat: ChatFormat, examples: Sequence[PreferenceExample]) -
     firsts = chat.sequences_ids(prompts, [e.first for e in examples])
     seconds = chat.sequences_ids(prompts, [e.second for e in examples])
     return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "margin": e.margin,
-                               "length": max(len(f), len(s))} for f, s, e in zip(firsts, seconds, examples)])
+                               "length": max(len(f), len(s))}
+                              for f, s, e in zip(firsts, seconds, examples, strict=True)])
 
 
 def split_by_fit(chat: ChatFormat, examples: Sequence[PreferenceExample],
