@@ -38,8 +38,7 @@ def import_notes(store: Store, prompt_ids: tuple[int, ...], source: str | None =
     """What an import says about what it brought that does not fit: new prompts longer than the policy reads (with
     the loop's default response length) and, for a preference import by `source`, its labels that the reward model
     leaves out; each kept, counted and named. Empty when everything fits."""
-    from trainers.loop.config import import_budget  # reads the tokenizer files only: no torch
-    from trainers.loop.prompt_use import import_note, label_use
+    from trainers.loop.prompt_use import import_budget, import_note, label_use  # no torch
 
     notes = [import_note(store, prompt_ids, import_budget(store))]
     labels = label_use(store, source) if source is not None else None

@@ -64,7 +64,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 def token_counts(store: Store, prompts: list[Prompt], response_length: int | None):
     """(budget, {prompt id: tokens or None}) for the newest policy with `response_length` (None: the loop's default,
     as imports count); the budget is None when there is no policy or its context is unknown."""
-    from trainers.loop.config import import_budget
+    from trainers.loop.prompt_use import import_budget
     from trainers.models.chat_format import prompt_budget
 
     policy = latest_policy(store)

@@ -30,12 +30,11 @@ from trainers.loop.config import (
     Annotator,
     LoopConfig,
     OnWarning,
-    check_against_store,
     job_settings,
     settings_from_json,
 )
 from trainers.loop.presets import DEMO, Preset, model_preset, project_preset, project_presets
-from trainers.loop.prompt_use import label_use, loop_prompts
+from trainers.loop.prompt_use import check_against_store, label_use, loop_prompts
 from trainers.policy.config import Algorithm
 
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors

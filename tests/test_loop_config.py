@@ -10,7 +10,6 @@ from storage.policies import add_policy
 from storage.prompts import PromptSelection, add_prompts, set_excluded
 from trainers.loop.config import (
     LoopConfig,
-    check_against_store,
     first_round_labels,
     job_settings,
     kl_horizon,
@@ -19,6 +18,7 @@ from trainers.loop.config import (
     reward_settings,
 )
 from trainers.loop.presets import model_preset, real_model_config
+from trainers.loop.prompt_use import check_against_store
 from trainers.policy.config import PolicyRun
 
 

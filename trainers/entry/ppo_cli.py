@@ -92,9 +92,9 @@ def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
     from ..loop.presets import project_preset
 
     preset = project_preset(store)
-    print(preset.line, file=sys.stderr)
     run = run_from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id
+    run.policy_id = start_policy(store, run.policy_id).id  # a store without a policy: one line, nothing else said
+    print(preset.line, file=sys.stderr)
     return run
 
 

@@ -13,16 +13,11 @@ from typing import ClassVar
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
-from storage import Store
 from storage.errors import InvalidInput
-from storage.policies import latest_policy
-from storage.prompts import count_prompts
 
-from ..jobs.layer import JobKind, start_a_project
-from ..models.chat_format import PromptBudget, model_context, prompt_budget
+from ..jobs.layer import JobKind
 from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..reward.config import RewardConfig
-from .prompt_use import LoopPrompts, loop_prompts
 
 
 class Annotator(StrEnum):
@@ -221,40 +216,6 @@ def _type_ok(annotation: str, value) -> bool:
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
     return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
-
-
-def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
-    """Settings that depend on the store: a policy, responses within its context, and batches within the training
-    prompts the loop can use: those not excluded that fit the context with `response_length` tokens to spare (the
-    others are left out, counted; nothing is cut). Returns the prompts the loop uses."""
-    policy = latest_policy(store)
-    if policy is None:
-        what = "no policy" if count_prompts(store) else "no training prompts and no policy"
-        raise InvalidInput(f"the store has {what}; {start_a_project(store)}")
-    context = model_context(policy.path)
-    if context is not None and config.response_length >= context:
-        raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
-                           f"tokens, prompt included; lower response_length")
-    prompts = loop_prompts(store, policy.path, config.response_length)
-    training = prompts.training
-    if training.total == 0:
-        raise InvalidInput(f"the store has no training prompts; import some with python app.py import-prompts --db "
-                           f"{store.path} FILE")
-    if not training.used:
-        raise InvalidInput(f"none of the store's training prompts can be used ({training.line()}); include some again "
-                           f"(python app.py prompts --db {store.path}) or lower response_length")
-    for name in ("prompts_per_round", "policy_batch_size"):
-        if getattr(config, name) > len(training.used):
-            raise InvalidInput(f"{name} is {getattr(config, name)} but only {len(training.used)} training prompts "
-                               f"can be used{prompts.left_out()}; lower it or import more prompts")
-    return prompts
-
-
-def import_budget(store: Store) -> PromptBudget | None:
-    """What an imported prompt is checked against: the newest policy's context less the loop's default response
-    length (None before a policy is registered, or when it cannot be counted without torch)."""
-    policy = latest_policy(store)
-    return prompt_budget(policy.path, LoopConfig().response_length) if policy else None
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:

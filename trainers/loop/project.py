@@ -41,8 +41,7 @@ from ..models.checks import (
 from ..models.copies import PadFix, make_prepared_copy, plan_pad_fix
 from ..models.gguf import SUFFIX as GGUF_SUFFIX
 from ..models.gguf import GgufConversion, convert_gguf, gguf_source
-from .config import import_budget
-from .prompt_use import import_note
+from .prompt_use import import_budget, import_note
 
 MODELS_DIR = "models"  # prepared copies, under the store's data folder
 

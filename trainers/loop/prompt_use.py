@@ -14,12 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage import Store
+from storage.errors import InvalidInput
 from storage.labels import labeled_pairs
 from storage.policies import latest_policy, reward_base_path
-from storage.prompts import list_prompts
+from storage.prompts import count_prompts, list_prompts
 from storage.types import Prompt
 
-from ..models.chat_format import PromptBudget, PromptFit, listed, pair_token_counts, prompt_budget
+from ..jobs.layer import start_a_project
+from ..models.chat_format import PromptBudget, PromptFit, listed, model_context, pair_token_counts, prompt_budget
+from .config import LoopConfig
+from .presets import project_preset
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,41 @@ def loop_prompts(store: Store, policy_path: str, response_length: int) -> LoopPr
     prompts = list_prompts(store)
     fit = _fit(prompts, budget)
     return LoopPrompts(budget, _split(prompts, fit, heldout=False), _split(prompts, fit, heldout=True))
+
+
+def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
+    """Settings that depend on the store: a policy, responses within its context, and batches within the training
+    prompts the loop can use: those not excluded that fit the context with `response_length` tokens to spare (the
+    others are left out, counted; nothing is cut). Returns the prompts the loop uses."""
+    policy = latest_policy(store)
+    if policy is None:
+        what = "no policy" if count_prompts(store) else "no training prompts and no policy"
+        raise InvalidInput(f"the store has {what}; {start_a_project(store)}")
+    context = model_context(policy.path)
+    if context is not None and config.response_length >= context:
+        raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
+                           f"tokens, prompt included; lower response_length")
+    prompts = loop_prompts(store, policy.path, config.response_length)
+    training = prompts.training
+    if training.total == 0:
+        raise InvalidInput(f"the store has no training prompts; import some with python app.py import-prompts --db "
+                           f"{store.path} FILE")
+    if not training.used:
+        raise InvalidInput(f"none of the store's training prompts can be used ({training.line()}); include some again "
+                           f"(python app.py prompts --db {store.path}) or lower response_length")
+    for name in ("prompts_per_round", "policy_batch_size"):
+        if getattr(config, name) > len(training.used):
+            raise InvalidInput(f"{name} is {getattr(config, name)} but only {len(training.used)} training prompts "
+                               f"can be used{prompts.left_out()}; lower it or import more prompts")
+    return prompts
+
+
+def import_budget(store: Store) -> PromptBudget | None:
+    """What imported prompts are counted against: the newest policy's context less the response length the
+    project's loop starts from (its preset, `trainers.loop.presets`); None before a policy is registered, or when
+    its context is unknown here."""
+    policy = latest_policy(store)
+    return prompt_budget(policy.path, project_preset(store).config.response_length) if policy else None
 
 
 @dataclass(frozen=True)

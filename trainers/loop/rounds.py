@@ -47,14 +47,13 @@ from .config import (
     Annotator,
     LoopConfig,
     OnWarning,
-    check_against_store,
     labels_in_round,
     policy_settings,
     reward_settings,
     round_seed,
 )
 from .failure_warnings import VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings, warning_line
-from .prompt_use import prompt_use
+from .prompt_use import check_against_store, prompt_use
 from .sampling import SamplingConfig, random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
