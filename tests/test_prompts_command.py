@@ -125,3 +125,10 @@ def test_excluded_prompts_are_never_sampled_nor_trained_on_by_the_policy_phase(d
     plan, _ = plan_policy(demo_store, PolicyRun(iterations=1, reward="oracle", settings={"batch_size": 8}))
     texts = {p.text for p in list_prompts(demo_store)[10:100]}
     assert len(plan.prompts) == 90 and set(plan.prompts) == texts and plan.left_out == [long_id]
+
+
+def test_many_ids_are_excluded_and_included_in_one_transaction(store):
+    ids = add_prompts(store, [f"prompt {i}" for i in range(1200)]).ids
+    assert set_excluded(store, PromptSelection(ids=ids)) == (1200, 0)
+    assert set_excluded(store, PromptSelection(ids=ids[:10]), PromptSelection(ids=ids[10:])) == (0, 1190)
+    assert [p.id for p in list_prompts(store, excluded=True)] == list(ids[:10])
