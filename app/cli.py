@@ -16,32 +16,38 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from labeling.importing import check_prompt_file
 from storage import Store, StudioError
 from storage.audit import AuditAction
-from storage.errors import InvalidInput
+from storage.errors import Conflict, InvalidInput
 from storage.policies import latest_policy
 from storage.prompts import count_prompts
 
 from .limits import IDLE_TIMEOUT_MIN, LOGIN_BACKOFF_MAX_S, MAX_UPLOAD_MB
+from .prompts_cli import changes_asked as prompts_changes_asked
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBCOMMANDS = {}
 PROMPT_FORMATS = ".jsonl/.jsonl.gz/.parquet (`prompt`: text or {role, content} turns, or `messages`), .csv (`prompt` " \
                  "column) or .txt (one per line)"
 AUDITED: dict[str, AuditAction] = {}  # subcommands that are admin actions, recorded in the store's audit trail
+AUDITED_IF: dict[str, Callable[[argparse.Namespace], bool]] = {}  # ... when their arguments ask for a change
 LOCAL_ARGUMENTS = ("command", "run", "db")  # not part of what an audit row says was done
 
 
-def subcommand(name: str, help: str, audit: AuditAction | None = None):
+def subcommand(name: str, help: str, audit: AuditAction | None = None,
+               audit_if: Callable[[argparse.Namespace], bool] | None = None):
     """Register `fn(parser)` as the argument builder of a subcommand; it returns the handler `run(args) -> int`.
-    With `audit`, each run that did something is recorded in the store's audit trail (by `cli:<OS user>`)."""
+    With `audit`, each run that did something is recorded in the store's audit trail (by `cli:<OS user>`); with
+    `audit_if` too, only the runs whose arguments it finds changing something (not those that only list)."""
     def register(fn):
         SUBCOMMANDS[name] = (help, fn)
         if audit is not None:
             AUDITED[name] = audit
+        if audit_if is not None:
+            AUDITED_IF[name] = audit_if
         return fn
     return register
 
@@ -64,11 +70,17 @@ def open_store(args: argparse.Namespace) -> Store:
         read_launch_config(args.accelerate_config)  # one line, before the store is created or changed
     store = Store(args.db)
     if getattr(args, "seed_demo", False) and store_is_empty(store):
-        seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())],
-                              cwd=ROOT)
-        if seed.returncode != 0:
-            raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")
+        seed_demo(store, "retry, or pass --no-demo")
     return store
+
+
+def seed_demo(store: Store, retry: str) -> None:
+    """Seed the demo into the empty `store` in a child process (torch stays out of this one); `retry` tells what to
+    do when that fails."""
+    seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())],
+                          cwd=ROOT)
+    if seed.returncode != 0:
+        raise StudioError(f"seeding the demo into {store.path} failed (see above); {retry}")
 
 
 @contextlib.contextmanager
@@ -144,14 +156,20 @@ def serve_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("init", "start a project on your own model: policy v0, reward base, prompts and guidelines",
+@subcommand("init", "start a project on your own model (policy v0, reward base, prompts and guidelines), or the demo",
             audit=AuditAction.PROJECT_STARTED)
 def init_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--db", required=True, help="a new store file for the project")
-    parser.add_argument("--policy", required=True, metavar="MODEL_DIR",
-                        help="a local Hugging Face causal LM folder (save_pretrained): policy v0 and the PPO reference")
-    parser.add_argument("--reward-base", metavar="MODEL_DIR",
-                        help="the folder reward models start from (default: the policy); its own tokenizer is fine")
+    start = parser.add_mutually_exclusive_group(required=True)
+    start.add_argument("--policy", metavar="MODEL",
+                       help="a local Hugging Face causal LM folder (save_pretrained), or a GGUF file (or a folder "
+                            "holding one) converted once into the data folder: policy v0 and the PPO reference")
+    start.add_argument("--demo", action="store_true",
+                       help="seed the embedded demo (prompts, the demo policy, a queue of pairs) as the first serve "
+                            "does, to label in the browser or run `loop` headless")
+    parser.add_argument("--reward-base", metavar="MODEL",
+                        help="the folder (or GGUF file) reward models start from (default: the policy); its own "
+                             "tokenizer is fine")
     parser.add_argument("--prompts", metavar="FILE", help="training prompts (" + PROMPT_FORMATS + ")")
     parser.add_argument("--heldout", metavar="FILE", help="held-out prompts for evaluation (same formats)")
     parser.add_argument("--guidelines", metavar="FILE.md",
@@ -160,6 +178,8 @@ def init_arguments(parser: argparse.ArgumentParser):
                         help="convert pickle-only weights (pytorch_model.bin) once into a safetensors copy")
 
     def run(args: argparse.Namespace) -> int:
+        if args.demo:
+            return init_demo(args)
         from trainers.loop.project import start_project
 
         for path in (args.prompts, args.heldout):
@@ -181,6 +201,24 @@ def init_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+def init_demo(args: argparse.Namespace) -> int:
+    """`init --demo`: the demo seeded into a new (or empty) store, as the first `serve` seeds it."""
+    given = [option for option, value in (("--reward-base", args.reward_base), ("--prompts", args.prompts),
+                                          ("--heldout", args.heldout), ("--guidelines", args.guidelines),
+                                          ("--allow-pickle", args.allow_pickle)) if value]
+    if given:
+        raise InvalidInput(f"--demo seeds the demo's own model and prompts, so {given[0]} does not apply; leave it "
+                           "out, or start your own project with --policy MODEL")
+    with new_or_unchanged_store(args.db) as store:
+        if not store_is_empty(store):
+            raise Conflict(f"the store {store.path} already holds a policy or prompts; init --demo seeds a new "
+                           "store: give it a new --db path")
+        seed_demo(store, "retry init --demo")
+    print(f"demo project started in {store.path}: {count_prompts(store)} prompts and the demo policy as v0, pairs "
+          f"queued; label them with python app.py serve --db {args.db}, or run python app.py loop --db {args.db}")
+    return 0
+
+
 @subcommand("import-prompts", "load prompts from a .jsonl(.gz), .parquet, .csv or .txt file",
             audit=AuditAction.PROMPTS_IMPORTED)
 def import_prompts_arguments(parser: argparse.ArgumentParser):
@@ -190,13 +228,16 @@ def import_prompts_arguments(parser: argparse.ArgumentParser):
 
     def run(args: argparse.Namespace) -> int:
         from labeling.importing import import_prompt_file
-        from trainers.loop.config import import_budget
+
+        from .preferences import import_notes
 
         check_prompt_file(args.file)
         store = open_store(args)
-        result = import_prompt_file(store, args.file, heldout=args.heldout, limit=import_budget(store),
+        result = import_prompt_file(store, args.file, heldout=args.heldout,
                                     progress=lambda n: print(f"  {n} prompts read", file=sys.stderr))
         print(f"imported {result.added} prompts, skipped {result.duplicates} duplicates")
+        for note in import_notes(store, result.ids):
+            print(note)
         return 0
 
     return run
@@ -214,13 +255,15 @@ def import_preferences_arguments(parser: argparse.ArgumentParser):
     def run(args: argparse.Namespace) -> int:
         from labeling.preference_import import check_preference_file, default_source
 
-        from .preferences import import_into_project
+        from .preferences import import_into_project, import_notes
 
         path = check_preference_file(args.file)
         store = open_store(args)
         result = import_into_project(store, path, args.source or default_source(path), args.skip_invalid,
                                      progress=lambda n: print(f"  {n} rows read", file=sys.stderr))
         print(result.summary())
+        for note in import_notes(store, result.prompt_ids, result.source):
+            print(note)
         return 0
 
     return run
@@ -263,6 +306,15 @@ def ppo_arguments(parser: argparse.ArgumentParser):
     add_store_arguments(parser)
     ppo_cli.add_arguments(parser)
     return lambda args: ppo_cli.run(args, open_store(args))
+
+
+@subcommand("prompts", "list the prompts by source with their token counts; exclude (or include) prompts or sources",
+            audit=AuditAction.PROMPT_EXCLUSIONS_CHANGED, audit_if=prompts_changes_asked)
+def prompts_arguments(parser: argparse.ArgumentParser):
+    from . import prompts_cli
+
+    prompts_cli.add_arguments(parser)
+    return prompts_cli.run
 
 
 @subcommand("export", "write the labels as a TRL preference (or soft-label) data set, .jsonl or .parquet",
@@ -393,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         code = 130
     finally:
-        if args.command in AUDITED and code != 2:  # bad input (2) did nothing: nothing to record
+        audited = args.command in AUDITED and AUDITED_IF.get(args.command, lambda _: True)(args)
+        if audited and code != 2:  # bad input (2) did nothing: nothing to record
             record_terminal_action(args, started, code)
     return code

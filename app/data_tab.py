@@ -19,13 +19,12 @@ from labeling.export import export_labels
 from labeling.importing import import_prompt_file
 from storage.audit import AuditAction
 from storage.votes import current_votes
-from trainers.loop.config import import_budget
 
 from . import project_panel
 from .audit import HEADERS as AUDIT_HEADERS
 from .audit import audit_rows, write_audit_csv
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
-from .preferences import import_into_project
+from .preferences import import_into_project, import_notes
 
 TITLE = "Data"
 AUDIT_SHOWN = 200  # newest actions shown on the tab; the CSV holds them all
@@ -70,10 +69,12 @@ def on_import_prompts(studio: Studio, path: str | None, heldout: bool, request: 
     if not path:
         raise gr.Error("choose a .jsonl, .csv or .txt file of prompts first")
     with user_errors():
-        result = import_prompt_file(studio.store, path, heldout=heldout, limit=import_budget(studio.store))
+        result = import_prompt_file(studio.store, path, heldout=heldout)
+        notes = import_notes(studio.store, result.ids)
     studio.record(request, AuditAction.PROMPTS_IMPORTED, file=Path(path).name, heldout=bool(heldout),
                   added=result.added, duplicates=result.duplicates)
-    return f"Imported {result.added} prompts ({result.duplicates} duplicates skipped)."
+    return " ".join([f"Imported {result.added} prompts ({result.duplicates} duplicates skipped)."] +
+                    [markdown_literal(note) + "." for note in notes])
 
 
 def on_import_preferences(studio: Studio, path: str | None, source: str, skip_invalid: bool,
@@ -83,9 +84,10 @@ def on_import_preferences(studio: Studio, path: str | None, source: str, skip_in
         raise gr.Error("choose a .jsonl, .jsonl.gz or .parquet preference file first")
     with user_errors():
         result = import_into_project(studio.store, path, source, skip_invalid)
+        notes = import_notes(studio.store, result.prompt_ids, result.source)
     studio.record(request, AuditAction.PREFERENCES_IMPORTED, file=Path(path).name, source=source,
                   added=result.added, duplicates=result.duplicates, invalid=result.invalid.count)
-    return markdown_literal(result.summary())  # the first problem may quote the file
+    return " ".join(markdown_literal(text) for text in [result.summary(), *(note + "." for note in notes)])
 
 
 @dataclass(frozen=True)

@@ -32,3 +32,16 @@ def import_into_project(store: Store, path: str | Path, source: str, skip_invali
     """Import a preference file as labels by `source`, in the form the project's policy reads."""
     return import_preference_file(store, path, source, skip_invalid=skip_invalid,
                                   chat_turns=policy_has_chat_template(store), progress=progress)
+
+
+def import_notes(store: Store, prompt_ids: tuple[int, ...], source: str | None = None) -> list[str]:
+    """What an import says about what it brought that does not fit: new prompts longer than the policy reads (with
+    the loop's default response length) and, for a preference import by `source`, its labels that the reward model
+    leaves out; each kept, counted and named. Empty when everything fits."""
+    from trainers.loop.prompt_use import import_budget, import_note, label_use  # no torch
+
+    notes = [import_note(store, prompt_ids, import_budget(store))]
+    labels = label_use(store, source) if source is not None else None
+    if labels is not None and labels.left_out:
+        notes.append(f"{labels.line(f' by {source}')}; the rest are kept (exports keep them)")
+    return [note for note in notes if note]

@@ -64,7 +64,7 @@ def on_start_project(studio: Studio, folder: str, allow_pickle: bool, request: g
     """Start a project on `folder` in this store (admins): `python app.py init --db <store> --policy <folder>`."""
     studio.require_admin(request)
     if not (folder or "").strip():
-        raise gr.Error("type the path of a model folder on this machine (a save_pretrained directory)")
+        raise gr.Error("type the path of a model folder on this machine (a save_pretrained directory, or a GGUF file)")
     command = [sys.executable, str(ROOT / "app.py"), "init", "--db", str(studio.store.path), "--policy", folder.strip()]
     actor = {ACTOR_VARIABLE: getattr(request, "username", None) or "anonymous"}  # the audit trail's user
     done = subprocess.run(command + (["--allow-pickle"] if allow_pickle else []), cwd=ROOT, capture_output=True,
@@ -91,7 +91,8 @@ def layout() -> ProjectLayout:
     policies = gr.Dataframe(headers=POLICY_HEADERS, datatype="str", interactive=False, wrap=True)
     with gr.Accordion("Start a project on your model (admins; an empty store)", open=False):
         with gr.Row():
-            folder = gr.Textbox(label="Model folder on this machine", placeholder="/models/my-instruct-model", scale=3)
+            folder = gr.Textbox(label="Model folder (or GGUF file) on this machine",
+                                placeholder="/models/my-instruct-model", scale=3)
             allow_pickle = gr.Checkbox(label="Convert pickle-only weights (--allow-pickle)")
         start = gr.Button("Start project")
         status = gr.Markdown()

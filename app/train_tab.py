@@ -19,8 +19,9 @@ from storage import JobStatus, Store
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
+from storage.labels import count_labels
 from storage.policies import latest_policy
-from storage.prompts import count_prompts, list_prompts
+from storage.prompts import count_prompts, excluded_prompt_ids
 from storage.types import Job
 from trainers.jobs.launch_config import AccelerateLaunch, read_launch_config
 from trainers.jobs.launcher import reap_orphans, resume_job, start_job, stop_job
@@ -29,12 +30,11 @@ from trainers.loop.config import (
     Annotator,
     LoopConfig,
     OnWarning,
-    check_against_store,
     job_settings,
     settings_from_json,
 )
 from trainers.loop.presets import DEMO, Preset, model_preset, project_preset, project_presets
-from trainers.models.chat_format import prompt_budget
+from trainers.loop.prompt_use import check_against_store, label_use, loop_prompts
 from trainers.policy.config import Algorithm
 
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
@@ -95,8 +95,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
         raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
                            f"run, so only {DEFAULT_ORACLE} may be used here")
     store = studio.store
-    policy = latest_policy(store)
-    check_against_store(config, list_prompts(store), policy.path if policy else None)
+    check_against_store(config, store)
     reap_orphans(store)
     job_id = start_job(store, kind, job_settings(kind, config), studio.accelerate_config)
     defaults = LoopConfig().to_dict()
@@ -308,18 +307,18 @@ def on_resume(studio: Studio, request: gr.Request) -> JobView:
 
 
 def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = "{}") -> str:
-    """The token limits the settings give on the newest policy (nothing is truncated: a prompt over them is
-    refused when the loop starts), with the longest stored prompt."""
+    """The token limits the settings give on the newest policy, and how many prompts and labels the loop would use
+    and leave out (nothing is truncated: a prompt or a labelled pair over them is left out, counted)."""
     policy = latest_policy(studio.store)
     if policy is None:
-        return "**Limits:** no policy yet; start a project with `python app.py init`."
+        return "**Limits:** no policy yet; start a project with `python app.py init` (or the demo: `init --demo`)."
     try:
         settings = {**project_presets(studio.store)[preset_name].to_dict(), **settings_from_json(advanced_json)}
     except InvalidInput:
         return "**Limits:** fix the advanced settings' JSON to see them."
-    line = limits_line(studio.store, policy.path, int(settings["response_length"]), count_prompts(studio.store),
-                       folder_state(policy.path))
-    return f"**Limits:** {line}"
+    store = studio.store
+    state = (count_prompts(store), excluded_prompt_ids(store), count_labels(store), folder_state(policy.path))
+    return f"**Limits:** {limits_line(store, policy.path, int(settings['response_length']), state)}"
 
 
 def folder_state(path: str) -> tuple:
@@ -329,15 +328,15 @@ def folder_state(path: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=16)
-def limits_line(store: Store, policy_path: str, response_length: int, prompt_count: int, state: tuple) -> str:
-    """The limits of a policy folder (in `state`) for a response length and the store's prompts (only ever added:
-    their count names the set), rendered through the chat template once, not at every opening of the tab; a
-    template or config the studio refuses is its one line."""
+def limits_line(store: Store, policy_path: str, response_length: int, state: tuple) -> str:
+    """The limits of a policy folder for a response length, with the prompts and labels the loop would use and
+    leave out; `state` names what they depend on (prompt count, excluded ids, label count, the policy's files), so
+    they are counted through the chat template once, not at every opening of the tab. A template or config the
+    studio refuses is its one line."""
     try:
-        budget = prompt_budget(policy_path, response_length)
-        if budget is None:
-            return "the policy's context is unknown here; the worker checks the prompts when it starts."
-        return f"{budget.describe(list_prompts(store))}."
+        labels = label_use(store)
+        lines = loop_prompts(store, policy_path, response_length).lines() + ([labels.line()] if labels else [])
+        return markdown_literal("; ".join(lines)) + "."
     except InvalidInput as exc:
         return markdown_literal(str(exc))
 

@@ -4,8 +4,8 @@ Formats: `.jsonl` / `.jsonl.gz` (a `prompt` field holding text or a list of {rol
 `messages` field), `.parquet` (the same columns), `.csv` (a `prompt` column), `.txt` (one prompt per line). A
 conversation must end with a user turn. Files are streamed, so 100 000 prompts import in bounded memory (one line
 at most `labeling.lines.MAX_LINE_BYTES` held, Parquet decoded apart: `labeling.data_files`); any bad row aborts the
-whole import, naming its line (row, for parquet). Given a `PromptLimit` (the policy's context less
-the response length), a prompt with more tokens is refused too, with its token count and the limit.
+whole import, naming its line (row, for parquet). A prompt longer than the policy reads is no bad row: it is kept,
+and the loop leaves it out, counted (`trainers.loop.prompt_use`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
 
 from storage import Store
 from storage.errors import InvalidInput, first_line
@@ -26,12 +25,6 @@ from .lines import UnreadableRow, bounded_lines, too_long
 
 FORMATS = (".jsonl", ".jsonl.gz", ".parquet", ".csv", ".txt")
 MAX_PROMPT_CHARS = 20_000
-
-
-class PromptLimit(Protocol):
-    """Refuses (InvalidInput naming `where`) a prompt with more tokens than the policy can read before answering."""
-
-    def check(self, prompt: str | list[dict], where: str) -> None: ...
 
 
 def file_format(path: Path) -> str:
@@ -59,17 +52,14 @@ def check_prompt_file(path: str | Path) -> Path:
     return path
 
 
-def iter_prompts(path: str | Path, limit: PromptLimit | None = None) -> Iterator[NewPrompt]:
+def iter_prompts(path: str | Path) -> Iterator[NewPrompt]:
     """Yield the prompts of a file, raising InvalidInput naming the file and line (row) of the first bad entry."""
     path = check_prompt_file(path)
     count = 0
     try:
         for where, value in _values(path):
-            prompt = new_prompt(value, f"{path} {where}")
-            if limit is not None:
-                limit.check(prompt.messages if prompt.messages is not None else prompt.text, f"{path} {where}")
             count += 1
-            yield prompt
+            yield new_prompt(value, f"{path} {where}")
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {first_line(exc)}; check that the file is complete") from exc
     if count == 0:
@@ -152,13 +142,12 @@ def _csv_values(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[
 
 
 def import_prompt_file(store: Store, path: str | Path, heldout: bool = False,
-                       progress: Callable[[int], None] | None = None,
-                       limit: PromptLimit | None = None) -> PromptImport:
+                       progress: Callable[[int], None] | None = None) -> PromptImport:
     """Import every prompt of a file in one transaction: all of them, or none when any row is bad."""
     path = check_prompt_file(path)
 
     def counted() -> Iterator[NewPrompt]:
-        for i, prompt in enumerate(iter_prompts(path, limit), 1):
+        for i, prompt in enumerate(iter_prompts(path), 1):
             if progress and i % 1000 == 0:
                 progress(i)
             yield prompt

@@ -55,6 +55,8 @@ class PreferenceFileImport:
     added: int
     duplicates: int
     invalid: InvalidRows = field(default_factory=InvalidRows)
+    prompt_ids: tuple[int, ...] = ()  # of the prompts the import added
+    source: str = ""  # the annotator name the labels carry
 
     def summary(self) -> str:
         """One paragraph for the command line and the Data tab alike."""
@@ -118,4 +120,4 @@ def import_preference_file(store: Store, path: str | Path, source: str, skip_inv
             yield preference
 
     stored = import_preferences(store, counted(), source, time.time())
-    return PreferenceFileImport(stored.added, stored.duplicates, invalid or InvalidRows())
+    return PreferenceFileImport(stored.added, stored.duplicates, invalid or InvalidRows(), stored.prompt_ids, source)

@@ -20,6 +20,7 @@ class AuditAction(str, enum.Enum):
     JOB_RESUMED = "job_resumed"
     QUEUE_SETTINGS_CHANGED = "queue_settings_changed"
     PROMPTS_IMPORTED = "prompts_imported"
+    PROMPT_EXCLUSIONS_CHANGED = "prompt_exclusions_changed"  # prompts excluded from sampling or included again
     PREFERENCES_IMPORTED = "preferences_imported"
     PROJECT_STARTED = "project_started"
     LABELS_EXPORTED = "labels_exported"

@@ -78,6 +78,7 @@ class LabeledPair:
     second: str
     margin: float | None = None  # by how much the winner leads (imported preference data may carry one)
     prompt_messages: list[dict] | None = None  # the prompt's turns when it is a conversation (`prompt` is their text)
+    prompt_excluded: bool = False  # the prompt is left out of training (`python app.py prompts --exclude`)
 
     @property
     def prompt_content(self) -> str | list[dict]:
@@ -91,7 +92,7 @@ def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair
     rows = store.db().query(
         f"""
         SELECT l.id AS label_id, l.pair_id, l.annotator, l.outcome, p.text AS prompt,
-               g1.text AS first, g2.text AS second, l.margin, p.messages
+               g1.text AS first, g2.text AS second, l.margin, p.messages, p.excluded
         FROM labels l
         JOIN pairs pr ON pr.id = l.pair_id
         JOIN prompts p ON p.id = pr.prompt_id
@@ -102,5 +103,6 @@ def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair
         """
     )
     return [LabeledPair(r["label_id"], r["pair_id"], r["annotator"], Outcome(r["outcome"]), r["prompt"],
-                        r["first"], r["second"], r["margin"], json.loads(r["messages"]) if r["messages"] else None)
+                        r["first"], r["second"], r["margin"], json.loads(r["messages"]) if r["messages"] else None,
+                        bool(r["excluded"]))
             for r in rows]

@@ -275,3 +275,14 @@ def m011_job_launch(db: Database) -> None:
     """How a job's training phases run: its accelerate config's path and what it asks for (processes, machines,
     mixed precision, DeepSpeed stage), as JSON; NULL for a job that trains in its worker process."""
     db.execute("ALTER TABLE jobs ADD COLUMN launch TEXT")
+
+
+@migrations()
+def m012_prompt_exclusion(db: Database) -> None:
+    """A prompt can be left out of sampling, training and evaluation (`python app.py prompts --exclude`) and still be
+    kept and exported; prompts are listed and excluded by source."""
+    _run(db,
+        """
+        ALTER TABLE prompts ADD COLUMN excluded INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX prompts_source ON prompts(source)
+        """)

@@ -6,6 +6,7 @@ import time
 
 from .db import Store
 from .errors import NotFound
+from .settings import REWARD_BASE_SETTING, get_setting
 from .types import Policy
 
 
@@ -45,3 +46,9 @@ def root_policy(store: Store, policy: Policy) -> Policy:
         policy = get_policy(store, policy.parent_id)
         seen.add(policy.id)
     return policy
+
+
+def reward_base_path(store: Store, policy: Policy) -> str:
+    """The folder a reward model starts from: the project's reward base (`init --reward-base`), else the SFT root of
+    `policy`'s lineage."""
+    return get_setting(store, REWARD_BASE_SETTING) or root_policy(store, policy).path

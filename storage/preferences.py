@@ -42,6 +42,7 @@ class Preference:
 class PreferenceImport:
     added: int
     duplicates: int
+    prompt_ids: tuple[int, ...] = ()  # of the prompts the import added
 
 
 def import_preferences(store: Store, rows: Iterable[Preference], source: str, now: float) -> PreferenceImport:
@@ -51,18 +52,21 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
     skipped and counted (its vote id is a hash of source and texts).
     """
     added = duplicates = 0
+    prompt_ids = []
     with store.write() as db:
         for row in rows:
             vote_id = "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected])
                                                  .encode("utf-8")).hexdigest()
             prompt_id, new_prompt = _prompt(db, row, source, now)
+            if new_prompt:
+                prompt_ids.append(prompt_id)
             if not new_prompt and find_vote(db, vote_id):  # a stored vote's prompt is stored (never deleted)
                 duplicates += 1
                 continue
             pair_id = _pair(db, prompt_id, new_prompt, row, source, now)
             insert_label(db, NewLabel(pair_id, source, Outcome.FIRST, vote_id, margin=row.margin), now)
             added += 1
-    return PreferenceImport(added, duplicates)
+    return PreferenceImport(added, duplicates, tuple(prompt_ids))
 
 
 def _prompt(db: Database, row: Preference, source: str, now: float) -> tuple[int, bool]:

@@ -49,6 +49,7 @@ class Prompt:
     source: str | None
     heldout: bool
     messages: list[dict] | None = None
+    excluded: bool = False  # left out of sampling, training and evaluation (kept, and exported)
 
     @property
     def content(self) -> str | list[dict]:

@@ -49,3 +49,11 @@ def bad_model_dirs(tmp_path_factory, tiny_qwen_dir, tiny_llama_dir) -> dict[str,
         "missing": root / "missing",
     }
 
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory, tiny_llama_dir) -> Path:
+    """The tiny Llama as a GGUF file (tests/tiny_gguf.py): float32 tensors, a Q8_0 token embedding, tied output."""
+    from tests.tiny_gguf import write_tiny_gguf
+
+    return write_tiny_gguf(tiny_llama_dir, tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf")

@@ -1,6 +1,7 @@
 """trainers.models.chat_format: the one place prompts and responses become token ids, checked against transformers'
 own `apply_chat_template` on tiny Qwen2 and Llama-3-style chat models and against the demo's plain tokenizer."""
 
+import shutil
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from storage.errors import InvalidInput
+from storage.types import Prompt
 from trainers.models.chat_format import ChatFormat, generation_eos, model_context, prompt_budget
 
 CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "the movie was good"},
@@ -56,11 +58,33 @@ def test_a_model_without_a_template_reads_plain_text_and_conversations_as_human_
 def test_the_prompt_budget_is_the_context_less_the_response_length(tiny_qwen_dir):
     assert model_context(DEMO) == 64 and model_context(tiny_qwen_dir) == 256
     budget = prompt_budget(DEMO, response_length=24)
-    assert budget.limit == 40
-    budget.check("the movie was", "p.txt line 1")
-    with pytest.raises(InvalidInput, match=r"p.txt line 2: the prompt has \d+ tokens, over the limit of 40 \(the "
-                                           r"policy's context of 64 less 24 response tokens\)"):
-        budget.check("the movie was " * 20, "p.txt line 2")
+    assert budget.limit == 40 and budget.describe() == "policy context 64 tokens: responses up to 24, prompts up to 40"
+    prompts = [Prompt(1, "the movie was", None, False), Prompt(7, "the movie was " * 20, None, False),
+               Prompt(9, "", None, False, [{"role": "user", "content": "the movie was good"}])]
+    chat = ChatFormat.from_dir(DEMO)
+    assert budget.counts(prompts) == [chat.count(p.content) for p in prompts]
+    fit = budget.fit(prompts)  # nothing is cut: the long prompt is left out, with its count
+    assert [p.id for p in fit.fitting] == [1, 9] and fit.too_long == [(prompts[1], chat.count(prompts[1].content))]
+    assert fit.too_long_line() == "1 too long for 40 tokens (prompts 7)"
+    assert budget.fit(prompts[:1]).too_long_line() == ""
+
+
+def test_a_prompt_the_chat_template_refuses_is_left_out_and_a_template_that_refuses_all_is_one_error(tiny_qwen_dir,
+                                                                                                    tmp_path):
+    folder = tmp_path / "qwen"
+    shutil.copytree(tiny_qwen_dir, folder)
+    (folder / "chat_template.jinja").write_text(
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('no system turns') }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}")
+    budget = prompt_budget(folder, response_length=24)
+    system = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    prompts = [Prompt(1, "hi", None, False), Prompt(2, "System: be brief", None, False, system)]
+    assert budget.counts(prompts)[1] is None
+    refused = "1 too long for 232 tokens (prompts 2, 1 of them refused by the chat template)"
+    assert budget.fit(prompts).too_long_line() == refused
+    (folder / "chat_template.jinja").write_text("{{ raise_exception('never') }}")
+    with pytest.raises(InvalidInput, match="chat template"):
+        prompt_budget(folder, response_length=24).counts(prompts)
 
 
 def test_a_folder_without_tokenizer_json_is_refused_in_one_line(tmp_path):

@@ -1,11 +1,13 @@
 """Prompt files: the three formats, duplicates counted, every bad input refused with the store unchanged."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from labeling.importing import MAX_PROMPT_CHARS, import_prompt_file, iter_prompts
-from storage import InvalidInput
+from storage import InvalidInput, Store
+from storage.policies import add_policy
 from storage.prompts import list_prompts
 
 
@@ -125,24 +127,23 @@ def test_bad_conversations_name_their_line_and_store_nothing(store, tmp_path, tu
     assert "\n" not in str(err.value) and list_prompts(store) == []
 
 
-class WordLimit:
-    """A stand-in PromptLimit: at most `limit` words."""
+def test_prompts_longer_than_the_policy_reads_are_imported_counted_and_named(capsys, tmp_path):
+    from app.cli import main
 
-    def __init__(self, limit):
-        self.limit = limit
-
-    def check(self, prompt, where):
-        words = len((prompt if isinstance(prompt, str) else " ".join(m["content"] for m in prompt)).split())
-        if words > self.limit:
-            raise InvalidInput(f"{where}: the prompt has {words} tokens, over the limit of {self.limit}")
-
-
-def test_a_prompt_over_the_token_limit_is_refused_naming_its_line(store, tmp_path):
-    path = write(tmp_path / "p.txt", "short one\na much longer prompt than the limit\n")
-    with pytest.raises(InvalidInput, match="line 2: the prompt has 7 tokens, over the limit of 3"):
-        import_prompt_file(store, path, limit=WordLimit(3))
-    assert list_prompts(store) == []
-    assert import_prompt_file(store, path, limit=WordLimit(7)).added == 2
+    db = str(tmp_path / "p.db")
+    path = write(tmp_path / "p.txt", "the movie was\n" + "the movie was " * 20 + "\nthe plot was\n")
+    assert main(["import-prompts", "--db", db, str(path)]) == 0  # no policy yet: nothing to count against
+    assert "longer than the policy reads" not in capsys.readouterr().out
+    store = Store(db)
+    add_policy(store, str(Path("assets/demo_policy").resolve()))  # context 64: 40 tokens with 24 to answer
+    path = write(tmp_path / "q.txt", "a short one\n" + "the film was " * 20 + "\n")
+    assert main(["import-prompts", "--db", db, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "imported 2 prompts" in out
+    assert (f"1 of the 2 new prompts are longer than the policy reads (40 tokens: its context of 64 less 24 response "
+            f"tokens): prompts 5. They are kept (exports keep them) and left out of sampling, training and "
+            f"evaluation; python app.py prompts --db {store.path} lists them") in out
+    assert [p.id for p in list_prompts(store)] == [1, 2, 3, 4, 5]  # kept, the long ones too
 
 
 def test_a_damaged_gzip_is_refused_in_one_line(store, tmp_path):

@@ -1,14 +1,15 @@
 """Loop settings: validated from user JSON with one-line errors; mapped onto reward-model and PPO settings."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from storage import InvalidInput
-from storage.types import Prompt
+from storage.policies import add_policy
+from storage.prompts import PromptSelection, add_prompts, set_excluded
 from trainers.loop.config import (
     LoopConfig,
-    check_against_store,
     first_round_labels,
     job_settings,
     kl_horizon,
@@ -17,6 +18,7 @@ from trainers.loop.config import (
     reward_settings,
 )
 from trainers.loop.presets import model_preset, real_model_config
+from trainers.loop.prompt_use import check_against_store
 from trainers.policy.config import PolicyRun
 
 
@@ -74,35 +76,64 @@ def test_numbers_and_null_where_allowed():
     assert config.kl_coef == 1 and config.target_kl is None
 
 
-def prompts(n: int, heldout: int = 0, text: str = "the movie was") -> list[Prompt]:
-    return [Prompt(i + 1, f"{text} {i}", None, i >= n) for i in range(n + heldout)]
+DEMO = str(Path("assets/demo_policy").resolve())  # context 64
 
 
-def test_batches_cannot_exceed_the_prompt_set():
-    check_against_store(LoopConfig(prompts_per_round=10, policy_batch_size=10, labels_per_round=10), prompts(10), None)
-    with pytest.raises(InvalidInput, match="policy_batch_size is 32 but the store has only 20 training prompts"):
-        check_against_store(LoopConfig(prompts_per_round=10, policy_batch_size=32, labels_per_round=10),
-                            prompts(20, heldout=20), None)
-    with pytest.raises(InvalidInput, match="no training prompts"):
-        check_against_store(LoopConfig(), prompts(0, heldout=5), None)
+def project(store, n: int, heldout: int = 0, policy: str | None = DEMO, text: str = "the movie was"):
+    """`store` with a policy (None: none) and n training and `heldout` held-out prompts."""
+    if policy is not None:
+        add_policy(store, policy)
+    add_prompts(store, [f"{text} {i}" for i in range(n)])
+    add_prompts(store, [f"{text} held {i}" for i in range(heldout)], heldout=True)
+    return store
 
 
-def test_responses_must_fit_the_policy_context(tmp_path):
+def test_batches_cannot_exceed_the_prompts_the_loop_can_use(store, tmp_path):
+    with pytest.raises(InvalidInput, match="the store has no training prompts and no policy; seed the demo with "
+                                           f"python app.py init --demo --db {store.path}, or start a project"):
+        check_against_store(LoopConfig(), store)
+    project(store, 0, heldout=5)
+    with pytest.raises(InvalidInput, match="no training prompts; import some with python app.py import-prompts"):
+        check_against_store(LoopConfig(), store)
+    project(store, 20, policy=None)
+    check_against_store(LoopConfig(prompts_per_round=10, policy_batch_size=20, labels_per_round=10), store)
+    with pytest.raises(InvalidInput, match="policy_batch_size is 32 but only 20 training prompts can be used; lower"):
+        check_against_store(LoopConfig(prompts_per_round=10, policy_batch_size=32, labels_per_round=10), store)
+
+
+def test_responses_must_fit_the_policy_context(store, tmp_path):
     (tmp_path / "config.json").write_text('{"n_positions": 64}')
-    check_against_store(LoopConfig(response_length=63), prompts(100), str(tmp_path))
+    project(store, 100, policy=str(tmp_path))
+    check_against_store(LoopConfig(response_length=63), store)
     with pytest.raises(InvalidInput, match="response_length is 64 but the policy's context holds 64"):
-        check_against_store(LoopConfig(response_length=64), prompts(100), str(tmp_path))
-    check_against_store(LoopConfig(response_length=640), prompts(100), str(tmp_path / "unknown"))  # the worker checks
+        check_against_store(LoopConfig(response_length=64), store)
+    add_policy(store, str(tmp_path / "unknown"))
+    check_against_store(LoopConfig(response_length=640), store)  # the context is unknown here: the worker checks
 
 
-def test_every_prompt_must_fit_the_context_with_the_response_named_by_its_id():
-    demo = "assets/demo_policy"  # context 64
-    check_against_store(LoopConfig(response_length=24), prompts(48, heldout=2), demo)
-    long = prompts(48) + [Prompt(99, "the movie was " * 12, None, True)]  # a held-out prompt of ~37 tokens
-    check_against_store(LoopConfig(response_length=24), long, demo)
-    with pytest.raises(InvalidInput, match=r"prompt 99: the prompt has \d+ tokens, over the limit of 14 \(the "
-                                           r"policy's context of 64 less 50 response tokens\)"):
-        check_against_store(LoopConfig(response_length=50), long, demo)
+def test_prompts_too_long_or_excluded_are_left_out_counted_and_named_never_refusing_the_loop(store):
+    project(store, 48, heldout=1)
+    add_prompts(store, ["the movie was " * 12])  # ~37 tokens: id 50
+    prompts = check_against_store(LoopConfig(response_length=24), store)  # the long one fits 40 tokens
+    assert len(prompts.training.used) == 49 and prompts.training.too_long == 0
+    prompts = check_against_store(LoopConfig(response_length=50), store)  # 14 tokens: every short prompt fits
+    assert [p.id for p in prompts.training.used] == list(range(1, 49)) and len(prompts.heldout.used) == 1
+    assert prompts.lines() == ["policy context 64 tokens: responses up to 50, prompts up to 14",
+                               "training prompts: 48 of 49 used; 1 too long for 14 tokens (prompts 50)",
+                               "held-out prompts: 1 of 1 used"]
+    set_excluded(store, PromptSelection(ids=(3, 49)))
+    prompts = check_against_store(LoopConfig(response_length=50, prompts_per_round=47), store)
+    assert 3 not in [p.id for p in prompts.training.used] and prompts.heldout.used == []
+    assert prompts.lines()[1:] == ["training prompts: 47 of 49 used; 1 too long for 14 tokens (prompts 50); "
+                                   "1 excluded", "held-out prompts: 0 of 1 used; 1 excluded"]
+    with pytest.raises(InvalidInput, match=r"prompts_per_round is 48 but only 47 training prompts can be used; 2 "
+                                           r"training prompts and 1 held-out prompt left out \(python app.py prompts"):
+        check_against_store(LoopConfig(response_length=50), store)
+    with pytest.raises(InvalidInput, match=r"none of the store's training prompts can be used \(training prompts: "
+                                           r"0 of 49 used; 48 too long for 4 tokens \(prompts 1, 2, 4, 5, 6 and 43 "
+                                           r"more\); 1 excluded\); include some again"):
+        check_against_store(LoopConfig(response_length=60, prompts_per_round=1, policy_batch_size=1,
+                                       policy_mini_batches=1, labels_per_round=1), store)
 
 
 def test_settings_map_onto_the_trainers_configs():

@@ -60,7 +60,7 @@ def test_import_lookup_indexes_are_added_to_a_store_with_data(tmp_path):
     old = Store(path, migrate=False)
     rows = [Preference("Review it.", " Great film.", " Dull film.", 2.0),
             Preference("Review it.", " Fine.", " Dull film.")]
-    assert import_preferences(old, rows, "hh", 0.0) == PreferenceImport(2, 0)
+    assert import_preferences(old, rows, "hh", 0.0) == PreferenceImport(2, 0, prompt_ids=(1,))
     before = list(old.db().query("SELECT * FROM labels ORDER BY id"))  # the raw rows: readers need today's schema
     assert not NEW_INDEXES & indexes(old)
     old.close()

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 BAD_EITHER = [  # refused under both algorithms
     (["--iterations", "0"], "--iterations must be at least 1"),
     (["--reward", "rm"], "no reward model is registered"),
-    (["--batch-size", "16"], "8 training prompts for a batch of 16"),
+    (["--batch-size", "16"], "8 training prompts can be used, fewer than a batch of 16"),
     (["--init-kl-coef", "-1"], "init_kl_coef) must be 0 or more"),
 ]
 BAD_GRPO = [

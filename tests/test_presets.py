@@ -72,7 +72,10 @@ def real_store(store, tmp_path):
     return store
 
 
-def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_store, capsys):
+def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_store, capsys, monkeypatch):
+    from trainers.loop import prompt_use
+
+    monkeypatch.setattr(prompt_use, "check_against_store", lambda config, store: None)  # a folder of headers only
     parser = loop_cli.argparse.ArgumentParser()
     loop_cli.add_arguments(parser)
     config = loop_cli.project_config(parser.parse_args(["--rounds", "2", "--config", '{"ppo_lr": 3e-5}']), real_store)

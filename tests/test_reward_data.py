@@ -1,24 +1,27 @@
 """What a reward model trains on (trainers/reward/data.py, and the examples trainers/jobs/reward_job.py reads from
 the store): the current non-skip labels as soft targets, imported margins, a split by pair, the score read at the
-last real token whatever the padding, and nothing cut: a pair over the context is refused by its label."""
+last real token whatever the padding, and nothing cut: a pair over the context is left out, counted."""
 
 
 import pytest
 import torch
 
 from labeling.annotation import undo_label, update_queue_settings
-from storage.errors import InvalidInput
+from storage import StudioError
+from storage.pairs import get_pair
+from storage.policies import add_policy
 from storage.preferences import Preference, import_preferences
+from storage.prompts import PromptSelection, set_excluded
 from storage.types import Outcome
 from tests.helpers import label_pairs
-from trainers.jobs.reward_job import load_examples
+from trainers.jobs.reward_job import check_reward_inputs, load_examples
 from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
 from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
     PreferenceCollator,
     PreferenceExample,
-    check_examples_fit,
     pad_right,
+    split_by_fit,
     split_by_pair,
     tokenize_examples,
 )
@@ -39,10 +42,11 @@ def test_examples_are_the_current_non_skip_labels_with_soft_targets(store, queue
                                pairs[4]: Outcome.SECOND})
     undo_label(store, "ann")  # ann changes her mind on pairs[4]: the new label replaces the undone one
     label_pairs(store, "ann", {pairs[4]: Outcome.FIRST})
-    got = [(e.pair_id, e.first, e.second, e.target) for e in load_examples(store)]
+    got = [(e.pair_id, e.first, e.second, e.target) for e in load_examples(store)[0]]
     assert got == [(pairs[0], "a", "b", 1.0), (pairs[0], "a", "b", 0.0), (pairs[1], "c", "d", 0.5),
                    (pairs[2], "e", "f", 0.5), (pairs[4], "i", "j", 1.0)]
-    assert [e.pair_id for e in load_examples(store, both_bad_as_tie=False)] == [pairs[0], pairs[0], pairs[1], pairs[4]]
+    assert [e.pair_id for e in load_examples(store, both_bad_as_tie=False)[0]] == [pairs[0], pairs[0], pairs[1],
+                                                                                  pairs[4]]
 
 
 def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_margin(store, queue_pairs, tiny_gpt2_dir):
@@ -50,7 +54,7 @@ def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_marg
                                Preference("Review it.", " Fine acting.", " Dull film.")], "import", 0.0)
     [pair] = queue_pairs([("p", " a", " b")])
     label_pairs(store, "ann", {pair: Outcome.SECOND})
-    examples = load_examples(store, margin=0.25)
+    examples, _ = load_examples(store, margin=0.25)
     assert [(e.first, e.target, e.margin) for e in examples] == [
         (" Great film.", 1.0, 2.0), (" Fine acting.", 1.0, 0.25), (" a", 0.0, 0.25)]
 
@@ -109,15 +113,33 @@ def test_scores_read_the_last_real_token_whatever_the_padding(tiny_gpt2_dir):
     assert left.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
 
 
-def test_nothing_is_cut_a_pair_longer_than_the_context_is_refused_naming_its_label(tiny_gpt2_dir):
+def test_nothing_is_cut_a_pair_longer_than_the_context_is_left_out(tiny_gpt2_dir):
     chat = load_chat_format(tiny_gpt2_dir)
     short = PreferenceExample(1, 1, "the movie was", " great .", " bad .", 1.0)
     long = PreferenceExample(7, 3, "the movie was", " great" * 3, " great and moving and fun ." * 8, 0.0)
     dataset = tokenize_examples(chat, [short, long])
     assert dataset[1]["second_ids"] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
-    check_examples_fit(chat, [short, long], context=None)
-    check_examples_fit(chat, [short], context=64)
+    assert split_by_fit(chat, [short, long], context=None) == ([short, long], [])
     tokens = len(dataset[1]["second_ids"])
-    with pytest.raises(InvalidInput, match=rf"label 7 \(pair 3\): prompt and response take {tokens} tokens, over "
-                                           r"the reward model's context of 16; nothing is cut"):
-        check_examples_fit(chat, [short, long], context=16)
+    assert split_by_fit(chat, [short, long], context=tokens) == ([short, long], [])
+    assert split_by_fit(chat, [short, long], context=tokens - 1) == ([short], [long])
+
+
+def test_labels_too_long_for_the_reward_model_or_of_excluded_prompts_are_left_out_counted(store, tiny_gpt2_dir,
+                                                                                        queue_pairs):
+    add_policy(store, str(tiny_gpt2_dir))  # context 64
+    pairs = queue_pairs([("the movie was", " great .", " bad ."), ("the film was", " fine .", " dull ."),
+                         ("the plot was", " great" * 40, " bad .")])
+    label_pairs(store, "ann", {pair: Outcome.FIRST for pair in pairs})
+    inputs = check_reward_inputs(store, RewardConfig())
+    assert [e.pair_id for e in inputs.examples] == pairs[:2]
+    assert inputs.left_out.line() == "1 label left out: 1 too long for the reward model's context of 64 (labels 3)"
+    set_excluded(store, PromptSelection(ids=(get_pair(store, pairs[0]).prompt_id,)))
+    inputs = check_reward_inputs(store, RewardConfig())
+    assert [e.pair_id for e in inputs.examples] == pairs[1:2]
+    assert inputs.left_out.line() == ("2 labels left out: 1 too long for the reward model's context of 64 (labels 3);"
+                                      " 1 of excluded prompts")
+    set_excluded(store, PromptSelection(ids=(get_pair(store, pairs[1]).prompt_id,)))
+    with pytest.raises(StudioError, match=r"no label can train a reward model: 3 labels left out: 1 too long .*; 2 of "
+                                          r"excluded prompts; include the prompts again"):
+        check_reward_inputs(store, RewardConfig())

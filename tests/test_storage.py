@@ -40,8 +40,8 @@ def seed_pair(store):
 
 
 def test_prompts_dedupe_and_filter(store):
-    assert prompts.add_prompts(store, ["a", "b", "a"]) == prompts.PromptImport(2, 1)
-    assert prompts.add_prompts(store, ["b", "c"], heldout=True) == prompts.PromptImport(1, 1)
+    assert prompts.add_prompts(store, ["a", "b", "a"]) == prompts.PromptImport(2, 1, ids=(1, 2))
+    assert prompts.add_prompts(store, ["b", "c"], heldout=True) == prompts.PromptImport(1, 1, ids=(3,))
     assert [p.text for p in prompts.list_prompts(store, heldout=False)] == ["a", "b"]
     assert [p.text for p in prompts.list_prompts(store, heldout=True)] == ["c"]
     assert prompts.count_prompts(store) == 3

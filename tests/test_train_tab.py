@@ -38,7 +38,7 @@ def test_start_loop_checks_the_settings_and_starts_a_job_for_admins_only(studio,
         train_tab.api_start_loop(studio, json.dumps(SMALL), ALICE)
     with pytest.raises(gr.Error, match="oracle 'os:system' is not allowed from the studio"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "oracle": "os:system"}), OWNER)
-    with pytest.raises(gr.Error, match="prompts_per_round is 17 but the store has only 16"):
+    with pytest.raises(gr.Error, match="prompts_per_round is 17 but only 16 training prompts can be used"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "prompts_per_round": 17}), OWNER)
     assert job_rows.list_jobs(store) == []
     status = train_tab.api_start_loop(studio, json.dumps(SMALL), OWNER)
@@ -160,16 +160,26 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
 
 
 
-def test_the_tab_shows_the_token_limits_of_the_settings_and_the_longest_prompt(demo_store):
+def test_the_tab_shows_the_token_limits_and_how_many_prompts_and_labels_the_loop_leaves_out(demo_store):
     from app.context import Studio
     from app.train_tab import show_limits
+    from storage.preferences import Preference, import_preferences
+    from storage.prompts import PromptSelection, add_prompts, set_excluded
 
     studio = Studio(demo_store)
     shown = show_limits(studio, "demo", "{}")
-    assert "policy context 64 tokens: responses up to 24, prompts up to 40" in shown and "fits" in shown
-    assert "responses up to 60, prompts up to 4 " in show_limits(studio, "demo", '{"response_length": 60}')
-    assert "does NOT fit" in show_limits(studio, "demo", '{"response_length": 60}')
+    assert shown == ("**Limits:** policy context 64 tokens: responses up to 24, prompts up to 40; training prompts: "
+                     "100 of 100 used; held-out prompts: 20 of 20 used.")
+    assert "responses up to 60, prompts up to 4; training prompts: 69 of 100 used; 31 too long for 4 tokens (prompts " \
+           in show_limits(studio, "demo", '{"response_length": 60}')  # the demo's prompts of 5 tokens or more
     assert "fix the advanced settings" in show_limits(studio, "demo", "{not json")
+    [long_id] = add_prompts(demo_store, ["the movie was " * 15]).ids  # an imported long dialogue, say
+    set_excluded(demo_store, PromptSelection(ids=(1, 2)))
+    import_preferences(demo_store, [Preference("the film was", " great" * 70, " bad ."),
+                                    Preference("the plot was", " fine .", " dull .")], "import", 0.0)
+    shown = show_limits(studio, "demo", "{}")
+    assert f"training prompts: 98 of 101 used; 1 too long for 40 tokens (prompts {long_id}); 2 excluded" in shown
+    assert "labels: 1 of 2 train the reward model; 1 too long for its context of 64 (labels 1)" in shown
 
 
 def test_the_tab_and_the_job_status_say_how_jobs_run(studio, store, monkeypatch):
@@ -202,31 +212,34 @@ def test_the_limits_render_each_template_and_prompt_set_once_and_a_hostile_templ
         store, tmp_path, tiny_qwen_dir, monkeypatch):
     from app.context import Studio
     from storage.policies import add_policy
-    from storage.prompts import add_prompts
-    from trainers.models.chat_format import ChatFormat
+    from storage.prompts import PromptSelection, add_prompts, set_excluded
+    from trainers.models.chat_format import PromptBudget
 
     folder = tmp_path / "qwen"
     shutil.copytree(tiny_qwen_dir, folder)
     add_policy(store, str(folder))
     add_prompts(store, [f"prompt {i}" for i in range(50)])
     rendered = []
-    prompts_ids = ChatFormat.prompts_ids
-    monkeypatch.setattr(ChatFormat, "prompts_ids", lambda chat, prompts: rendered.append(len(prompts)) or
-                        prompts_ids(chat, prompts))
+    counts = PromptBudget.counts
+    monkeypatch.setattr(PromptBudget, "counts", lambda budget, prompts: rendered.append(len(prompts)) or
+                        counts(budget, prompts))
     studio = Studio(store)
     first = train_tab.show_limits(studio)
     assert "prompts up to" in first and train_tab.show_limits(studio) == first  # opening the tab again...
     assert rendered == [50]  # ...rendered nothing again
     add_prompts(store, ["one more prompt, the longest of them all"])
-    assert "(longest prompt: " in (again := train_tab.show_limits(studio)) and "prompt 51, fits" in again
+    assert "training prompts: 51 of 51 used" in train_tab.show_limits(studio)
     assert rendered == [50, 51]  # a new prompt set: rendered again
+    set_excluded(store, PromptSelection(ids=(51,)))
+    assert "training prompts: 50 of 51 used; 1 excluded" in train_tab.show_limits(studio)
+    assert rendered == [50, 51, 50]  # an exclusion: counted again
     (folder / "chat_template.jinja").write_text(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
     started = time.monotonic()
     shown = train_tab.show_limits(studio)
     assert time.monotonic() - started < 10 and "\n" not in shown
     assert shown.startswith("**Limits:** the model's chat template was stopped: it ")  # too many steps, or too long
-    assert train_tab.show_limits(studio) == shown and rendered == [50, 51, 51]  # the template changed: rendered once
+    assert train_tab.show_limits(studio) == shown and rendered == [50, 51, 50, 50]  # the template changed: once
 
 
 def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):

@@ -46,12 +46,16 @@ def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None)
 
 
 def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
-    """The loop's settings on this store: the project's preset (said in one line), the options on top."""
+    """The loop's settings on this store: the project's preset (said in one line), the options on top; checked
+    against the store (prompts, policy, context) before any job row is written."""
     from ..loop.presets import project_preset
+    from ..loop.prompt_use import check_against_store
 
     preset = project_preset(store)
+    config = config_from_args(args, preset.config)
+    check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
-    return config_from_args(args, preset.config)
+    return config
 
 
 def run(args: argparse.Namespace, store: Store) -> int:

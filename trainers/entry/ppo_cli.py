@@ -92,9 +92,9 @@ def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
     from ..loop.presets import project_preset
 
     preset = project_preset(store)
-    print(preset.line)  # stdout: a bad input stays one line on stderr
     run = run_from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id
+    run.policy_id = start_policy(store, run.policy_id).id  # a store without a policy: one line, nothing else said
+    print(preset.line)  # stdout: a bad input stays one line on stderr
     return run
 
 
@@ -122,7 +122,11 @@ def run_here(args: argparse.Namespace, store: Store, run: PolicyRun) -> int:
     from ..jobs.policy_job import build_trainer, plan_policy, train_policy
     from .worker import run_job as run_claimed_job
 
-    trainer = build_trainer(plan_policy(store, run)[0])  # every check, models loaded, before the job row
+    plan = plan_policy(store, run)[0]
+    if plan.left_out:
+        print(f"{len(plan.left_out)} training prompts are left out, too long for the policy's context with "
+              f"{run.config.response_length} response tokens (python app.py prompts --db {store.path} lists them)")
+    trainer = build_trainer(plan)  # every check, models loaded, before the job row
     if args.resume is not None:
         job_id = job_rows.requeue_job(store, args.resume).id
     else:

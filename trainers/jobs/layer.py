@@ -35,6 +35,12 @@ POLICY_PREFIX = "ppo-r"  # a trained policy, renamed complete: ppo-r<round>-<tim
 TRACEBACK_LINES = 15  # what a failed job keeps of its traceback
 
 
+def start_a_project(store: Store) -> str:
+    """How to give an empty store something to train, as the end of an error: the demo, or the user's model."""
+    return (f"seed the demo with python app.py init --demo --db {store.path}, or start a project on your own model "
+            f"with python app.py init --policy MODEL --prompts FILE --db {store.path}")
+
+
 class JobKind(StrEnum):
     """What a job does; the store keeps the value (`jobs.kind`), the worker's `RUNNERS` maps each to its runner."""
 

@@ -27,7 +27,7 @@ import torch
 
 from labeling.synthetic import DEFAULT_ORACLE, load_scorer
 from storage import Store
-from storage.errors import NotFound
+from storage.errors import InvalidInput, NotFound
 from storage.policies import get_policy, latest_policy, root_policy
 from storage.prompts import list_prompts
 from storage.reward_models import latest_reward_models
@@ -42,7 +42,7 @@ from ..policy.optimizer import PolicyOptimizer, TrainResult
 from ..policy.ppo import PPOTrainer
 from ..reporting import Reporter
 from ..reward.scorer import RewardScorer
-from .layer import is_main_process, job_reporter, register_policy, staging_path
+from .layer import is_main_process, job_reporter, register_policy, staging_path, start_a_project
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
 
 
@@ -72,7 +72,7 @@ def state_dir(store: Store, job_id: int, name: str = "") -> Path:
 def start_policy(store: Store, policy_id: int | None) -> Policy:
     policy = get_policy(store, policy_id) if policy_id is not None else latest_policy(store)
     if policy is None:
-        raise NotFound("the store has no policy to train; start the studio once to seed the demo, or register one")
+        raise NotFound(f"the store has no policy to train; {start_a_project(store)}")
     return policy
 
 
@@ -124,14 +124,17 @@ class PolicyPlan:
     reference_path: str | None = field(metadata={"help": "The reference's directory (None: see reference_path)."})
     reward_members: list = field(metadata={"help": "[path, norm mean, norm std] per reward-model member, or []."})
     oracle: str | None = field(metadata={"help": "module:function scoring responses, when no reward model."})
-    prompts: list = field(metadata={"help": "The training prompts (text or conversations)."})
+    prompts: list = field(metadata={"help": "The training prompts (text or conversations): not excluded, fitting."})
+    left_out: list = field(default_factory=list, metadata={
+        "help": "Ids of the training prompts left out: too long for the policy's context with the response length."})
     state_dir: str | None = field(default=None, metadata={"help": "Where the resumable state is saved and read."})
     staged: str | None = field(default=None, metadata={"help": "Where rank 0 saves the trained policy."})
 
 
 def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
     """The plan of `run` and its start policy, after every check that loads no model (settings, policies, reward
-    model, prompts against the context); writes nothing."""
+    model); the training prompts are those not excluded that fit the context with the response length. Writes
+    nothing."""
     run.check()
     config = run.config
     config.check()
@@ -141,12 +144,20 @@ def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
         members = [[m.path, m.norm_mean, m.norm_std] for m in latest_reward_models(store)]
         if not members:
             raise NotFound("no reward model is registered; train one first (python app.py train-reward)")
-    prompts = list_prompts(store, heldout=False)
+    prompts = list_prompts(store, heldout=False, excluded=False)
     context = model_context(start.path)
-    if context is not None:  # nothing is truncated: a prompt that does not fit is refused by its id
-        PromptBudget(load_chat_format(start.path), context, config.response_length).check_prompts(prompts)
+    too_long = []
+    if context is not None:  # nothing is truncated: a prompt that does not fit is left out, counted
+        fit = PromptBudget(load_chat_format(start.path), context, config.response_length).fit(prompts)
+        prompts, too_long = fit.fitting, [prompt.id for prompt, _ in fit.too_long]
+    if len(prompts) < config.batch_size:
+        why = f" ({fit.too_long_line()} left out)" if too_long else ""
+        raise InvalidInput(f"{len(prompts)} training prompts can be used{why}, fewer than a batch of "
+                           f"{config.batch_size}; lower the batch size, include or import more prompts, or lower "
+                           "response_length")
     plan = PolicyPlan(asdict(config), run.iterations, start.path, reference_path(store, start, config.lora), members,
-                      run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts])
+                      run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts],
+                      left_out=too_long)
     return plan, start
 
 

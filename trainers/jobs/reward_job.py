@@ -1,8 +1,9 @@
 """Reward-model runs on a store: the worker's `reward` jobs, `python app.py train-reward` and the loop's reward phase.
 
 This is the job layer around `trainers.reward.trainer`: it reads the labels (every current label but skips, as examples
-with target p = 1, 0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off), checks the inputs, splits by pair
-(one pair's labels never straddle the split), trains `ensemble` members (K > 1: each on a bootstrap resample), then
+with target p = 1, 0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off; those of excluded prompts and those
+longer than the model's context are left out, counted), checks the inputs, splits by pair (one pair's labels never
+straddle the split), trains `ensemble` members (K > 1: each on a bootstrap resample), then
 normalises and registers them. The model starts from the project's reward base (`init --reward-base`), else the SFT
 policy (the root of the newest policy's lineage); it reads prompts and responses in its own format (`ChatFormat`), so a
 base with another tokenizer or chat template works too. Its scores are normalised on the newest policy's samples.
@@ -30,25 +31,45 @@ from storage.errors import InvalidInput, NotFound
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.labels import count_labels, labeled_pairs
 from storage.metrics import last_step
-from storage.policies import get_policy, latest_policy, root_policy
+from storage.policies import get_policy, latest_policy, reward_base_path
 from storage.prompts import get_prompt
 from storage.reward_models import add_reward_model, latest_reward_models
-from storage.settings import REWARD_BASE_SETTING, get_setting
 from storage.types import Job, Policy
 
-from ..models.chat_format import ChatFormat, model_context
+from ..models.chat_format import ChatFormat, listed, model_context
 from ..models.loading import default_device, load_chat_format
 from ..reporting import Reporter
 from ..reward.config import RewardConfig
-from ..reward.data import PreferenceExample, bootstrap, check_examples_fit, split_by_pair
+from ..reward.data import PreferenceExample, bootstrap, split_by_fit, split_by_pair
 from ..reward.scorer import INFO_FILE, RewardScorer
 from ..reward.trainer import train_member
-from .layer import is_main_process, job_reporter, staging_path
+from .layer import is_main_process, job_reporter, staging_path, start_a_project
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
 
 REWARD_MODELS_FOLDER = "reward_models"
 STAGING_PREFIX = ".staging-"  # a member being written
 MODEL_PREFIX = "rm-r"  # registered members: rm-r<round>-<random>-m<k>
+
+
+@dataclass(frozen=True)
+class LeftOutLabels:
+    """Labels a reward training leaves out (kept in the store and in exports): those whose prompt is excluded, and
+    those whose prompt and longer response do not fit the reward model's context (nothing is cut)."""
+
+    excluded: tuple[int, ...] = ()  # label ids
+    too_long: tuple[int, ...] = ()
+    context: int | None = None
+
+    def line(self) -> str:
+        """ "12 labels left out: 12 too long for the reward model's context of 512 (labels 3, 9, ...)", or ""."""
+        parts = []
+        if self.too_long:
+            parts.append(f"{len(self.too_long)} too long for the reward model's context of {self.context} "
+                         f"(labels {listed(list(self.too_long))})")
+        if self.excluded:
+            parts.append(f"{len(self.excluded)} of excluded prompts")
+        count = len(self.too_long) + len(self.excluded)
+        return f"{count} label{'s' if count != 1 else ''} left out: {'; '.join(parts)}" if parts else ""
 
 
 @dataclass(frozen=True)
@@ -61,34 +82,42 @@ class RewardTrainingResult:
     labels_used: int
     train_pairs: int
     val_pairs: int
+    left_out: LeftOutLabels = field(default_factory=LeftOutLabels)
 
 
 @dataclass(frozen=True)
 class RewardInputs:
     """What a reward training starts from, checked: the examples, the policy to normalise on, the initial weights
-    (a model directory; with a warm start, one per member of the newest reward model) and how they read prompts and
-    responses."""
+    (a model directory; with a warm start, one per member of the newest reward model), how they read prompts and
+    responses, and the labels left out."""
 
     examples: list[PreferenceExample]
     policy: Policy
     init_dir: Path
     chat: ChatFormat
     warm_dirs: tuple[Path, ...] = ()
+    left_out: LeftOutLabels = field(default_factory=LeftOutLabels)
 
 
 def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     """Every check that needs no training, so bad input fails in one line (StudioError) before anything is written:
-    the labels, the policies, the initial model, and every labelled pair fitting that model's context."""
+    the policies, the initial model, the labels; those of excluded prompts and those longer than that model's
+    context are left out, counted."""
     config.check()
-    examples = load_examples(store, config.both_bad_as_tie, config.margin)
     policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
     if policy is None:
-        raise NotFound("no policy version is registered; add the SFT policy before training a reward model")
+        raise NotFound(f"the store has no policy, so no reward model can start from it; {start_a_project(store)}")
+    examples, excluded = load_examples(store, config.both_bad_as_tie, config.margin)
     warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if config.warm_start else ()
     init_dir = warm_dirs[0] if warm_dirs else Path(reward_base(store, config, policy))
     chat = load_chat_format(init_dir)  # raises ModelError: no directory, no tokenizer, no pad token
-    check_examples_fit(chat, examples, model_context(init_dir))
-    return RewardInputs(examples, policy, init_dir, chat, warm_dirs)
+    context = model_context(init_dir)
+    examples, too_long = split_by_fit(chat, examples, context)
+    left_out = LeftOutLabels(tuple(excluded), tuple(e.label_id for e in too_long), context)
+    if not examples:
+        raise InvalidInput(f"no label can train a reward model: {left_out.line()}; include the prompts again "
+                           "(python app.py prompts) or start the reward model from a longer-context model")
+    return RewardInputs(examples, policy, init_dir, chat, warm_dirs, left_out)
 
 
 def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
@@ -96,18 +125,20 @@ def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
     base (`init --reward-base`), else the SFT root of `policy`'s lineage."""
     if config.init_policy_id is not None:
         return get_policy(store, config.init_policy_id).path
-    return get_setting(store, REWARD_BASE_SETTING) or root_policy(store, policy).path
+    return reward_base_path(store, policy)
 
 
-def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.0) -> list[PreferenceExample]:
-    """Every current non-skip label as an example, with its own margin (imported) or `margin`; raises InvalidInput
-    when none can train."""
+def load_examples(store: Store, both_bad_as_tie: bool = True,
+                  margin: float = 0.0) -> tuple[list[PreferenceExample], list[int]]:
+    """Every current non-skip label as an example, with its own margin (imported) or `margin`, but those of
+    excluded prompts, whose label ids come second; raises InvalidInput when no label can train."""
     labeled = labeled_pairs(store)
+    trained = [(lp, target) for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
     examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second, target,
                                   margin if lp.margin is None else lp.margin)
-                for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
-    if examples:
-        return examples
+                for lp, target in trained if not lp.prompt_excluded]
+    if trained:
+        return examples, [lp.label_id for lp, _ in trained if lp.prompt_excluded]
     stored = count_labels(store, include_skips=False)
     if stored and not labeled:
         raise InvalidInput(f"all {stored} labels belong to pairs whose generations were deleted; "
@@ -151,9 +182,10 @@ class RewardPlan:
         return cls(**{**values, **examples})
 
 
-def plan_reward_training(store: Store, config: RewardConfig) -> RewardPlan:
-    """The plan of a reward training: the checked inputs, split by pair, and the normalisation texts."""
-    inputs = check_reward_inputs(store, config)
+def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInputs | None = None) -> RewardPlan:
+    """The plan of a reward training: the checked inputs (checked here unless given), split by pair, and the
+    normalisation texts."""
+    inputs = inputs or check_reward_inputs(store, config)
     examples = inputs.examples
     split_seed = config.seed if config.split_seed is None else config.split_seed
     train, val = split_by_pair(examples, config.val_fraction, split_seed, stable=config.warm_start)
@@ -173,7 +205,8 @@ def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = 
     hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
     A job with an accelerate config trains in a launched phase (`trainers.jobs.phase_launch`), here otherwise.
     """
-    plan = plan_reward_training(store, config)
+    inputs = check_reward_inputs(store, config)
+    plan = plan_reward_training(store, config, inputs)
     step_offset = 0 if job_id is None else (last_step(store, job_id, "reward/") or 0)
     launch = job_launch(store, job_id)
     try:
@@ -185,7 +218,7 @@ def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = 
             train_plan(plan, job_reporter(store, job_id, step_offset, listener=listener))
         return register_reward_models(store, config, job_id, plan.policy_id, [Path(p) for p in plan.staged],
                                       len(plan.train) + len(plan.val), len({e.pair_id for e in plan.train}),
-                                      len({e.pair_id for e in plan.val}))
+                                      len({e.pair_id for e in plan.val}), inputs.left_out)
     finally:
         for staged in plan.staged:
             shutil.rmtree(staged, ignore_errors=True)
@@ -250,8 +283,8 @@ def _normalisation_texts(store: Store, policy_id: int, examples: list[Preference
 
 
 def register_reward_models(store: Store, config: RewardConfig, job_id: int | None, policy_id: int,
-                           staging: list[Path], labels_used: int, train_pairs: int,
-                           val_pairs: int) -> RewardTrainingResult:
+                           staging: list[Path], labels_used: int, train_pairs: int, val_pairs: int,
+                           left_out: LeftOutLabels = LeftOutLabels()) -> RewardTrainingResult:
     """Rename the complete members staged by the trainer to their final directories and register them all in one
     transaction (the directories are removed again if registering fails)."""
     name = f"{MODEL_PREFIX}{config.round}-{uuid.uuid4().hex[:8]}"
@@ -270,7 +303,7 @@ def register_reward_models(store: Store, config: RewardConfig, job_id: int | Non
             shutil.rmtree(final, ignore_errors=True)
         raise
     return RewardTrainingResult(ids, [str(f) for f in finals], [i["metrics"] for i in infos], labels_used,
-                                train_pairs, val_pairs)
+                                train_pairs, val_pairs, left_out)
 
 
 def run_job(store: Store, job: Job) -> None:

@@ -13,13 +13,9 @@ from typing import ClassVar
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
-from storage import Store
 from storage.errors import InvalidInput
-from storage.policies import latest_policy
-from storage.types import Prompt
 
 from ..jobs.layer import JobKind
-from ..models.chat_format import PromptBudget, model_context, prompt_budget
 from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..reward.config import RewardConfig
 
@@ -220,35 +216,6 @@ def _type_ok(annotation: str, value) -> bool:
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
     return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
-
-
-def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
-    """Settings that depend on the store: batches within the training prompts, responses within the policy's
-    context, and every prompt (training and held-out) fitting that context with `response_length` tokens to spare:
-    nothing is truncated, so a prompt that does not fit is refused here, named by its id."""
-    training_prompts = sum(not p.heldout for p in prompts)
-    if training_prompts < 1:
-        raise InvalidInput("the store has no training prompts; import prompts before starting the loop")
-    for name in ("prompts_per_round", "policy_batch_size"):
-        if getattr(config, name) > training_prompts:
-            raise InvalidInput(f"{name} is {getattr(config, name)} but the store has only {training_prompts} "
-                               f"training prompts; lower it or import more prompts")
-    context = model_context(policy_path) if policy_path else None
-    if context is None:
-        return  # a policy without a readable context: the worker checks when it tokenizes
-    if config.response_length >= context:
-        raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
-                           f"tokens, prompt included; lower response_length")
-    budget = prompt_budget(policy_path, config.response_length)
-    if budget is not None:
-        budget.check_prompts(prompts)
-
-
-def import_budget(store: Store) -> PromptBudget | None:
-    """What an imported prompt is checked against: the newest policy's context less the loop's default response
-    length (None before a policy is registered, or when it cannot be counted without torch)."""
-    policy = latest_policy(store)
-    return prompt_budget(policy.path, LoopConfig().response_length) if policy else None
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:

@@ -22,6 +22,7 @@ from labeling.selection import Selector, candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
 from storage.audit_pairs import audit_votes
+from storage.errors import InvalidInput
 from storage.generations import (
     EVAL_SOURCE,
     SAMPLE_SOURCE,
@@ -33,11 +34,12 @@ from storage.generations import (
 from storage.metrics import log_metrics, read_metrics
 from storage.pairs import list_pairs
 from storage.policies import latest_policy
-from storage.prompts import list_prompts
+from storage.prompts import excluded_prompt_ids
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
+from ..models.chat_format import prompt_budget
 from ..policy.config import PolicyRun, RewardSource
 from ..reporting import JobCancelled, JobPaused, Reporter
 from .audit_pairs import queue_round_pairs
@@ -45,13 +47,13 @@ from .config import (
     Annotator,
     LoopConfig,
     OnWarning,
-    check_against_store,
     labels_in_round,
     policy_settings,
     reward_settings,
     round_seed,
 )
 from .failure_warnings import VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings, warning_line
+from .prompt_use import check_against_store, prompt_use
 from .sampling import SamplingConfig, random_pairs, sample_policy
 
 HUMAN_POLL_S = 2.0
@@ -64,8 +66,10 @@ class Loop:
     def __init__(self, store: Store, job: Job, log=print, progress=None):
         self.store, self.job, self.log, self.progress = store, job, log, progress
         self.config = LoopConfig.from_dict(job.config)
-        policy = latest_policy(store)
-        check_against_store(self.config, list_prompts(store), policy.path if policy else None)
+        self.prompts = check_against_store(self.config, store)  # which prompts fit: decided now, for every round
+        for line in self.prompts.lines():
+            self.log(line)
+            job_rows.add_log(store, job.id, line)
         self.first_round = max_policy_round_before(store, job.created) + 1
 
     def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
@@ -139,8 +143,13 @@ class Loop:
 
     def queue_pairs(self, policy: Policy, g: int, seed: int, labels: int) -> None:
         config = self.config
-        prompts = list_prompts(self.store, heldout=False)
-        chosen = random.Random(seed).sample(prompts, config.prompts_per_round)
+        excluded = set(excluded_prompt_ids(self.store))  # excluded since the loop started: not sampled either
+        prompts = [prompt for prompt in self.prompts.training.used if prompt.id not in excluded]
+        if not prompts:
+            raise InvalidInput("every training prompt this loop could use is now excluded; include some again "
+                               "(python app.py prompts) and resume")
+        chosen = random.Random(seed).sample(prompts, min(config.prompts_per_round, len(prompts)))
+        contents = {prompt.id: prompt.content for prompt in self.prompts.training.used}
         sampling = SamplingConfig(config.samples_per_prompt, config.response_length, config.temperature, config.top_p,
                                   top_k=config.top_k, bf16=config.bf16)
 
@@ -160,12 +169,11 @@ class Loop:
             queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
             candidates = candidate_pairs(samples, exclude=queued)
             scorer = RewardScorer.from_dirs([m.path for m in ensemble])
-            probs = pair_probabilities(scorer, candidates, {p.id: p.content for p in chosen})
+            probs = pair_probabilities(scorer, candidates, contents)
             regular = select_by_disagreement(candidates, probs, wanted, round=g)
         else:
             regular = random_pairs(self.store, samples, wanted, seed, g)
-        queue_round_pairs(self.store, regular, samples, {p.id: p.content for p in chosen}, config.audit_share,
-                          labels, g)
+        queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config, wanted = self.config, self.labels_wanted(index)
@@ -187,7 +195,8 @@ class Loop:
         result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
-        self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}")
+        left_out = f"; {result.left_out.line()}" if result.left_out.line() else ""
+        self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}{left_out}")
 
     @property
     def optimiser(self) -> str:
@@ -255,7 +264,7 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
     from ..models.loading import default_device, load_sampler_policy, load_tokenizer
     from ..reward.scorer import RewardScorer
 
-    prompts = list_prompts(store, heldout=True)
+    prompts = prompt_use(store, prompt_budget(policy.path, config.response_length), heldout=True).used
     if not prompts:
         return []
     generator = HFGenerator(load_sampler_policy(policy.path, config.bf16), load_tokenizer(policy.path))

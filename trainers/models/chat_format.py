@@ -90,6 +90,11 @@ class ChatFormat:
             return prompt
         return f"{conversation_text(messages)}{TURN_SEPARATOR}Assistant:"
 
+    def check_template(self) -> None:
+        """InvalidInput when the chat template cannot render a one-line prompt (it reaches into Python, runs too
+        long, writes too much): no prompt could become tokens. One it refuses only some prompts of is no error."""
+        self.prompt_text("hello")
+
     # ----- token ids -----------------------------------------------------------------------------------------
 
     def prompt_ids(self, prompt: PromptInput) -> list[int]:
@@ -127,9 +132,19 @@ class ChatFormat:
         return len(self.prompt_ids(prompt))
 
 
+LISTED = 5  # prompt (or label) ids a line names; the rest are counted
+
+
+def listed(ids: list[int]) -> str:
+    """The first LISTED ids, then how many more: "24, 31, 55, 60, 71 and 9 more"."""
+    more = f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
+    return ", ".join(str(i) for i in ids[:LISTED]) + more
+
+
 @dataclass(frozen=True)
 class PromptBudget:
-    """The most tokens a prompt may have: the policy's context less the response length (no silent truncation)."""
+    """The most tokens a prompt may have: the policy's context less the response length. Nothing is cut: a prompt
+    over it is left out of sampling, training and evaluation (and counted), never truncated."""
 
     chat: ChatFormat
     context: int
@@ -139,36 +154,60 @@ class PromptBudget:
     def limit(self) -> int:
         return self.context - self.response_length
 
-    def check(self, prompt: PromptInput, where: str) -> None:
-        """Raise InvalidInput naming `where` when the prompt does not fit (or the chat template cannot render it)."""
-        try:
-            tokens = self.chat.count(prompt)
-        except InvalidInput as exc:
-            raise InvalidInput(f"{where}: {exc}") from None
-        if tokens > self.limit:
-            raise InvalidInput(f"{where}: the prompt has {tokens} tokens, over the limit of {self.limit} (the "
-                               f"policy's context of {self.context} less {self.response_length} response tokens); "
-                               "shorten it or lower the response length")
+    def counts(self, prompts) -> list[int | None]:
+        """Token counts of stored prompts (`storage.types.Prompt`); None for one the chat template refuses (a
+        template that refuses a one-line prompt refuses them all: InvalidInput)."""
+        self.chat.check_template()
+        texts: list[str | None] = []
+        for prompt in prompts:
+            try:
+                texts.append(self.chat.prompt_text(prompt.content))
+            except InvalidInput:
+                texts.append(None)
+        rendered = [text for text in texts if text is not None]
+        encoded = iter(self.chat.tokenizer.encode_batch(rendered, add_special_tokens=not self.chat.chat_template))
+        return [None if text is None else len(next(encoded).ids) for text in texts]
 
-    def check_prompts(self, prompts) -> None:
-        """Check stored prompts (`storage.types.Prompt`), naming the first that does not fit by its id."""
+    def fit(self, prompts) -> PromptFit:
+        """Which of the stored prompts fit, and which do not (with their token counts)."""
+        fitting, too_long = [], []
         for prompt, tokens in zip(prompts, self.counts(prompts), strict=True):
-            if tokens > self.limit:
-                self.check(prompt.content, f"prompt {prompt.id}")
+            if tokens is not None and tokens <= self.limit:
+                fitting.append(prompt)
+            else:
+                too_long.append((prompt, tokens))
+        return PromptFit(self, fitting, too_long)
 
-    def counts(self, prompts) -> list[int]:
-        """Token counts of stored prompts (`storage.types.Prompt`)."""
-        return [len(ids) for ids in self.chat.prompts_ids([p.content for p in prompts])]
-
-    def describe(self, prompts) -> str:
-        """One line for people: the limits, and the longest of `prompts` (stored prompts) against them."""
-        line = (f"policy context {self.context} tokens: responses up to {self.response_length}, prompts up to "
+    def describe(self) -> str:
+        """The limits in words: "policy context 512 tokens: responses up to 24, prompts up to 488"."""
+        return (f"policy context {self.context} tokens: responses up to {self.response_length}, prompts up to "
                 f"{self.limit}")
-        if not prompts:
-            return line
-        longest, prompt = max(zip(self.counts(prompts), prompts, strict=True), key=lambda pair: pair[0])
-        fits = "fits" if longest <= self.limit else "does NOT fit: shorten it or lower response_length"
-        return f"{line} (longest prompt: {longest} tokens, prompt {prompt.id}, {fits})"
+
+
+@dataclass(frozen=True)
+class PromptFit:
+    """Stored prompts against a budget: those that fit, and those that do not, with their token counts (None: the
+    chat template refuses the prompt)."""
+
+    budget: PromptBudget
+    fitting: list
+    too_long: list[tuple[object, int | None]]
+
+    def too_long_line(self) -> str:
+        """ "9 too long for 488 tokens (prompts 24, 31, 55, 60, 71 and 4 more)", or "" when every prompt fits."""
+        if not self.too_long:
+            return ""
+        refused = sum(tokens is None for _, tokens in self.too_long)
+        template = f", {refused} of them refused by the chat template" if refused else ""
+        return (f"{len(self.too_long)} too long for {self.budget.limit} tokens (prompts "
+                f"{listed([prompt.id for prompt, _ in self.too_long])}{template})")
+
+
+def pair_token_counts(chat: ChatFormat, prompts: list[PromptInput], firsts: list[str],
+                      seconds: list[str]) -> list[int]:
+    """Tokens a reward model reads for each labelled pair: the prompt and the longer of its two responses."""
+    return [len(prompt) + max(len(first), len(second)) for prompt, first, second in
+            zip(chat.prompts_ids(prompts), chat.responses_ids(firsts), chat.responses_ids(seconds), strict=True)]
 
 
 def prompt_budget(model_dir: str | Path, response_length: int) -> PromptBudget | None:

@@ -28,7 +28,7 @@ from transformers.models.auto.modeling_auto import (
 
 from storage.errors import InvalidInput, StudioError, first_line
 
-from .chat_format import generation_eos, model_context
+from .chat_format import ChatFormat, generation_eos, model_context
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 SAFETENSORS_FILE = "model.safetensors"
@@ -216,6 +216,15 @@ def read_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     if tokenizer.eos_token_id is None:
         raise ModelError(f"the tokenizer in {path} has no EOS token; set tokenizer.eos_token and save it again")
     return tokenizer
+
+
+def check_chat_template(path: Path, tokenizer: PreTrainedTokenizerBase) -> None:
+    """ModelError naming the folder when its chat template cannot render a one-line prompt
+    (`ChatFormat.check_template`); one that refuses only some prompts is no error: those are left out, counted."""
+    try:
+        ChatFormat.from_tokenizer(tokenizer).check_template()
+    except InvalidInput as exc:
+        raise ModelError(f"{path}: {exc}") from None
 
 
 def check_vocab_fits(folder: ModelFolder, tokenizer: PreTrainedTokenizerBase, rows: int | None = None) -> None:

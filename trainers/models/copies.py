@@ -189,10 +189,10 @@ def apply_pad_fix(folder: ModelFolder, fix: PadFix, dst: Path) -> tuple[int, tup
     return tokenizer.pad_token_id, (rows, after) if after != rows else None
 
 
-def make_prepared_copy(folder: ModelFolder, fix: PadFix | None, dst: Path) -> list[str]:
+def make_prepared_copy(folder: ModelFolder, fix: PadFix | None, dst: Path, source: Path | None = None) -> list[str]:
     """Build `dst` (which must not exist) from `folder`: pickle weights converted, then `fix` applied; checked to
     load (safetensors readable, pad distinct from EOS) before it is renamed into place. Returns what was done, as
-    sentences naming `dst`."""
+    sentences naming `dst` and `source` (what the user gave, default `folder`: e.g. the GGUF file it came from)."""
     if not pickle_only(folder.path) and fix is None:
         raise ValueError(f"{folder.path} needs no prepared copy")  # the rename below must never move a user's folder
     notes = []
@@ -206,7 +206,7 @@ def make_prepared_copy(folder: ModelFolder, fix: PadFix | None, dst: Path) -> li
         if fix is not None:
             pad_id, rows = apply_pad_fix(current, fix, Path(tmp) / "padded")
             current = inspect_model_dir(Path(tmp) / "padded")
-            notes.append(fix.describe(folder.path, dst, pad_id, rows))
+            notes.append(fix.describe(source or folder.path, dst, pad_id, rows))
         check_weights(current)
         tokenizer = read_tokenizer(current.path)
         if tokenizer.pad_token_id is None or tokenizer.pad_token_id == tokenizer.eos_token_id:

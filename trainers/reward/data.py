@@ -5,7 +5,7 @@
     batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # input_ids (2B, T): the B firsts, then the B seconds
 
 Token ids come from the reward model's `ChatFormat` (prompt, then response closed by the end-of-turn id), the same
-function that scores rollouts for PPO; nothing is cut: a pair longer than the model's context is refused.
+function that scores rollouts for PPO; nothing is cut: a pair longer than the model's context is left out.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import torch
 from datasets import Dataset
 
 from labeling.conversations import PromptInput
-from storage.errors import InvalidInput
 
-from ..models.chat_format import ChatFormat
+from ..models.chat_format import ChatFormat, pair_token_counts
 
 
 @dataclass(frozen=True)
@@ -97,16 +96,13 @@ def tokenize_examples(chat: ChatFormat, examples: Sequence[PreferenceExample]) -
                               for f, s, e in zip(firsts, seconds, examples, strict=True)])
 
 
-def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], context: int | None) -> None:
-    """Raise InvalidInput naming the first label whose prompt and longer response exceed the model's `context`."""
+def split_by_fit(chat: ChatFormat, examples: Sequence[PreferenceExample],
+                 context: int | None) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
+    """(fitting, too long): the examples whose prompt and longer response fit the model's `context`, and the others,
+    left out (nothing is cut). With no known context, every example fits."""
     if context is None or not examples:
-        return
-    prompts = chat.prompts_ids([e.prompt for e in examples])
-    firsts = chat.responses_ids([e.first for e in examples])
-    seconds = chat.responses_ids([e.second for e in examples])
-    for example, prompt, first, second in zip(examples, prompts, firsts, seconds, strict=True):
-        tokens = len(prompt) + max(len(first), len(second))
-        if tokens > context:
-            raise InvalidInput(f"label {example.label_id} (pair {example.pair_id}): prompt and response take {tokens} "
-                               f"tokens, over the reward model's context of {context}; nothing is cut, so undo that "
-                               "label or start the reward model from a longer-context model")
+        return list(examples), []
+    tokens = pair_token_counts(chat, [e.prompt for e in examples], [e.first for e in examples],
+                               [e.second for e in examples])
+    return ([e for e, n in zip(examples, tokens, strict=True) if n <= context],
+            [e for e, n in zip(examples, tokens, strict=True) if n > context])
