@@ -24,7 +24,7 @@ from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.jobs.layer import job_algorithm, job_kind_label
-from trainers.loop.rounds.diagnostics import Finding, diagnose
+from trainers.loop.diagnostics import Finding, diagnose
 from trainers.policy.config import Algorithm
 
 from .charts import (
