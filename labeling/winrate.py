@@ -145,7 +145,7 @@ class VersionFigures:
 class Standing:
     """A version on the leaderboard: its Bradley-Terry strength (logits, the SFT root at 0) with a 95% bootstrap
     interval, the implied P(preferred to the SFT policy), and how many judgements it took part in. Strengths are
-    None for a version no judgements join to the SFT root."""
+    None for a version no judgements join to the SFT root (the interval too, without bootstrap resamples)."""
 
     rank: int | None
     policy_id: int
@@ -156,6 +156,7 @@ class Standing:
     high: float | None
     beats_sft: float | None
     judgements: int
+    anchor: bool = False  # the SFT root, whose strength is 0 by definition
 
 
 @dataclass(frozen=True)
@@ -199,15 +200,17 @@ def leaderboard(policies: Sequence[Policy], names: dict[int, str], judgements: S
     standings = []
     for k, p in enumerate(policies):
         known = not np.isnan(strengths[k])
+        bounded = known and not np.isnan(low[k])
         standings.append(Standing(None, p.id, names[p.id], p.round, float(strengths[k]) if known else None,
-                                  float(low[k]) if known else None, float(high[k]) if known else None,
-                                  float(sigmoid(strengths[k])) if known else None, int(counts[k])))
+                                  float(low[k]) if bounded else None, float(high[k]) if bounded else None,
+                                  float(sigmoid(strengths[k])) if known else None, int(counts[k]), p.id == anchor_id))
     ranked = sorted(standings, key=lambda s: (s.strength is None, -(s.strength or 0.0), s.policy_id))
     return [replace(s, rank=r + 1 if s.strength is not None else None) for r, s in enumerate(ranked)]
 
 
 def winrate_report(store: Store, rounds: int = BOOTSTRAP_ROUNDS) -> WinrateReport:
-    """Every version's figures against the SFT root and the leaderboard, from the store's current labels."""
+    """Every version's figures against the SFT root and the leaderboard, from the store's current labels (`rounds`
+    bootstrap resamples for the leaderboard's intervals; 0: none)."""
     policies = list_policies(store)
     if not policies:
         return WinrateReport([], [], 0)

@@ -186,9 +186,11 @@ def bootstrap_strengths(items: int, judgements: Sequence[Judgement], anchor: int
                         rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0, ridge: float = RIDGE
                         ) -> tuple[np.ndarray, np.ndarray]:
     """2.5% and 97.5% percentiles of each item's strength over `rounds` resamples (with replacement) of the
-    judgements; NaN where the full data gives no strength. A resample that leaves an item unjoined counts for
-    nothing for that item."""
+    judgements; NaN where the full data gives no strength (and everywhere for 0 rounds). A resample that leaves an
+    item unjoined counts for nothing for that item."""
     full = bradley_terry(items, judgements, anchor, ridge)
+    if rounds < 1:
+        return np.full(items, np.nan), np.full(items, np.nan)
     if not judgements:
         return full.copy(), full.copy()
     rng = np.random.default_rng(seed)
