@@ -61,7 +61,8 @@ def versions_html(report: WinrateReport) -> str:
         return ('<p class="none">No policy version after the SFT policy yet: each round of the loop registers one, '
                 "and its blind win-rate pairs join the label queue.</p>")
     head = "".join(f"<th>{h}</th>" for h in ("Version", "Round", "Judgements", "Wins / ties / losses",
-                                             "Win rate vs SFT [95% CI]", "0 – 50% – 100%", "Length-controlled [95% CI]"))
+                                             "Win rate vs SFT [95% CI]", "0 – 50% – 100%",
+                                             "Length-controlled [95% CI]"))
     rows = [_row([f"<td>{html.escape(v.name)}</td>", f'<td class="num">{v.round}</td>',
                   f'<td class="num">{v.judgements}</td>', f'<td class="num">{v.wins} / {v.ties} / {v.losses}</td>',
                   f'<td class="num">{_pct(v.rate)} {_interval(v.low, v.high)}</td>',
