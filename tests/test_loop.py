@@ -66,6 +66,10 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     trained = {i for m in members for i in json.loads((Path(m.path) / INFO_FILE).read_text())["label_ids"]}
     assert trained and not trained & {j.label_id for j in judged}  # none trained or validated a reward model
     [job] = job_rows.list_jobs(demo_store)
+    logs = job_rows.tail_logs(demo_store, job.id, 500)
+    for phase in ("round 1: evaluating policy v0", "round 1: evaluating policy v1", "round 3: evaluating policy v3",
+                  "round 2: queueing win-rate pairs of policy v1", "round 3: judging policy v3 against the SFT policy"):
+        assert phase in logs  # evaluation is a phase of its own in the progress
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}
     assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
