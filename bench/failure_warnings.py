@@ -104,13 +104,15 @@ def judge(arm: str, seed: int, folder: Path) -> dict:
     from storage import Store
     from storage import jobs as job_rows
     from trainers.loop.config import LoopConfig
-    from trainers.loop.failure_warnings import policy_phase_findings, reward_phase_findings
+    from trainers.loop.failure_warnings import policy_phase_findings, reward_phase_findings, winrate_findings
 
     store = Store(folder / "studio.db")
     [job] = job_rows.list_jobs(store)
     config = LoopConfig.from_dict(job.config)
     found = [f for g in range(1, config.rounds + 1) for f in (*reward_phase_findings(store, job.id, config, g),
                                                               *policy_phase_findings(store, job.id, config, g, 1))]
+    found += [f for f in winrate_findings(store, job.id, config, 1) if (f.rule, f.round) not in
+              {(g.rule, g.round) for g in found}]  # the final version, judged at the loop's end
     return {"arm": arm, "seed": seed, "broken": ARMS[arm][2], "status": job.status.value + " (rejudged)",
             "rounds": config.rounds,
             "fired": [{"rule": f.rule, "round": f.round, "step": f.step, "detail": f.detail} for f in found]}
