@@ -32,7 +32,8 @@ PPO_PANELS = {f"ppo/{k}": v for k, v in {**OPTIMISER_HEAD, "policy_loss": "Polic
                                         "explained_variance": "Explained variance", **OPTIMISER_TAIL}.items()}
 GRPO_PANELS = {f"grpo/{k}": v for k, v in {**OPTIMISER_HEAD, "loss": "GRPO loss",
                                           "kl_token": "k3 KL per token (in the loss)",
-                                          "zero_variance_groups": "Groups with equal rewards", **OPTIMISER_TAIL}.items()}
+                                          "zero_variance_groups": "Groups with equal rewards",
+                                          **OPTIMISER_TAIL}.items()}
 OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS}  # no value-function panels for GRPO
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",

@@ -64,7 +64,8 @@ def open_store(args: argparse.Namespace) -> Store:
         read_launch_config(args.accelerate_config)  # one line, before the store is created or changed
     store = Store(args.db)
     if getattr(args, "seed_demo", False) and store_is_empty(store):
-        seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())], cwd=ROOT)
+        seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())],
+                              cwd=ROOT)
         if seed.returncode != 0:
             raise StudioError(f"seeding the demo into {store.path} failed (see above); retry, or pass --no-demo")
     return store
@@ -153,7 +154,8 @@ def init_arguments(parser: argparse.ArgumentParser):
                         help="the folder reward models start from (default: the policy); its own tokenizer is fine")
     parser.add_argument("--prompts", metavar="FILE", help="training prompts (" + PROMPT_FORMATS + ")")
     parser.add_argument("--heldout", metavar="FILE", help="held-out prompts for evaluation (same formats)")
-    parser.add_argument("--guidelines", metavar="FILE.md", help="labelling guidelines (markdown) shown on the Label tab")
+    parser.add_argument("--guidelines", metavar="FILE.md",
+                        help="labelling guidelines (markdown) shown on the Label tab")
     parser.add_argument("--allow-pickle", action="store_true",
                         help="convert pickle-only weights (pytorch_model.bin) once into a safetensors copy")
 
@@ -376,7 +378,8 @@ def record_terminal_action(args: argparse.Namespace, started: float, exit_code: 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="app.py", description="RLHF Studio: label pairs, train a reward model, run PPO.")
+    parser = argparse.ArgumentParser(prog="app.py",
+                                     description="RLHF Studio: label pairs, train a reward model, run PPO or GRPO.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help, build) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help, description=help)

@@ -1,7 +1,7 @@
 """What every tab shares: the store, who is asking (the logged-in user under --auth) and the audit trail of what
 admins do, how the user's mistakes reach the browser (one escaped line: Gradio shows error and warning messages as
-HTML) and how quoted text reaches a markdown pane (`markdown_literal`), and how module-level handlers become Gradio listeners (`bind`) that fill named outputs (`View`) and refresh a
-tab (`Refresh`).
+HTML), how quoted text reaches a markdown pane (`markdown_literal`), and how module-level handlers become Gradio
+listeners (`bind`) that fill named outputs (`View`) and refresh a tab (`Refresh`).
 
 A tab module holds a layout function returning its components as a dataclass, handlers at module level that take
 the studio first (callable in a test with a Store and no browser), and a `build(studio)` that wires the two.

@@ -143,7 +143,8 @@ WARNINGS_CSS = """
 .curves-warning { border-left: 4px solid #d97706; background: #fffbeb; color: #451a03; padding: 8px 12px;
                   margin: 4px 0; border-radius: 4px; }
 .curves-warning .advice { color: #78350f; }
-.curves-ok { border-left: 4px solid #16a34a; background: #f0fdf4; color: #14532d; padding: 6px 12px; border-radius: 4px; }
+.curves-ok { border-left: 4px solid #16a34a; background: #f0fdf4; color: #14532d; padding: 6px 12px;
+             border-radius: 4px; }
 """
 
 
@@ -173,7 +174,7 @@ def write_exports(curves: Curves, choice: str) -> list[str]:
             for name, segs in sorted(group.items()):
                 for s in segs:
                     writer.writerows((curves.job.id, s.round, int(step), name, repr(float(value)))
-                                     for step, value in zip(s.steps, s.values))
+                                     for step, value in zip(s.steps, s.values, strict=True))
     with paths[1].open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["round", "job_id", "policy_id", *ROUND_PANELS])
@@ -230,9 +231,10 @@ def optimiser_title(algorithm: Algorithm) -> str:
 def layout() -> CurvesLayout:
     """Job, round and smoothing choices, the buttons, then warnings and the rounds, reward-model and PPO (or GRPO)
     charts."""
-    gr.Markdown("How the reward model and PPO (or GRPO) are learning. The **rounds** charts say whether the loop works: the "
-                "oracle score (or your own reading of the samples) should rise round after round. Hover to read values, "
-                "drag to zoom, click a round in the legend to hide it; the camera button saves a chart as PNG.")
+    gr.Markdown("How the reward model and PPO (or GRPO) are learning. The **rounds** charts say whether the loop "
+                "works: the oracle score (or your own reading of the samples) should rise round after round. Hover to "
+                "read values, drag to zoom, click a round in the legend to hide it; the camera button saves a chart "
+                "as PNG.")
     with gr.Row(equal_height=True):
         job = gr.Dropdown(label="Job", choices=[], scale=3, elem_id="curves-job")
         round_choice = gr.Dropdown(label="Round", choices=[("All rounds", ALL)], value=ALL, scale=2)

@@ -38,7 +38,8 @@ CSS = """
 table.samples { border-collapse: collapse; width: 100%; font-size: 14px; table-layout: fixed; }
 table.samples th, table.samples td { border: 1px solid #e5e7eb; padding: 8px; vertical-align: top; text-align: left; }
 table.samples th { background: #f9fafb; font-weight: 600; }
-table.samples th .means, table.samples td .scores { display: block; font-weight: normal; font-size: 12px; color: #6b7280; }
+table.samples th .means, table.samples td .scores { display: block; font-weight: normal; font-size: 12px;
+                                                    color: #6b7280; }
 table.samples td.prompt { background: #f9fafb; font-weight: 500; width: 16%; }
 table.samples .sample { margin-bottom: 8px; }
 table.samples .sample-text { max-height: 24rem; overflow: auto; }
@@ -138,8 +139,8 @@ def annotators_html(studio: Studio) -> str:
     rows = []
     for s in stats:
         seconds = None if s.median_decision_ms is None else s.median_decision_ms / 1000
-        cells = [s.annotator, f"{s.labels:,}", f"{s.skips:,}", _fmt(s.tie_rate, "{:.0%}"), _fmt(s.both_bad_rate, "{:.0%}"),
-                 _fmt(s.left_rate, "{:.0%}"), _fmt(seconds, "{:.1f} s"),
+        cells = [s.annotator, f"{s.labels:,}", f"{s.skips:,}", _fmt(s.tie_rate, "{:.0%}"),
+                 _fmt(s.both_bad_rate, "{:.0%}"), _fmt(s.left_rate, "{:.0%}"), _fmt(seconds, "{:.1f} s"),
                  f"{_fmt(s.agreement.percent, '{:.0%}')} on {s.agreement.pairs:,}", _fmt(s.agreement.kappa, "{:.2f}"),
                  _fmt(rm.get(s.annotator), "{:.0%}")]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
@@ -147,10 +148,11 @@ def annotators_html(studio: Studio) -> str:
                                              "Median time", "Agreement with others (pairs)", "Cohen's κ",
                                              "Reward model agrees"))
     return (f'<p>{_e(summary)}</p><div class="samples-wrap"><table class="samples"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></div><p class="samples-note">Agreement and κ compare each annotator '
-            "with everyone else on the pairs they share (ties and both-bad are classes of their own; skips are left "
-            "out). <i>Left side wins</i> far from 50% hints at position bias. <i>Reward model agrees</i>: how often the "
-            "newest reward model prefers the response the annotator chose (most of these labels trained it).</p>")
+            f'<tbody>{"".join(rows)}</tbody></table></div><p class="samples-note">Agreement and κ compare each '
+            "annotator with everyone else on the pairs they share (ties and both-bad are classes of their own; skips "
+            "are left out). <i>Left side wins</i> far from 50% hints at position bias. <i>Reward model agrees</i>: how "
+            "often the newest reward model prefers the response the annotator chose (most of these labels trained "
+            "it).</p>")
 
 
 def prompt_choices(samples: list[dict]) -> list[tuple[str, str]]:

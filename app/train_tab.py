@@ -26,7 +26,6 @@ from trainers.jobs.launch_config import AccelerateLaunch, read_launch_config
 from trainers.jobs.launcher import reap_orphans, resume_job, start_job, stop_job
 from trainers.jobs.layer import JobKind, job_kind_label
 from trainers.loop.config import (
-    PRESETS,
     Annotator,
     LoopConfig,
     OnWarning,
@@ -34,6 +33,7 @@ from trainers.loop.config import (
     job_settings,
     settings_from_json,
 )
+from trainers.loop.presets import DEMO, Preset, model_preset, project_preset, project_presets
 from trainers.models.chat_format import prompt_budget
 from trainers.policy.config import Algorithm
 
@@ -79,14 +79,13 @@ def new_jobs_run_on(studio: Studio) -> str:
         return f"no processes until the accelerate config is fixed ({exc})"
 
 
-def config_from_form(preset: str, advanced: str, *values) -> LoopConfig:
-    """Preset, then the form's fields, then the advanced JSON on top."""
-    settings = PRESETS[preset].to_dict()
-    settings.update({name: value for name, value in zip(FORM, values)})
+def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str, *values) -> LoopConfig:
+    """The preset (of the project's `presets`), then the form's fields, then the advanced JSON on top."""
+    settings = presets[preset].to_dict()
+    settings.update({name: value for name, value in zip(FORM, values, strict=True)})
     for name in WHOLE:
         settings[name] = int(settings[name])
-    settings.update(settings_from_json(advanced))
-    return LoopConfig.from_dict(settings)
+    return LoopConfig.from_dict(settings).updated(settings_from_json(advanced))
 
 
 def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:
@@ -125,9 +124,11 @@ def resume(studio: Studio, job_id: int, request: gr.Request | None) -> Job:
 # ---- the public API -----------------------------------------------------------------------------------------------
 
 def api_start_loop(studio: Studio, config_json: str, request: gr.Request) -> dict:
-    """Start the human-preference loop with a JSON object of settings (see the Train tab); returns the job status."""
+    """Start the human-preference loop with a JSON object of settings on top of the project's preset (the demo's
+    settings, or the real-model ones chosen from its model: see the Train tab); returns the job status."""
     with user_errors():
-        return start(studio, JobKind.LOOP, LoopConfig.from_json(config_json), request)
+        config = project_preset(studio.store).config.updated(settings_from_json(config_json))
+        return start(studio, JobKind.LOOP, config, request)
 
 
 def api_stop_job(studio: Studio, job_id: int, request: gr.Request) -> dict:
@@ -186,19 +187,25 @@ class TrainLayout:
     progress: gr.HTML
     logs: gr.Textbox
     timer: gr.Timer  # on while the shown job is active
+    chosen: gr.Markdown  # which preset the project's model gets, and why
 
     @property
     def form(self) -> list:
         return [getattr(self, name) for name in FORM]
 
 
-def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
-    """Preset and settings (the demo preset's values), advanced JSON, the job buttons, then the job's status."""
+def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
+           presets: dict[str, LoopConfig] | None = None) -> TrainLayout:
+    """Preset and settings (the project's `preset`, of its `presets`), advanced JSON, the job buttons, then the job's
+    status."""
     gr.Markdown("Launch training. Jobs run in a separate worker process; labeling goes on while they train. "
                 f"Training phases run on {html.escape(runs_on_line)}.", elem_id="train-runs-on")
-    defaults = PRESETS["demo"]
+    preset = preset or model_preset(None)
+    presets = presets or {preset.name: preset.config}
+    defaults = presets[preset.name]
+    chosen = gr.Markdown(chosen_line(preset), elem_id="train-preset-chosen")
     with gr.Row():
-        preset = gr.Dropdown(list(PRESETS), value="demo", label="Preset")
+        preset = gr.Dropdown(list(presets), value=preset.name, label="Preset")
         annotator = gr.Radio([a.value for a in Annotator], value=defaults.annotator, label="Labels from")
         selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector")
         algorithm = gr.Radio([a.value for a in Algorithm], value=defaults.algorithm, label="Policy optimiser",
@@ -234,7 +241,7 @@ def layout(runs_on_line: str = runs_on(None)) -> TrainLayout:
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, label_decay, audit_share, reward_patience, reward_warm_start, on_warning, advanced,
-                       *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False))
+                       *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen)
 
 
 @dataclass(frozen=True)
@@ -270,11 +277,13 @@ def newest_job(studio: Studio) -> JobView:
     return job_view(studio, newest[0] if newest else None)
 
 
-def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: str, advanced_json: str, *values) -> JobView:
+def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: str, advanced_json: str,
+             *values) -> JobView:
     """Start loop / Train reward model now / Run PPO now: a job of `kind` with the form's settings."""
     # `request` before *values: Gradio passes the request only to a positional parameter, never to one after them
     with user_errors():
-        state = start(studio, kind, config_from_form(preset_name, advanced_json, *values), request)
+        config = config_from_form(project_presets(studio.store), preset_name, advanced_json, *values)
+        state = start(studio, kind, config, request)
     return job_view(studio, job_rows.get_job(studio.store, state["job_id"]))
 
 
@@ -305,7 +314,7 @@ def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = 
     if policy is None:
         return "**Limits:** no policy yet; start a project with `python app.py init`."
     try:
-        settings = {**PRESETS[preset_name].to_dict(), **settings_from_json(advanced_json)}
+        settings = {**project_presets(studio.store)[preset_name].to_dict(), **settings_from_json(advanced_json)}
     except InvalidInput:
         return "**Limits:** fix the advanced settings' JSON to see them."
     line = limits_line(studio.store, policy.path, int(settings["response_length"]), count_prompts(studio.store),
@@ -333,9 +342,24 @@ def limits_line(store: Store, policy_path: str, response_length: int, prompt_cou
         return markdown_literal(str(exc))
 
 
-def fill_preset(name: str) -> list:
-    """The form's values of a preset, in FORM order."""
-    return [getattr(PRESETS[name], field) for field in FORM]
+def fill_preset(name: str, presets: dict[str, LoopConfig] | None = None) -> list:
+    """The form's values of a preset (of the project's `presets`; the demo's alone when None), in FORM order."""
+    config = (presets or {DEMO: LoopConfig()})[name]
+    return [getattr(config, field) for field in FORM]
+
+
+def on_preset(studio: Studio, name: str) -> list:
+    return fill_preset(name, project_presets(studio.store))
+
+
+def project_form(studio: Studio) -> list:
+    """On page load: the preset chosen for the project's model, its values in the form, and why it was chosen."""
+    preset = project_preset(studio.store)
+    return [preset.name, *fill_preset(preset.name, project_presets(studio.store)), chosen_line(preset)]
+
+
+def chosen_line(preset: Preset) -> str:
+    return f"Starting settings for this project's model: **{preset.name}** ({markdown_literal(preset.reason)})."
 
 
 def run_now_label(algorithm: str) -> str:
@@ -365,16 +389,18 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(api_resume_job, studio), api_name="resume_job")
     gr.api(bind(api_job_status, studio), api_name="job_status")
 
-    ui = layout(new_jobs_run_on(studio))
+    ui = layout(new_jobs_run_on(studio), project_preset(studio.store), project_presets(studio.store))
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
-    ui.preset.change(fill_preset, ui.preset, ui.form, **private)
+    ui.preset.change(bind(on_preset, studio), ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
     for changed in (ui.preset, ui.advanced):
         changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
-    for button, kind in ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY)):
+    job_buttons = ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY))
+    for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
     ui.timer.tick(bind(newest_job, studio), None, shown, **private)
-    return [Refresh(bind(newest_job, studio), [], shown), Refresh(bind(show_limits, studio), [ui.preset, ui.advanced],
-                                                                  [ui.limits])]
+    return [Refresh(bind(newest_job, studio), [], shown),
+            Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
+            Refresh(bind(show_limits, studio), [ui.preset, ui.advanced], [ui.limits])]

@@ -51,7 +51,7 @@ class AnnotatorStats:
 def percent_agreement(a: Sequence[Outcome], b: Sequence[Outcome]) -> float | None:
     """Fraction of positions where the two rating lists agree; None for empty lists."""
     _check_paired(a, b)
-    return sum(x == y for x, y in zip(a, b)) / len(a) if a else None
+    return sum(x == y for x, y in zip(a, b, strict=True)) / len(a) if a else None
 
 
 def cohen_kappa(a: Sequence[Outcome], b: Sequence[Outcome]) -> float | None:
@@ -60,7 +60,7 @@ def cohen_kappa(a: Sequence[Outcome], b: Sequence[Outcome]) -> float | None:
     if not a:
         return None
     n = len(a)
-    observed = sum(x == y for x, y in zip(a, b)) / n
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
     count_a, count_b = Counter(a), Counter(b)
     expected = sum(count_a[c] * count_b[c] for c in count_a) / (n * n)
     if expected >= 1.0:

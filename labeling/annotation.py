@@ -185,7 +185,8 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
     pair_id = check_pair_id(pair_id)
     picked = check_choice(choice)
     vote_id = check_vote_id(vote_id)
-    if decision_ms is not None and (not isinstance(decision_ms, int) or isinstance(decision_ms, bool) or decision_ms < 0):
+    whole = isinstance(decision_ms, int) and not isinstance(decision_ms, bool)
+    if decision_ms is not None and (not whole or decision_ms < 0):
         raise InvalidInput("the decision time must be a whole number of milliseconds, 0 or more")
     return votes.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
                              queue_settings(store).overlap, time.time(), decision_ms)

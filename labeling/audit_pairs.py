@@ -1,5 +1,6 @@
 """Audit pairs: which pairs of the newest policy's samples audit the reward model, where they go in the queue, and
-how often the labels agree with it. Pure functions (no torch, no SQL); `trainers.loop.audit_pairs` scores the candidates.
+how often the labels agree with it. Pure functions (no torch, no SQL); `trainers.loop.audit_pairs` scores the
+candidates.
 
 Each round, `audit_share` of the round's labels (default 10%) go to pairs of two samples of the newest policy that the
 current reward model ranks most confidently (P(first better) farthest from 1/2). People label them like any pair:

@@ -84,7 +84,8 @@ def dialogue_turns(prompt: str) -> list[Message] | None:
     parts = _TURN_MARK.split(body if body.startswith(TURN_SEPARATOR) else TURN_SEPARATOR + body)
     if parts[0].strip() or len(parts) < 3:
         return None
-    turns = [{"role": _ROLES[speaker], "content": text.strip()} for speaker, text in zip(parts[1::2], parts[2::2])]
+    speakers, texts = parts[1::2], parts[2::2]  # a speaker mark with no text after it is left out
+    turns = [{"role": _ROLES[speaker], "content": text.strip()} for speaker, text in zip(speakers, texts, strict=False)]
     return turns if turns[-1]["role"] == "user" else None
 
 
@@ -116,7 +117,7 @@ def _implicit(chosen: str | list, rejected: str | list, where: str) -> tuple[str
         if split is None:
             raise InvalidInput(f"{where}: no prompt column, and chosen and rejected share no beginning ending with "
                                f"{ANSWER_MARK!r}; give a prompt, or whole dialogues that share the prompt")
-        for name, answer in zip(("chosen", "rejected"), split[1:]):
+        for name, answer in zip(("chosen", "rejected"), split[1:], strict=True):
             if _NEXT_TURN in answer:
                 raise InvalidInput(f"{where}: {name!r} goes on past its answer after the shared prompt (a further "
                                    f"{_NEXT_TURN.strip()!r} turn); the studio stores one answer per response")

@@ -69,7 +69,8 @@ def candidate_pairs(generations: Iterable[Generation], exclude: Iterable[tuple[i
     return candidates
 
 
-def select_random(candidates: Sequence[Candidate], n: int | None = None, seed: int = 0, round: int = 0) -> list[NewPair]:
+def select_random(candidates: Sequence[Candidate], n: int | None = None, seed: int = 0,
+                  round: int = 0) -> list[NewPair]:
     """Up to `n` candidates (all when None) under a seeded random score, highest score first."""
     rng = random.Random(seed)
     return _top(candidates, [rng.random() for _ in candidates], Selector.RANDOM, n, round)
@@ -79,7 +80,8 @@ def disagreement_scores(member_probs: np.ndarray) -> np.ndarray:
     """Std across ensemble members (axis 0) of P(first preferred): (K, P) -> (P,)."""
     probs = np.asarray(member_probs, dtype=float)
     if probs.ndim != 2 or probs.shape[0] < 2:
-        raise InvalidInput("disagreement needs an ensemble of at least 2 reward models; train with --ensemble 2 or more")
+        raise InvalidInput("disagreement needs an ensemble of at least 2 reward models; train with --ensemble 2 "
+                           "or more")
     return probs.std(axis=0)
 
 
@@ -98,6 +100,7 @@ def _top(candidates: Sequence[Candidate], scores: list[float], selector: Selecto
     if n is not None and n < 0:
         raise InvalidInput(f"the number of pairs must be 0 or more, got {n}")
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])[:n]
-    return [NewPair(prompt_id=candidates[i].prompt_id, first_id=candidates[i].first.id, second_id=candidates[i].second.id,
-                    selector=selector.value, score=float(scores[i]), round=round, policy_id=candidates[i].first.policy_id)
+    return [NewPair(prompt_id=candidates[i].prompt_id, first_id=candidates[i].first.id,
+                    second_id=candidates[i].second.id, selector=selector.value, score=float(scores[i]), round=round,
+                    policy_id=candidates[i].first.policy_id)
             for i in order]

@@ -43,10 +43,12 @@ def load_scorer(spec: str = DEFAULT_ORACLE) -> Scorer:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise InvalidInput(f"cannot import module {module_name!r} for the oracle: {exc}; check the name and PYTHONPATH") from exc
+        raise InvalidInput(f"cannot import module {module_name!r} for the oracle: {exc}; check the name and "
+                           "PYTHONPATH") from exc
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise InvalidInput(f"module {module_name!r} has no function {function_name!r}; name a function that scores a text")
+        raise InvalidInput(f"module {module_name!r} has no function {function_name!r}; name a function that scores "
+                           "a text")
     return function
 
 

@@ -27,7 +27,8 @@ class Series:
     rounds: list[int | None]
 
 
-def metric_series(store: Store, job_id: int, names: list[str] | None = None, prefix: str | None = None) -> dict[str, Series]:
+def metric_series(store: Store, job_id: int, names: list[str] | None = None,
+                  prefix: str | None = None) -> dict[str, Series]:
     """The job's series by name: exact `names`, or every name starting with `prefix`, or all of them."""
     sql = "SELECT name, step, value, created FROM metrics WHERE job_id = ?"
     params: list = [job_id]
@@ -40,7 +41,7 @@ def metric_series(store: Store, job_id: int, names: list[str] | None = None, pre
     times, boundary_rounds = _round_boundaries(store, job_id)
     series: dict[str, Series] = {}
     for name, rows in groupby(store.db().execute(sql + " ORDER BY name, step", params).fetchall(), key=itemgetter(0)):
-        _, steps, values, created = zip(*rows)
+        _, steps, values, created = zip(*rows, strict=True)
         at = [bisect.bisect_left(times, t) for t in created]
         series[name] = Series(name, list(steps), list(values),
                               [boundary_rounds[i] if i < len(times) else None for i in at])

@@ -159,5 +159,6 @@ def _unavailable(path: Path, exc: sqlite3.Error) -> StoreUnavailable:
     if "full" in message:
         return StoreUnavailable(f"the disk holding {path} is full; free some space and retry")
     if "not a database" in message or "malformed" in message:
-        return StoreUnavailable(f"{path} is damaged or not a SQLite file; restore it from a backup or choose another --db path")
+        return StoreUnavailable(f"{path} is damaged or not a SQLite file; restore it from a backup or choose "
+                                "another --db path")
     return StoreUnavailable(f"the store {path} cannot be used: {message}")

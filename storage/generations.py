@@ -36,13 +36,13 @@ def add_generations(store: Store, generations: list[NewGeneration],
     with store.write() as db:
         for g in generations:
             cursor = db.execute(
-                "INSERT INTO generations (prompt_id, policy_id, text, token_count, params, seed, ended_with_eos, source, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO generations (prompt_id, policy_id, text, token_count, params, seed, ended_with_eos, "
+                "source, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [g.prompt_id, g.policy_id, g.text, g.token_count, json.dumps(g.params), g.seed,
                  None if g.ended_with_eos is None else int(g.ended_with_eos), g.source, now],
             )
             ids.append(cursor.lastrowid)
-        for generation_id, named in zip(ids, scores or []):
+        for generation_id, named in zip(ids, scores or [], strict=False):
             _write_scores(db, generation_id, named)
     return ids
 

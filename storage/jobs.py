@@ -26,7 +26,8 @@ def create_job(store: Store, kind: str, config: dict, launch: dict | None = None
     with store.write() as db:
         busy = db.execute("SELECT id, kind FROM jobs WHERE status IN (?, ?) LIMIT 1", list(ACTIVE)).fetchone()
         if busy:
-            raise Conflict(f"job {busy[0]} ({busy[1]}) is still running; stop it or wait for it before starting another")
+            raise Conflict(f"job {busy[0]} ({busy[1]}) is still running; stop it or wait for it before starting "
+                           "another")
         cursor = db.execute("INSERT INTO jobs (kind, config, status, created, launch) VALUES (?, ?, ?, ?, ?)",
                             [kind, json.dumps(config), JobStatus.QUEUED.value, time.time(),
                              json.dumps(launch) if launch is not None else None])
@@ -131,9 +132,10 @@ def set_launch(store: Store, job_id: int, launch: dict | None) -> None:
 def mark_interrupted(store: Store, job_ids: list[int]) -> None:
     with store.write() as db:
         for job_id in job_ids:
-            db.execute("UPDATE jobs SET status = ?, finished = ?, error = coalesce(error, ?) WHERE id = ? AND status IN (?, ?)",
-                       [JobStatus.INTERRUPTED.value, time.time(), "the worker process stopped unexpectedly; resume to continue",
-                        job_id, *ACTIVE])
+            db.execute("UPDATE jobs SET status = ?, finished = ?, error = coalesce(error, ?) "
+                       "WHERE id = ? AND status IN (?, ?)",
+                       [JobStatus.INTERRUPTED.value, time.time(),
+                        "the worker process stopped unexpectedly; resume to continue", job_id, *ACTIVE])
 
 
 def add_log(store: Store, job_id: int, line: str) -> None:

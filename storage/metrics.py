@@ -37,10 +37,12 @@ def read_metrics(store: Store, job_id: int | None = None, names: list[str] | Non
         clauses.append("name LIKE ? ESCAPE '\\'")
         params.append(prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    return list(store.db().query(f"SELECT job_id, step, name, value FROM metrics {where} ORDER BY job_id, name, step", params))
+    sql = f"SELECT job_id, step, name, value FROM metrics {where} ORDER BY job_id, name, step"
+    return list(store.db().query(sql, params))
 
 
 def last_step(store: Store, job_id: int, prefix: str = "") -> int | None:
     """Highest step logged by a job (optionally for names with a prefix); None when nothing was logged."""
-    row = store.db().execute("SELECT max(step) FROM metrics WHERE job_id = ? AND name LIKE ?", [job_id, prefix + "%"]).fetchone()
+    row = store.db().execute("SELECT max(step) FROM metrics WHERE job_id = ? AND name LIKE ?",
+                             [job_id, prefix + "%"]).fetchone()
     return row[0]

@@ -27,5 +27,6 @@ def get_setting(store: Store, key: str) -> Any:
 
 def set_setting(store: Store, key: str, value: Any) -> None:
     with store.write() as db:
-        db.execute("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        db.execute("INSERT INTO settings (key, value) VALUES (?, ?) "
+                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                    [key, json.dumps(value)])

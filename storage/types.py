@@ -150,4 +150,4 @@ class Job:
     created: float
     started: float | None
     finished: float | None
-    launch: dict | None = None  # its accelerate config, as trainers.jobs.launch_config.AccelerateLaunch.to_dict() writes it
+    launch: dict | None = None  # its accelerate config, as jobs.launch_config.AccelerateLaunch.to_dict() writes it

@@ -130,7 +130,8 @@ def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable
         found = find_vote(db, vote_id)
         if found:
             if (found[1], found[2]) != (pair_id, annotator):
-                raise Conflict(f"vote id {vote_id!r} was already used for another vote; send a new vote id with each vote")
+                raise Conflict(f"vote id {vote_id!r} was already used for another vote; send a new vote id with "
+                               "each vote")
             return found[0]
         pair = db.execute("SELECT first_id FROM pairs WHERE id = ?", [pair_id]).fetchone()
         if pair is None:
@@ -184,7 +185,8 @@ def open_pairs(store: Store, annotator: str, overlap: int) -> int:
     wanted = db.execute(f"SELECT count(*) FROM pairs p INDEXED BY pairs_queue_votes"
                         f" WHERE p.votes < :overlap AND p.selector != '{IMPORTED}'", params).fetchone()[0]
     theirs = db.execute(f"SELECT count(*) FROM labels l JOIN pairs p ON p.id = l.pair_id WHERE l.annotator = :annotator"
-                        f" AND l.undone IS NULL AND p.votes < :overlap AND p.selector != '{IMPORTED}'", params).fetchone()[0]
+                        f" AND l.undone IS NULL AND p.votes < :overlap AND p.selector != '{IMPORTED}'",
+                        params).fetchone()[0]
     return wanted - theirs
 
 

@@ -42,6 +42,82 @@ def test_the_check_sees_imports_inside_functions(tmp_path):
     assert imported_modules(source) == {"os", "torch", "gradio"}
 
 
+ROOMS = ("models", "reward", "policy", "jobs", "loop", "entry")  # trainers/' rooms, lowest first: imports run downward
+
+
+def trainer_imports(path: Path) -> set[str]:
+    """The trainers modules a file imports (relative imports resolved; `from trainers.room import m` names m)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            if not base.startswith("trainers"):
+                continue
+            if (ROOT / base.replace(".", "/")).is_dir():  # a package: its names are modules
+                names |= {f"{base}.{alias.name}" for alias in node.names}
+            else:
+                names.add(base)
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.startswith("trainers.")}
+    return names
+
+
+def room(module: str) -> str:
+    """`trainers.policy.ppo` -> `policy`; the root's modules (`trainers.reporting`) are the room "" below all."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def trainer_modules() -> dict[str, set[str]]:
+    return {".".join(p.relative_to(ROOT).with_suffix("").parts): trainer_imports(p)
+            for p in sorted((ROOT / "trainers").rglob("*.py"))}
+
+
+def test_imports_between_the_rooms_of_trainers_run_one_way():
+    rank = {"": -1, **{name: i for i, name in enumerate(ROOMS)}}
+    assert set(ROOMS) == {p.name for p in (ROOT / "trainers").iterdir() if (p / "__init__.py").is_file()}
+    upward = sorted(f"{module} imports {target}" for module, targets in trainer_modules().items()
+                    for target in targets if rank[room(target)] > rank[room(module)])
+    assert not upward, "; ".join(upward)
+
+
+def test_the_trainers_modules_import_no_circle_and_their_packages_import_nothing():
+    graph = trainer_modules()
+    done, active = set(), []
+
+    def visit(module: str) -> None:
+        active.append(module)
+        for target in sorted(graph.get(module, ())):
+            assert target not in active, " -> ".join(active[active.index(target):] + [target])
+            if target in graph and target not in done:
+                visit(target)
+        active.pop()
+        done.add(module)
+
+    for module in graph:
+        if module not in done:
+            visit(module)
+    importing = [p for p in (ROOT / "trainers").rglob("__init__.py")  # the serving process loads them, so no torch
+                 if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(ast.parse(p.read_text())))]
+    assert importing == []
+
+
+def test_the_room_check_resolves_relative_and_package_imports(tmp_path, monkeypatch):
+    fake = tmp_path / "trainers" / "loop" / "m.py"
+    for folder in ("loop", "policy", "models", "jobs"):
+        (tmp_path / "trainers" / folder).mkdir(parents=True)
+    fake.write_text("from ..policy.config import X\nfrom . import rounds\nfrom trainers.models import loading\n"
+                    "import trainers.jobs.layer\nimport os\nfrom ..reporting import Reporter\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert trainer_imports(fake) == {"trainers.policy.config", "trainers.loop.rounds", "trainers.models.loading",
+                                     "trainers.jobs.layer", "trainers.reporting"}
+    assert [room(m) for m in ("trainers.policy.config", "trainers.reporting")] == ["policy", ""]
+
+
 SERVE_AND_USE = """
 import sys
 from gradio_client import Client

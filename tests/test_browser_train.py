@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 # the smallest loop that runs every phase: 2 prompts x 4 samples, 7 labels, 2 GRPO iterations of 2 prompts x G 2
 TINY_GRPO = {"prompts_per_round": 2, "queue_reserve": 0, "reward_batch_size": 1, "policy_batch_size": 2, "policy_epochs": 1,
              "response_length": 8}
-FORM = {"Rounds": 1, "N: labels in round 1 (then × label_decay)": 7, "M: PPO iterations": 2, "Reward epochs": 1}
+FORM = {"Rounds": 1, "N: labels in round 1 (then × label_decay)": 7, "M: GRPO iterations": 2, "Reward epochs": 1}
 
 
 def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browser, tmp_path):
@@ -27,7 +27,8 @@ def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browse
     expect(page.get_by_role("button", name="Run PPO now")).to_be_visible()
 
     page.locator("#train-algorithm").get_by_label("grpo").check()
-    expect(page.get_by_role("button", name="Run GRPO now")).to_be_visible()  # the button names the optimiser
+    expect(page.get_by_role("button", name="Run GRPO now")).to_be_visible()  # the button names the optimiser,
+    expect(page.get_by_label("GRPO LR", exact=True)).to_be_visible()  # and so do the policy settings' labels
     page.locator("#train-group-size input").fill("2")
     for label, value in FORM.items():
         page.get_by_label(label, exact=True).fill(str(value))

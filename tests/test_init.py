@@ -123,7 +123,7 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     PPO's rollouts were sampled from."""
     from trainers.policy.ppo import PPOTrainer
     from trainers.reward.scorer import RewardScorer
-    from trainers.reward.trainer import data as reward_data
+    from trainers.reward import data as reward_data
 
     prompts = write_prompts(tmp_path / "train.jsonl",
                             [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"hello {i}"}]

@@ -7,7 +7,6 @@ import pytest
 from storage import InvalidInput
 from storage.types import Prompt
 from trainers.loop.config import (
-    PRESETS,
     LoopConfig,
     check_against_store,
     first_round_labels,
@@ -17,12 +16,14 @@ from trainers.loop.config import (
     policy_settings,
     reward_settings,
 )
+from trainers.loop.presets import model_preset, real_model_config
 from trainers.policy.config import PolicyRun
 
 
 def test_defaults_and_presets_are_valid():
     assert LoopConfig.from_json("") == LoopConfig()
-    for preset in PRESETS.values():
+    for preset in (model_preset(None).config, real_model_config(135_000_000, 8192), real_model_config(None, None),
+                   real_model_config(7_000_000_000, 512)):
         assert LoopConfig.from_dict(preset.to_dict()) == preset
 
 

@@ -19,7 +19,7 @@ from storage import jobs as job_rows
 from storage.types import JobStatus
 from tests.helpers import workerless_studio
 from trainers.jobs.launch_config import read_launch_config
-from trainers.loop.config import PRESETS
+from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
@@ -83,7 +83,7 @@ def test_the_app_writes_no_job_row_itself():
 
 def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     values = train_tab.fill_preset("demo")
-    assert values == [getattr(PRESETS["demo"], name) for name in train_tab.FORM]
+    assert values == [getattr(LoopConfig(), name) for name in train_tab.FORM]
     values[train_tab.FORM.index("rounds")] = 2.0  # a float, as gr.Number sends it
     values[train_tab.FORM.index("labels_per_round")] = 8.0
     values[train_tab.FORM.index("label_decay")] = 0.5

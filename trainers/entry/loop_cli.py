@@ -1,7 +1,9 @@
 """`python app.py loop`: the same rounds as the Train tab's Start loop, in the terminal, with a progress bar.
 
 Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round`, `--annotator`, `--selector`, `--ensemble`,
-`--ppo-iterations`, `--seed`, ...), its help and default the field's; `--config JSON` sets any of them on top.
+`--policy-iterations`, `--seed`, ...), its help the field's; `--config JSON` sets any of them on top. What is left
+out comes from the project's preset (`trainers.loop.presets`: the demo's defaults, as the help shows them, or the
+real-model settings chosen from the project's model), printed when the loop starts.
 `--selector disagreement` without `--ensemble` trains an ensemble of 3. `--accelerate-config FILE` starts the job
 through the launcher (each training phase under `accelerate launch`) and follows it here. Imports nothing heavy at
 module level (app.py builds its parser from here)."""
@@ -35,18 +37,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_accelerate_option(parser)
 
 
-def config_from_args(args: argparse.Namespace) -> LoopConfig:
-    """The options given, then the JSON settings on top; the rest keeps LoopConfig's defaults."""
-    settings = given_options(args, LoopConfig)
-    if settings.get("selector") == Selector.DISAGREEMENT and "ensemble" not in settings:
-        settings["ensemble"] = DISAGREEMENT_ENSEMBLE
-    settings.update(settings_from_json(args.config))
-    return LoopConfig.from_dict(settings)
+def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> LoopConfig:
+    """The options given, then the JSON settings on top; the rest keeps the project's preset (`preset`; the demo's
+    LoopConfig defaults when None)."""
+    given = given_options(args, LoopConfig)
+    if given.get("selector") == Selector.DISAGREEMENT and "ensemble" not in given:
+        given["ensemble"] = DISAGREEMENT_ENSEMBLE
+    return (preset or LoopConfig()).updated({**given, **settings_from_json(args.config)})
+
+
+def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
+    """The loop's settings on this store: the project's preset (said in one line), the options on top."""
+    from ..loop.presets import project_preset
+
+    preset = project_preset(store)
+    print(preset.line, file=sys.stderr)
+    return config_from_args(args, preset.config)
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
     if args.accelerate_config is not None:
-        settings = None if args.resume is not None else config_from_args(args).to_dict()
+        settings = None if args.resume is not None else project_config(args, store).to_dict()
         job = launch_and_follow(store, JobKind.LOOP, settings, args.accelerate_config, resume=args.resume)
         return report_end(store, job.id, job.status)
     return run_here(args, store)
@@ -62,7 +73,7 @@ def run_here(args: argparse.Namespace, store: Store) -> int:
     if args.resume is not None:
         job_id = job_rows.requeue_job(store, args.resume).id
     else:
-        job_id = job_rows.create_job(store, JobKind.LOOP.value, config_from_args(args).to_dict())
+        job_id = job_rows.create_job(store, JobKind.LOOP.value, project_config(args, store).to_dict())
     job = job_rows.claim_job(store, job_id, os.getpid())
     bar = tqdm(total=1000, desc="loop", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")
 

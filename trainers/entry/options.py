@@ -1,8 +1,9 @@
 """Command-line options generated from a config dataclass, so help texts and defaults cannot drift from the fields.
 
-Each field becomes `--field-name` (plus any aliases, and the old names in the dataclass's `RENAMED`), typed from its annotation, its help from `metadata["help"]`
-followed by the field's default, its choices from `metadata["choices"]` (an enum or a list). Options default to
-None, so `given_options` returns only what the command line set and the dataclass fills in the rest.
+Each field becomes `--field-name` (plus any aliases, and the old names in the dataclass's `RENAMED`), typed from its
+annotation, its help from `metadata["help"]` followed by the field's default, its choices from `metadata["choices"]` (an
+enum or a list). Options default to None, so `given_options` returns only what the command line set and the dataclass
+fills in the rest.
 
     add_options(parser, RewardConfig, aliases={"learning_rate": ["--lr"]}, skip=("round",))
     config = RewardConfig(**given_options(args, RewardConfig))

@@ -86,7 +86,8 @@ def run(spec_path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="One process of a studio job's training phase (started by its worker).")
+    parser = argparse.ArgumentParser(
+        description="One process of a studio job's training phase (started by its worker).")
     parser.add_argument("--spec", required=True, help="the phase's spec.json, written by the job's worker")
     args = parser.parse_args(argv)
     run(Path(args.spec))

@@ -26,13 +26,16 @@ from storage.types import Job, JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.layer import JobKind
+from ..loop.config import LoopConfig
 from ..policy.config import Algorithm, PolicyConfig, PolicyRun
 from ..reporting import Reporter
 from .options import add_options, given_options
 
 RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
 RUN_ALIASES = {"policy_id": ["--policy"]}
-LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "epochs", "learning_rate", "init_kl_coef")  # see command_defaults
+# the settings taken from the project's loop preset where the options leave them out (see command_defaults)
+LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "epochs", "learning_rate", "init_kl_coef", "lora",
+                 "response_length", "temperature", "top_p", "top_k")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,25 +43,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, PolicyRun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
     add_accelerate_option(parser)
-    add_options(parser.add_argument_group("PPO and GRPO settings (left out: the loop's batch size, mini-batches, "
-                                          "epochs, learning rate and β; the others' defaults as shown)"), PolicyConfig)
+    add_options(parser.add_argument_group("PPO and GRPO settings (left out: the project's loop preset gives the batch "
+                                          "size, mini-batches, epochs, learning rate, β, LoRA, response length and "
+                                          "sampling; the others' defaults as shown)"), PolicyConfig)
 
 
-def command_defaults(given: dict) -> dict:
-    """The settings this command takes from the loop's defaults where its options are left out (`LOOP_DEFAULTS`),
-    which suit the demo the README points at; the mini-batch count only when it divides the batch."""
-    from ..loop.config import LoopConfig, policy_settings
+def command_defaults(given: dict, preset: LoopConfig | None = None) -> dict:
+    """The settings this command takes from the project's loop preset (`preset`; the demo's when None) where its
+    options are left out (`LOOP_DEFAULTS`); the mini-batch count only when it divides the batch."""
+    from ..loop.config import policy_settings
 
-    loop = policy_settings(LoopConfig())
+    loop = policy_settings(preset or LoopConfig())
     defaults = {name: loop[name] for name in LOOP_DEFAULTS if name not in given}
     if given.get("batch_size", loop["batch_size"]) % defaults.get("num_mini_batches", 1):
         del defaults["num_mini_batches"]
     return defaults
 
 
-def run_from_args(args: argparse.Namespace) -> PolicyRun:
+def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> PolicyRun:
     given = given_options(args, PolicyConfig)
-    return PolicyRun(**given_options(args, PolicyRun, skip=RUN_SKIPPED), settings={**command_defaults(given), **given})
+    return PolicyRun(**given_options(args, PolicyRun, skip=RUN_SKIPPED),
+                     settings={**command_defaults(given, preset), **given})
 
 
 class ProgressBar(Reporter):
@@ -84,7 +89,11 @@ def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
         if job.kind != JobKind.POLICY:
             raise InvalidInput(f"job {job.id} is a {job.kind} job, not a PPO job; give the id of a PPO job")
         return PolicyRun.from_dict(job.config)
-    run = run_from_args(args)
+    from ..loop.presets import project_preset
+
+    preset = project_preset(store)
+    print(preset.line, file=sys.stderr)
+    run = run_from_args(args, preset.config)
     run.policy_id = start_policy(store, run.policy_id).id
     return run
 

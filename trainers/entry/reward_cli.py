@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
     result = results[0]
     print(f"reward job {job_id}: trained on {result.labels_used} labels "
           f"({result.train_pairs} training pairs, {result.val_pairs} validation pairs)")
-    print_members(list(zip(result.reward_model_ids, result.paths, result.metrics)))
+    print_members(list(zip(result.reward_model_ids, result.paths, result.metrics, strict=True)))
     return 0
 
 

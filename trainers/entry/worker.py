@@ -38,7 +38,8 @@ RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
 }
 HEARTBEAT_S = 2.0
 # What a worker killed mid-write leaves in the data folder: a policy saved under a temporary name before its rename
-# (trainers.jobs.policy_job), reward-model members staged before registration (trainers.jobs.reward_job), PPO state being written.
+# (trainers.jobs.policy_job), reward-model members staged before registration (trainers.jobs.reward_job), PPO or GRPO
+# state being written.
 # One job runs per store at a time, so when a job starts none of these belongs to a live writer.
 PARTIAL_CHECKPOINTS = (f"{POLICIES_FOLDER}/{STAGING_PREFIX}*",
                        f"{reward_job.REWARD_MODELS_FOLDER}/{reward_job.STAGING_PREFIX}*", "ppo/*/.state-*.tmp")

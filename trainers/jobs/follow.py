@@ -50,7 +50,8 @@ def follow_job(store: Store, job_id: int) -> Job:
     """Show the job's progress and phase until it ends (Ctrl-C: ask it to stop); returns it as it ended."""
     from tqdm import tqdm
 
-    bar = tqdm(total=1000, desc=f"job {job_id}", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")
+    bar = tqdm(total=1000, desc=f"job {job_id}", unit="‰", file=sys.stderr,
+               bar_format="{l_bar}{bar}| {elapsed} {postfix}")
     stopping = False
     try:
         while True:

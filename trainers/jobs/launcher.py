@@ -1,11 +1,11 @@
 """Starting and watching worker processes. Import-light (no torch), so the UI process can use it.
 
-A job is a row in the store; `start_job` writes it and launches `python -m trainers.entry.worker` (no shell), one process
-that runs the job (the loop samples and waits for labels there). With an accelerate config (checked here, in one
-line, before anything starts; recorded with the job) each training phase runs as its own `accelerate launch` on
-several processes (`trainers.jobs.phase_launch`). `stop_job` asks the worker to stop and `resume_job` offers the job to
-a new one. Jobs whose worker died are found by `reap_orphans` (dead pid, or no heartbeat for `STALE_AFTER_S`) and
-marked interrupted, ready to resume.
+A job is a row in the store; `start_job` writes it and launches `python -m trainers.entry.worker` (no shell), one
+process that runs the job (the loop samples and waits for labels there). With an accelerate config (checked here, in one
+line, before anything starts; recorded with the job) each training phase runs as its own `accelerate launch` on several
+processes (`trainers.jobs.phase_launch`). `stop_job` asks the worker to stop and `resume_job` offers the job to a new
+one. Jobs whose worker died are found by `reap_orphans` (dead pid, or no heartbeat for `STALE_AFTER_S`) and marked
+interrupted, ready to resume.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A job's training phase on several processes. The job's worker stays one process (it samples, queues pairs and waits
-for labels, for hours if people label); when its job has an accelerate config, each training phase (reward model,
-PPO, GRPO) runs as `accelerate launch --config_file FILE -m trainers.entry.phase_worker --spec FOLDER/spec.json`, and the
+for labels, for hours if people label); when its job has an accelerate config, each training phase (reward model, PPO,
+GRPO) runs as `accelerate launch --config_file FILE -m trainers.entry.phase_worker --spec FOLDER/spec.json`, and the
 worker waits for it, relays its progress and registers what it trained.
 
 The phase folder, `<data folder>/phases/job-<id>-<name>/` (shared by every machine of a multi-machine config):
@@ -102,7 +102,7 @@ def free_port() -> int:
 
 
 def launch_phase(store: Store, job_id: int, launch: dict, name: str, spec: dict, report: Mapping,
-              listener: Reporter | None = None) -> dict:
+                 listener: Reporter | None = None) -> dict:
     """Run phase `name` of job `job_id` under its accelerate config and wait for it; returns rank 0's result
     (`iterations`, `metrics`). `spec` is what the phase's processes need; `report` the job reporter's settings
     (`step_offset`, `phase`); `listener` hears the relayed progress. Raises JobCancelled (the job was stopped),

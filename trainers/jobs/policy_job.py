@@ -1,9 +1,9 @@
 """PPO and GRPO runs on a store: the worker's `ppo` jobs, `python app.py ppo` and the loop's policy-optimisation
 phase all run here.
 
-A run (`trainers.policy.config.PolicyRun`, saved as the job's config so a resumed job repeats it) trains a policy version
-of the store (default: the newest) with the algorithm its settings name (`ppo`, or `grpo`) against the newest reward
-model ("rm", its ensemble averaged, normalised) or an oracle scoring function ("oracle", for benchmarks), then
+A run (`trainers.policy.config.PolicyRun`, saved as the job's config so a resumed job repeats it) trains a policy
+version of the store (default: the newest) with the algorithm its settings name (`ppo`, or `grpo`) against the newest
+reward model ("rm", its ensemble averaged, normalised) or an oracle scoring function ("oracle", for benchmarks), then
 registers the new version with the start policy as parent. This is the job layer: it reads the store, builds the
 trainer's reporter and registers what the trainer saved.
 
@@ -12,7 +12,7 @@ run carries its adapter in `adapter/`; training continues that adapter on its ba
 Otherwise fresh adapters go on the start policy, which is then the reference. PPO reuses a saved value head; GRPO
 has no critic and loads none.
 
-    outcome = train_policy(store, PolicyRun(iterations=20, reward="oracle"), job_id=job.id)   # JobCancelled when stopped
+    outcome = train_policy(store, PolicyRun(iterations=20, reward="oracle"), job_id=job.id)  # JobCancelled: stopped
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
     if context is not None:  # nothing is truncated: a prompt that does not fit is refused by its id
         PromptBudget(load_chat_format(start.path), context, config.response_length).check_prompts(prompts)
     plan = PolicyPlan(asdict(config), run.iterations, start.path, reference_path(store, start, config.lora), members,
-                   run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts])
+                      run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts])
     return plan, start
 
 
@@ -184,7 +184,7 @@ def run_phase(spec: dict, reporter: Reporter) -> dict:
 
 
 def train_policy(store: Store, run: PolicyRun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
-              phase: str | None = "", listener: Reporter | None = None, trainer=None) -> PolicyOutcome:
+                 phase: str | None = "", listener: Reporter | None = None, trainer=None) -> PolicyOutcome:
     """Run (or resume) `run` reporting to `job_id`, register the new policy, and drop the resumable state.
 
     The state lives in `state_dir(store, job_id, state_name)`; metrics are logged at `step_offset + iteration`; the

@@ -213,7 +213,8 @@ def train_plan(plan: RewardPlan, reporter: Reporter, on_trained: Callable | None
 def run_phase(spec: dict, reporter: Reporter) -> dict:
     """One process of a launched reward-model phase (`trainers.entry.phase_worker`): the plan in `spec["plan"]`."""
     digests = []
-    metrics = train_plan(RewardPlan.from_dict(spec["plan"]), reporter, lambda model: digests.append(weights_digest(model)))
+    metrics = train_plan(RewardPlan.from_dict(spec["plan"]), reporter,
+                         lambda model: digests.append(weights_digest(model)))
     return {"metrics": metrics, "digest": "/".join(digests)}
 
 
@@ -226,7 +227,8 @@ def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: lis
     raw = scorer.raw_scores(prompts, responses)[0]  # (N,)
     info = {
         "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
-        "member_label_ids": [e.label_id for e in member_examples], "val_pair_ids": sorted({e.pair_id for e in plan.val}),
+        "member_label_ids": [e.label_id for e in member_examples],
+        "val_pair_ids": sorted({e.pair_id for e in plan.val}),
         "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
         "norm_samples": len(responses), "norm_source": source, "policy_id": plan.policy_id,
         "ensemble_index": k, "ensemble_size": len(plan.staged), "config": plan.config,
@@ -259,14 +261,14 @@ def register_reward_models(store: Store, config: RewardConfig, job_id: int | Non
     name = f"{MODEL_PREFIX}{config.round}-{uuid.uuid4().hex[:8]}"
     finals = [staged.parent / f"{name}-m{k}" for k, staged in enumerate(staging)]
     infos = [json.loads((staged / INFO_FILE).read_text()) for staged in staging]
-    for staged, final in zip(staging, finals):
+    for staged, final in zip(staging, finals, strict=True):
         staged.rename(final)
     try:
         with store.write():
-            ids = [add_reward_model(store, str(final), labels_used, info["metrics"], info["norm_mean"], info["norm_std"],
-                                    policy_id=policy_id, round=config.round, ensemble_index=k,
+            ids = [add_reward_model(store, str(final), labels_used, info["metrics"], info["norm_mean"],
+                                    info["norm_std"], policy_id=policy_id, round=config.round, ensemble_index=k,
                                     ensemble_size=len(finals), job_id=job_id)
-                   for k, (final, info) in enumerate(zip(finals, infos))]
+                   for k, (final, info) in enumerate(zip(finals, infos, strict=True))]
     except BaseException:
         for final in finals:
             shutil.rmtree(final, ignore_errors=True)

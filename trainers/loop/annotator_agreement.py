@@ -38,7 +38,7 @@ def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer |
     first_preferred = scorer.preference_probabilities([p.prompt for p in decided], [p.first for p in decided],
                                                       [p.second for p in decided]).mean(0) > 0.5  # (N,)
     agree, total = defaultdict(int), defaultdict(int)
-    for pair, model_first in zip(decided, first_preferred.tolist()):
+    for pair, model_first in zip(decided, first_preferred.tolist(), strict=True):
         total[pair.annotator] += 1
         agree[pair.annotator] += model_first == (pair.outcome is Outcome.FIRST)
     agreement = {name: agree[name] / total[name] for name in total}

@@ -120,8 +120,8 @@ class LoopConfig:
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"{f.name} must be a finite number, got {value}")
         positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
-                    "policy_iterations", "policy_batch_size", "policy_mini_batches", "policy_epochs", "response_length",
-                    "ensemble", "eval_prompts", "eval_samples")
+                    "policy_iterations", "policy_batch_size", "policy_mini_batches", "policy_epochs",
+                    "response_length", "ensemble", "eval_prompts", "eval_samples")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -161,10 +161,12 @@ class LoopConfig:
             raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
         most_pairs = self.prompts_per_round * self.samples_per_prompt * (self.samples_per_prompt - 1) // 2
         if self.labels_per_round > most_pairs:
-            raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most {most_pairs} pairs "
-                               f"(prompts_per_round x K(K-1)/2); lower it or raise prompts_per_round")
+            raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most "
+                               f"{most_pairs} pairs (prompts_per_round x K(K-1)/2); lower it or raise "
+                               "prompts_per_round")
         if not 0 <= self.audit_share <= 0.5:
-            raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got {self.audit_share}")
+            raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got "
+                               f"{self.audit_share}")
         if not 0 < self.audit_min_agreement < 1:
             raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {self.audit_min_agreement}")
         if self.on_warning not in {o.value for o in OnWarning}:
@@ -201,6 +203,10 @@ class LoopConfig:
     def from_json(cls, text: str) -> "LoopConfig":
         return cls.from_dict(settings_from_json(text))
 
+    def updated(self, values: dict) -> "LoopConfig":
+        """These settings with `values` (user input: old names accepted, unknown ones refused) on top."""
+        return LoopConfig.from_dict({**self.to_dict(), **renamed_settings(values, self.RENAMED, "loop")})
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -210,7 +216,8 @@ def settings_from_json(text: str) -> dict:
     try:
         values = json.loads(text or "{}")
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and retry") from None
+        raise InvalidInput(f"the loop config is not valid JSON ({exc.msg} at char {exc.pos}); fix it and "
+                           "retry") from None
     except RecursionError:
         raise InvalidInput("the loop config is nested too deeply (lists or objects inside one another); send a JSON "
                            "object of settings") from None
@@ -228,15 +235,6 @@ def _type_ok(annotation: str, value) -> bool:
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
     return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
-
-
-PRESETS = {
-    "demo": LoopConfig(),
-    "small real model (LoRA)": LoopConfig(prompts_per_round=128, samples_per_prompt=2, labels_per_round=100,
-                                          label_decay=1.0, reward_epochs=1, reward_lr=1e-5, reward_batch_size=8,
-                                          policy_batch_size=16, policy_lr=1e-5, kl_coef=0.1, target_kl=6.0,
-                                          response_length=64, lora=True),
-}
 
 
 def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
@@ -284,9 +282,11 @@ def label_noise(config: LoopConfig) -> float:
 
 
 def policy_settings(config: LoopConfig, round: int = 0) -> dict:
-    """The `trainers.policy.config.PolicyConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch here)."""
-    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.policy_batch_size, "num_mini_batches": config.policy_mini_batches,
-            "epochs": config.policy_epochs, "learning_rate": config.policy_lr,
+    """The `trainers.policy.config.PolicyConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch
+    here)."""
+    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.policy_batch_size,
+            "num_mini_batches": config.policy_mini_batches, "epochs": config.policy_epochs,
+            "learning_rate": config.policy_lr,
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
             "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
@@ -307,4 +307,5 @@ def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
         return config.to_dict()
     if kind == JobKind.REWARD:
         return reward_settings(config)
-    return {"iterations": config.policy_iterations, "reward": RewardSource.RM.value, "settings": policy_settings(config)}
+    return {"iterations": config.policy_iterations, "reward": RewardSource.RM.value,
+            "settings": policy_settings(config)}

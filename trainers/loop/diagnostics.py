@@ -182,6 +182,7 @@ def downsample(steps: Sequence[float], values: Sequence[float], max_points: int)
     padded[:len(inner)] = inner
     grid = padded.reshape(buckets, size)  # (buckets, size); only the last bucket may hold NaN padding
     offsets = np.arange(buckets) * size + 1
-    keep = np.concatenate([[0, len(values) - 1], offsets + np.nanargmin(grid, axis=1), offsets + np.nanargmax(grid, axis=1)])
+    keep = np.concatenate([[0, len(values) - 1], offsets + np.nanargmin(grid, axis=1),
+                           offsets + np.nanargmax(grid, axis=1)])
     index = np.unique(keep)
     return steps[index], values[index]

@@ -1,5 +1,5 @@
-"""The loop's failure warnings: after each phase of a round, the per-phase rules of `trainers.loop.diagnostics` read what
-the phase stored; new findings are recorded with the job (once per rule and round) and returned, and a loop set to
+"""The loop's failure warnings: after each phase of a round, the per-phase rules of `trainers.loop.phase_rules` read
+what the phase stored; new findings are recorded with the job (once per rule and round) and returned, and a loop set to
 `on_warning: pause` stops before its next PPO/GRPO phase while any is not acknowledged (a resume acknowledges them).
 
     new = reward_phase_warnings(store, job_id, config, round=g, first_round=1)     # after the round's reward model

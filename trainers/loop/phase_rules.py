@@ -4,22 +4,50 @@ torch); the whole-job rules of the Curves tab are in `diagnostics`.
 Per-phase rules in absolute terms (what a loop checks after each reward-model and PPO/GRPO phase: `phase_findings`,
 `reward_model_findings`, `held_out_oracle_falls`, `audit_findings`, `winrate_below_sft`); each finding names the round and step where it
 fired.
-A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive steps, so one odd batch never fires it:
+A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive steps, so one odd batch never fires it.
+Each rule, when it fires and why its threshold is where it is:
 
-| rule | fires when | why this threshold |
-|---|---|---|
-| `kl_per_token` | KL to the reference / response length > 0.5 nats per token | the demo's healthy rounds end at 0.12-0.18 while β = 0 with lr 1e-3 passes 0.5 within 2-3 iterations; at 0.5 every token is on average 1.6x likelier under the policy than the reference: it writes something else |
-| `kl_growth` | within one phase the KL per token grew 5-fold from the phase's first steps, to 0.3 or more | a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters means nothing holds it (healthy demo rounds reach 0.12-0.18 from ~0) |
-| `score_beyond_range` | normalised reward-model score > 3 | rewards are normalised to mean 0, std 1 on the samples the reward model was fitted to; 3 std above their mean is beyond ~all of them: the reward model is extrapolating |
-| `oracle_falls` | the oracle's score fell 0.3 or more (demo oracle units, ~1/3 of its samples' std) below the phase's first steps, or below the previous round's held-out score, while the reward-model score rose | the policy is learning what the reward model gets wrong; a healthy phase moves the oracle up with the score |
-| `oracle_uncorrelated` | the correlation between the reward model's and the oracle's scores of each rollout's samples (`oracle_correlation`), averaged over the phase's steps so far, < 0.3 once 5 steps are in | measured at bench scale (`bench/failure_warnings.py`, 16 samples a step): 10 healthy phases (5 seeds, 2 rounds) average +0.39 to +0.69 and their running means from step 5 on stay >= +0.37; labels stored the wrong way round average -0.48 to -0.58, a reward model from 8 labels -0.03 to +0.02, a 50%-noise oracle +0.12, +0.24, +0.24 (fired) and +0.39, +0.44 (those seeds' reward models rank as well as healthy ones, and their policies gained on the held-out oracle as much); one step is noisy (healthy steps spread with std 0.22, one down to -0.22), so no single step decides: 5 steps bring that spread to ~0.1, and 0.3 sits halfway between the healthy and the noisy runs |
-| `entropy_floor` | per-token entropy < 0.1 nats | ~0.1 nats means the likeliest token takes ~99% of the mass: sampling is nearly greedy and the samples stop varying |
-| `length_collapse` | mean response length < 2 tokens | the policy answers with (almost) nothing: a reward found in ending at once |
-| `never_ending` | fewer than 20% of responses end with EOS | the policy runs into the length limit instead of finishing (its scores are then cut texts) |
-| `validation_too_small` | fewer than 20 held-out pairs | the accuracy on n pairs has a standard error of ~0.5/sqrt(n): below 20 pairs (±0.22 at 95%) it cannot tell a useful reward model from a coin |
-| `reward_model_near_chance` | validation accuracy < 60% on 50 pairs or more | 60% is the whole-job rule's threshold; on fewer than 50 pairs (±0.14 at 95%) a sound round-1 demo reward model often scores 50-56%, so less says too little to warn |
-| `winrate_below_sft` | people preferred the newest version to the SFT policy in fewer than half of its blind win-rate judgements, the 95% Wilson interval wholly below 50%, over 20 judgements or more, while its PPO/GRPO phase raised the reward-model score | the question the loop exists for, answered by people rather than proxies: a rising reward-model score with a version people like less than the SFT policy is reward hacking. 20 judgements (the default queues 24) are the fewest whose interval can lie clear of 50% for a clearly worse version (5 of 20: 9%-47%) |
-| `audit_agreement_low` | people agree with the reward model on fewer than `audit_min_agreement` (60%) of its confident audit pairs, over 5 labels or more | on the pairs it is surest of, a sound reward model agrees with people far above 60%; below it, it rewards what people do not want |
+- `kl_per_token`: fires when KL to the reference / response length > 0.5 nats per token. Why: the demo's healthy
+  rounds end at 0.12-0.18 while β = 0 with lr 1e-3 passes 0.5 within 2-3 iterations; at 0.5 every token is on
+  average 1.6x likelier under the policy than the reference: it writes something else.
+- `kl_growth`: fires when within one phase the KL per token grew 5-fold from the phase's first steps, to 0.3 or
+  more. Why: a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters
+  means nothing holds it (healthy demo rounds reach 0.12-0.18 from ~0).
+- `score_beyond_range`: fires when normalised reward-model score > 3. Why: rewards are normalised to mean 0, std 1
+  on the samples the reward model was fitted to; 3 std above their mean is beyond ~all of them: the reward model is
+  extrapolating.
+- `oracle_falls`: fires when the oracle's score fell 0.3 or more (demo oracle units, ~1/3 of its samples' std) below
+  the phase's first steps, or below the previous round's held-out score, while the reward-model score rose. Why: the
+  policy is learning what the reward model gets wrong; a healthy phase moves the oracle up with the score.
+- `oracle_uncorrelated`: fires when the correlation between the reward model's and the oracle's scores of each
+  rollout's samples (`oracle_correlation`), averaged over the phase's steps so far, < 0.3 once 5 steps are in. Why:
+  measured at bench scale (`bench/failure_warnings.py`, 16 samples a step): 10 healthy phases (5 seeds, 2 rounds)
+  average +0.39 to +0.69 and their running means from step 5 on stay >= +0.37; labels stored the wrong way round
+  average -0.48 to -0.58, a reward model from 8 labels -0.03 to +0.02, a 50%-noise oracle +0.12, +0.24, +0.24
+  (fired) and +0.39, +0.44 (those seeds' reward models rank as well as healthy ones, and their policies gained on
+  the held-out oracle as much); one step is noisy (healthy steps spread with std 0.22, one down to -0.22), so no
+  single step decides: 5 steps bring that spread to ~0.1, and 0.3 sits halfway between the healthy and the noisy
+  runs.
+- `entropy_floor`: fires when per-token entropy < 0.1 nats. Why: ~0.1 nats means the likeliest token takes ~99% of
+  the mass: sampling is nearly greedy and the samples stop varying.
+- `length_collapse`: fires when mean response length < 2 tokens. Why: the policy answers with (almost) nothing: a
+  reward found in ending at once.
+- `never_ending`: fires when fewer than 20% of responses end with EOS. Why: the policy runs into the length limit
+  instead of finishing (its scores are then cut texts).
+- `validation_too_small`: fires when fewer than 20 held-out pairs. Why: the accuracy on n pairs has a standard error
+  of ~0.5/sqrt(n): below 20 pairs (±0.22 at 95%) it cannot tell a useful reward model from a coin.
+- `reward_model_near_chance`: fires when validation accuracy < 60% on 50 pairs or more. Why: 60% is the whole-job
+  rule's threshold; on fewer than 50 pairs (±0.14 at 95%) a sound round-1 demo reward model often scores 50-56%, so
+  less says too little to warn.
+- `winrate_below_sft`: fires when people preferred the newest version to the SFT policy in fewer than half of its
+  blind win-rate judgements, the 95% Wilson interval wholly below 50%, over 20 judgements or more, while its
+  PPO/GRPO phase raised the reward-model score. Why: the question the loop exists for, answered by people rather
+  than proxies: a rising reward-model score with a version people like less than the SFT policy is reward hacking;
+  20 judgements (the default queues 24) are the fewest whose interval can lie clear of 50% for a clearly worse
+  version (5 of 20: 9%-47%).
+- `audit_agreement_low`: fires when people agree with the reward model on fewer than `audit_min_agreement` (60%) of
+  its confident audit pairs, over 5 labels or more. Why: on the pairs it is surest of, a sound reward model agrees
+  with people far above 60%; below it, it rewards what people do not want.
 """
 
 from __future__ import annotations
@@ -125,7 +153,8 @@ def score_beyond_range(phase: Phase) -> Finding | None:
     return _at(phase, None if score is None else score > SCORE_RANGE, "score_beyond_range",
                "Reward model extrapolating",
                lambda i: f"The policy's normalised reward-model score is {score[i]:.1f}: {score[i]:.0f} standard "
-                         f"deviations above the samples the reward model was trained and normalised on (> {SCORE_RANGE}).",
+                         f"deviations above the samples the reward model was trained and normalised on (> "
+                         f"{SCORE_RANGE}).",
                "The reward model is judging texts unlike any it has seen, and its scores there mean little. Raise β, "
                "run fewer PPO iterations per round, or collect labels on the policy's newest samples.")
 
@@ -214,7 +243,8 @@ def reward_model_findings(round: int, step: int | None, val_accuracy: float | No
     if val_pairs < MIN_VAL_PAIRS:
         accuracy = f" its accuracy of {val_accuracy:.0%} says nothing" if val_accuracy is not None else ""
         return [Finding("validation_too_small", "Reward model validated on too few pairs",
-                        f"The reward model was validated on {val_pairs} held-out pair(s) (< {MIN_VAL_PAIRS}):{accuracy}.",
+                        f"The reward model was validated on {val_pairs} held-out pair(s) (< "
+                        f"{MIN_VAL_PAIRS}):{accuracy}.",
                         "Collect more labels per round (a fifth of them are held out for validation) before trusting "
                         "the reward model.", round, step)]
     if val_pairs < MIN_CHANCE_PAIRS:

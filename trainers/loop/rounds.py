@@ -235,9 +235,9 @@ class Loop:
         settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
         run = PolicyRun(iterations=m, reward=RewardSource.RM.value, round=g,
-                     settings=settings if beta is None else {**settings, "init_kl_coef": beta})
+                        settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
-                  phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
+                     phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
 
     def carried_kl_coef(self, before_step: int) -> float | None:
         """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;

@@ -39,7 +39,7 @@ def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: S
     params = asdict(config)
     rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, params=params, seed=seed,
                           ended_with_eos=s.ended_with_eos, source=SAMPLE_SOURCE)
-            for prompt, group in zip(prompts, samples) for s in group]
+            for prompt, group in zip(prompts, samples, strict=True) for s in group]
     return add_generations(store, rows)
 
 

@@ -109,7 +109,7 @@ class ChatFormat:
 
     def sequences_ids(self, prompts: list[PromptInput], responses: list[str]) -> list[list[int]]:
         """Prompt ids + response ids per row: what a reward model scores (its head reads the last id)."""
-        return [p + r for p, r in zip(self.prompts_ids(prompts), self.responses_ids(responses))]
+        return [p + r for p, r in zip(self.prompts_ids(prompts), self.responses_ids(responses), strict=True)]
 
     def cut_at_end(self, ids: list[int]) -> tuple[list[int], bool]:
         """Generated ids up to and including the first end id, and whether there was one."""
@@ -152,7 +152,7 @@ class PromptBudget:
 
     def check_prompts(self, prompts) -> None:
         """Check stored prompts (`storage.types.Prompt`), naming the first that does not fit by its id."""
-        for prompt, tokens in zip(prompts, self.counts(prompts)):
+        for prompt, tokens in zip(prompts, self.counts(prompts), strict=True):
             if tokens > self.limit:
                 self.check(prompt.content, f"prompt {prompt.id}")
 
@@ -166,7 +166,7 @@ class PromptBudget:
                 f"{self.limit}")
         if not prompts:
             return line
-        longest, prompt = max(zip(self.counts(prompts), prompts), key=lambda pair: pair[0])
+        longest, prompt = max(zip(self.counts(prompts), prompts, strict=True), key=lambda pair: pair[0])
         fits = "fits" if longest <= self.limit else "does NOT fit: shorten it or lower response_length"
         return f"{line} (longest prompt: {longest} tokens, prompt {prompt.id}, {fits})"
 

@@ -128,7 +128,7 @@ class HFGenerator:
                 for start in range(0, len(rows), batch_size):
                     batch = rows[start:start + batch_size]
                     new_ids = self._generate_batch([prompt_ids[i] for i in batch], config)
-                    samples.extend(self._sample(prompts[i], ids) for i, ids in zip(batch, new_ids))
+                    samples.extend(self._sample(prompts[i], ids) for i, ids in zip(batch, new_ids, strict=True))
         finally:
             self.model.train(was_training)
         return [samples[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]
@@ -136,7 +136,7 @@ class HFGenerator:
     def _prompt_ids(self, prompts: list[PromptInput], max_new_tokens: int) -> list[list[int]]:
         """Each prompt's ids, after checking it is not empty and fits the context with `max_new_tokens`."""
         ids = self.chat.prompts_ids(prompts)
-        for number, (prompt, row) in enumerate(zip(prompts, ids), start=1):
+        for number, (prompt, row) in enumerate(zip(prompts, ids, strict=True), start=1):
             if isinstance(prompt, str) and not prompt.strip():
                 raise InvalidInput(f"prompt {number} is empty; give every prompt some text")
             if self.context is not None and len(row) + max_new_tokens > self.context:

@@ -1,8 +1,10 @@
 """vLLM generation backend (GPU only; `vllm` is imported when the backend is built, never at module import).
 
 `VLLMGenerator` implements both generation interfaces of the studio:
-- `generate(prompts, num_samples, ...)` -> `Sample`s, like `trainers.models.generation.HFGenerator` (the loop's sampling);
-- `generate_ids(query, query_mask, ...)` and `sync_weights(policy)`, the PPO rollout backend (`trainers.policy.rollout`).
+- `generate(prompts, num_samples, ...)` -> `Sample`s, like `trainers.models.generation.HFGenerator` (the loop's
+  sampling);
+- `generate_ids(query, query_mask, ...)` and `sync_weights(policy)`, the PPO/GRPO rollout backend
+  (`trainers.policy.rollout`).
 
 The engine runs inside the training process (`distributed_executor_backend="external_launcher"`, one engine per
 process, as TRL's colocate mode does), so after each PPO update the policy's weights (LoRA adapters merged) are
@@ -11,7 +13,8 @@ stops a row, prompts are tokenized by the model's `ChatFormat`, and the checkpoi
 (`generation_config="vllm"`): only the studio's settings shape the sampler, as with `HFGenerator`.
 
     generator = VLLMGenerator(policy_dir, load_tokenizer(policy_dir), end_ids, gpu_memory_utilization=0.3)
-    samples = generator.generate(["the movie was"], num_samples=4, max_new_tokens=24, temperature=1.0, top_p=1.0, seed=0)
+    samples = generator.generate(["the movie was"], num_samples=4, max_new_tokens=24, temperature=1.0, top_p=1.0,
+                                 seed=0)
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class VLLMGenerator:
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise VLLMUnavailable("vllm is not installed; pip install -r requirements-gpu.txt, or use the hf backend") from exc
+            raise VLLMUnavailable("vllm is not installed; pip install -r requirements-gpu.txt, or use the hf "
+                                  "backend") from exc
         # external_launcher reads the torch.distributed environment; a single process gets a world of one
         for name, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
             os.environ.setdefault(name, value)
@@ -102,7 +106,7 @@ class VLLMGenerator:
     def generate_ids(self, query: torch.Tensor, query_mask: torch.Tensor, max_new_tokens: int, temperature: float,
                      top_p: float, top_k: int = 0) -> torch.Tensor:
         """Left-padded prompts (B, P) -> response ids (B, R), padded after the end id; seeded from torch's RNG."""
-        prompt_ids = [row[mask.bool()].tolist() for row, mask in zip(query.cpu(), query_mask.cpu())]
+        prompt_ids = [row[mask.bool()].tolist() for row, mask in zip(query.cpu(), query_mask.cpu(), strict=True)]
         seeds = torch.randint(0, 2**31 - 1, (len(prompt_ids),)).tolist()  # follows the trainer's RNG state
         completions = self._complete(prompt_ids, seeds, max_new_tokens, temperature, top_p, top_k)
         width = max(1, max(len(ids) for ids, _ in completions))
@@ -137,7 +141,8 @@ class VLLMGenerator:
         rows = [ids for ids in prompt_ids for _ in range(num_samples)]
         seeds = [seed * 1_000_003 + i for i in range(len(rows))]
         completions = self._complete(rows, seeds, max_new_tokens, temperature, top_p, top_k)
+        row_prompts = [p for p in prompts for _ in range(num_samples)]
         samples = [Sample(prompt=prompt, text=self.chat.decode(ids), token_ids=ids, ended_with_eos=ended,
                           num_tokens=len(ids))
-                   for prompt, (ids, ended) in zip((p for p in prompts for _ in range(num_samples)), completions)]
+                   for prompt, (ids, ended) in zip(row_prompts, completions, strict=True)]
         return [samples[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]

@@ -69,8 +69,8 @@ def load_state(trainer: Checkpointable, state_dir: str | Path) -> None:
     missing = model.load_state_dict(state["model"], strict=False).missing_keys
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     if trainable & set(missing) or set(state["model"]) - trainable:
-        raise PolicySetupError(f"the saved state in {state_dir} was made with other settings (algorithm, LoRA or model); "
-                            "resume with the same settings or start a new run")
+        raise PolicySetupError(f"the saved state in {state_dir} was made with other settings (algorithm, LoRA or "
+                               "model); resume with the same settings or start a new run")
     trainer.backend.sync_weights(model.policy)
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.kl_controller.load_state_dict(state["kl_controller"])

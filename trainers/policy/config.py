@@ -1,5 +1,5 @@
-"""Policy-optimisation settings (`PolicyConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs (`PolicyRun`)
-and the setup error. No torch at import time, so the CLI builds its options fast."""
+"""Policy-optimisation settings (`PolicyConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs
+(`PolicyRun`) and the setup error. No torch at import time, so the CLI builds its options fast."""
 
 from __future__ import annotations
 
@@ -88,12 +88,14 @@ class PolicyConfig:
         "help": "Target sequence KL of the adaptive β controller; None keeps β fixed."})
     kl_horizon: int = field(default=10000, metadata={"help": "Horizon (episodes) of the adaptive β controller."})
     max_approx_kl: float | None = field(default=None, metadata={
-        "help": "Stop an iteration's update early when the approximate KL to the old policy exceeds this; None: never."})
+        "help": "Stop an iteration's update early when the approximate KL to the old policy exceeds this; "
+                "None: never."})
     response_length: int = field(default=24, metadata={"help": "Most tokens generated per response."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (> 0); log-probs use the same."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
     top_k: int = field(default=0, metadata={
-        "help": "Sample only among the k likeliest tokens (0: off). Log-probs are the sampler's only at top-p 1, top-k 0."})
+        "help": "Sample only among the k likeliest tokens (0: off). Log-probs are the sampler's only at top-p 1, "
+                "top-k 0."})
     monitor_oracle: str | None = field(default=None, metadata={
         "help": "module:function also scoring every rollout response, logged as <algorithm>/oracle_score: a ground "
                 "truth to watch (the loop's failure warnings read it), never trained on."})
@@ -120,7 +122,8 @@ class PolicyConfig:
         values = renamed_settings(values, cls.RENAMED, "policy")
         unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
-            raise InvalidInput(f"unknown PPO/GRPO setting {unknown[0]!r}; see python app.py ppo --help for the settings")
+            raise InvalidInput(f"unknown PPO/GRPO setting {unknown[0]!r}; see python app.py ppo --help for the "
+                               "settings")
         return cls(**values)
 
     def check(self) -> None:
@@ -130,16 +133,18 @@ class PolicyConfig:
         if self.algorithm == Algorithm.GRPO:
             self._check_grpo()
         elif self.batch_size < 2:
-            raise PolicySetupError(f"batch size must be at least 2 (advantages are whitened over it), got {self.batch_size}")
+            raise PolicySetupError(f"batch size must be at least 2 (advantages are whitened over it), got "
+                                   f"{self.batch_size}")
         if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
-            raise PolicySetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size ({self.batch_size})")
+            raise PolicySetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size "
+                                   f"({self.batch_size})")
         if self.init_kl_coef < 0:
             raise PolicySetupError(f"the KL coefficient β (init_kl_coef) must be 0 or more, got {self.init_kl_coef}")
         if self.kl_estimator not in KL_KINDS:
             raise PolicySetupError(f"unknown KL estimator {self.kl_estimator!r}; use one of {', '.join(KL_KINDS)}")
         if self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
             raise PolicySetupError(f"PPO samples: temperature must be > 0, top-p in (0, 1] and top-k 0 or more, got "
-                                f"{self.temperature}, {self.top_p}, {self.top_k}")
+                                   f"{self.temperature}, {self.top_p}, {self.top_k}")
         if self.response_length < 1 or self.epochs < 1 or self.save_every < 1:
             raise PolicySetupError("response_length, epochs and save_every must be at least 1")
         if self.target_kl is not None and self.target_kl <= 0:
@@ -156,11 +161,11 @@ class PolicyConfig:
     def _check_grpo(self) -> None:
         if self.group_size < 2:
             raise PolicySetupError(f"group_size must be at least 2 (GRPO compares the responses of a group), got "
-                                f"{self.group_size}")
+                                   f"{self.group_size}")
         if self.num_mini_batches < 1 or self.batch_size % self.num_mini_batches:
             raise PolicySetupError(f"num_mini_batches ({self.num_mini_batches}) must divide the batch size "
-                                f"({self.batch_size} prompts), so that no mini-batch splits a group of "
-                                f"{self.group_size} responses")
+                                   f"({self.batch_size} prompts), so that no mini-batch splits a group of "
+                                   f"{self.group_size} responses")
         if self.loss_norm not in {n.value for n in LossNorm}:
             raise PolicySetupError(f"unknown loss_norm {self.loss_norm!r}; use {' or '.join(LossNorm)}")
 

@@ -46,7 +46,8 @@ class AdaptiveKLController:
         self.value = float(state["value"])
 
 
-def make_kl_controller(init_kl_coef: float, target_kl: float | None, horizon: int) -> FixedKLController | AdaptiveKLController:
+def make_kl_controller(init_kl_coef: float, target_kl: float | None,
+                       horizon: int) -> FixedKLController | AdaptiveKLController:
     """The adaptive controller when a target KL is given, else a fixed coefficient."""
     if target_kl is None:
         return FixedKLController(init_kl_coef)

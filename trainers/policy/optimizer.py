@@ -2,21 +2,22 @@
 (`trainers.policy.ppo.PPOTrainer`, `trainers.policy.grpo.GRPOTrainer`) supplies only its trained model (with or
 without a critic, `trainers.policy.modules`), its targets (a `Targets` dataclass) and its mini-batch loss.
 
-Shared here: the prompts (text or conversations, turned into ids by the policy's `ChatFormat`; nothing is truncated:
-a prompt that does not fit the context with the response length is refused), the reference (with LoRA the base
-with adapters disabled; in full fine-tuning a frozen copy of the starting policy), the reward (a frozen reward model,
-`trainers.reward.scorer.RewardScorer`, which reads the prompt and the decoded response in its own format, exactly as
-it was trained, or any `score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a `RolloutBackend`: HF
-`generate` on the live policy or vLLM on a GPU, cut at the first end id, old and reference log-probs, scores), the epochs of
-shuffled mini-batches with gradient clipping (never splitting a prompt's group), the missing-EOS penalty, the adaptive
-β controller, the progress and cancel protocol of `trainers.reporting`, the resumable state and the saved policy
-(`checkpoint`).
+Shared here: the prompts (text or conversations, turned into ids by the policy's `ChatFormat`; nothing is truncated: a
+prompt that does not fit the context with the response length is refused), the reference (with LoRA the base with
+adapters disabled; in full fine-tuning a frozen copy of the starting policy), the reward (a frozen reward model,
+`trainers.reward.scorer.RewardScorer`, which reads the prompt and the decoded response in its own format, exactly as it
+was trained, or any `score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a
+`RolloutBackend`: HF `generate` on the live policy or vLLM on a GPU, cut at the first end id, old and reference
+log-probs, scores), the epochs of shuffled mini-batches with gradient clipping (never splitting a prompt's group), the
+missing-EOS penalty, the adaptive β controller, the progress and cancel protocol of `trainers.reporting`, the resumable
+state and the saved policy (`checkpoint`).
 
 One iteration (`step`): this process's `batch_size` prompts, each `config.episodes_per_prompt` times in consecutive
 rows -> rollout -> per-token KL to the reference -> the algorithm's targets -> epochs of mini-batches of its loss ->
 metrics averaged over processes, named `{algorithm}/...` -> update β -> sync the rollout backend's weights.
 
-    trainer = GRPOTrainer(PolicyConfig(algorithm="grpo", group_size=4, batch_size=8), policy, tokenizer, prompts, reward)
+    config = PolicyConfig(algorithm="grpo", group_size=4, batch_size=8)
+    trainer = GRPOTrainer(config, policy, tokenizer, prompts, reward)
     trainer.train(iterations=20, reporter=reporter)   # until iteration 20; JobCancelled when the reporter says stop
     trainer.save_pretrained(path)                     # a plain HF policy directory (the job layer registers it)
 """
@@ -82,12 +83,13 @@ class PolicyOptimizer:
                  reference: PreTrainedModel | None = None, state_dir: str | Path | None = None,
                  backend: RolloutBackend | None = None, chat: ChatFormat | None = None):
         if config.algorithm != self.algorithm:
-            raise PolicySetupError(f"{type(self).__name__} runs algorithm {self.algorithm.value!r} but the settings say "
-                                f"{config.algorithm!r}; set algorithm={self.algorithm.value!r}")
+            raise PolicySetupError(f"{type(self).__name__} runs algorithm {self.algorithm.value!r} but the settings "
+                                   f"say {config.algorithm!r}; set algorithm={self.algorithm.value!r}")
         config.check()
         self.config, self.tokenizer = config, tokenizer
         self.chat = chat or ChatFormat.from_tokenizer(tokenizer, model_end_ids(policy))
-        self.accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if config.bf16 else "no")
+        self.accelerator = Accelerator(cpu=not torch.cuda.is_available(),
+                                       mixed_precision="bf16" if config.bf16 else "no")
         check_tokenizer(tokenizer)
         if isinstance(reward, PreTrainedModel):  # a bare reward model reading the policy's format
             from ..reward.scorer import RewardScorer
@@ -106,7 +108,8 @@ class PolicyOptimizer:
         torch.manual_seed(config.seed)  # identical initial adapters and head on every process
         if config.lora:
             if reference is not None:
-                raise PolicySetupError("with LoRA the reference is the base model with adapters disabled; pass no reference")
+                raise PolicySetupError("with LoRA the reference is the base model with adapters disabled; pass no "
+                                       "reference")
             policy = with_lora(policy, config)
         else:
             reference = reference if reference is not None else copy.deepcopy(policy)
@@ -132,7 +135,7 @@ class PolicyOptimizer:
         if self.state_dir is not None and has_state(self.state_dir):
             load_state(self, self.state_dir)
 
-    # ----- what an algorithm supplies ----------------------------------------------------------------------------------
+    # ----- what an algorithm supplies -------------------------------------------------------------------------------
 
     def _make_model(self, policy: nn.Module) -> PolicyModel:
         """The trained model around `policy` (the actor alone, or with a critic)."""
@@ -171,14 +174,15 @@ class PolicyOptimizer:
         needed = self.config.batch_size * self.accelerator.num_processes
         if len(prompts) < needed:
             raise PolicySetupError(f"{len(prompts)} training prompts for a batch of {needed}; import more prompts or "
-                                "lower the batch size")
+                                   "lower the batch size")
         ids = self._encode(prompts)
         context = getattr(policy.config, "max_position_embeddings", None)
         for number, row in enumerate(ids, start=1):
             if context is not None and len(row) + self.config.response_length > context:
-                raise PolicySetupError(f"prompt {number} has {len(row)} tokens, which with {self.config.response_length} "
-                                    f"response tokens exceeds the policy's context of {context}; nothing is cut, so "
-                                    "shorten or remove the prompt, or lower response_length")
+                raise PolicySetupError(f"prompt {number} has {len(row)} tokens, which with "
+                                       f"{self.config.response_length} response tokens exceeds the policy's context of "
+                                       f"{context}; nothing is cut, so shorten or remove the prompt, or lower "
+                                       "response_length")
         return ids
 
     # ----- one iteration -----------------------------------------------------------------------------------------
@@ -188,7 +192,8 @@ class PolicyOptimizer:
         per_iteration = self.config.batch_size * self.accelerator.num_processes
         per_epoch = len(self.prompts) // per_iteration
         epoch, k = divmod(iteration, per_epoch)
-        order = torch.randperm(len(self.prompts), generator=torch.Generator().manual_seed(self.config.seed * 100003 + epoch))
+        generator = torch.Generator().manual_seed(self.config.seed * 100003 + epoch)
+        order = torch.randperm(len(self.prompts), generator=generator)
         start = k * per_iteration + self.accelerator.process_index * self.config.batch_size
         return order[start:start + self.config.batch_size].tolist()
 
@@ -214,7 +219,7 @@ class PolicyOptimizer:
 
     def response_texts(self, responses: torch.Tensor, mask: torch.Tensor) -> list[str]:
         """The sampled responses as text (what people label and the reward reads), end ids left out."""
-        return [self.chat.decode(row[m.bool()].tolist()) for row, m in zip(responses, mask)]
+        return [self.chat.decode(row[m.bool()].tolist()) for row, m in zip(responses, mask, strict=True)]
 
     def _score(self, prompts: list[PromptInput], responses: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The reward of each (prompt, decoded response), as the reward model was trained to read them; the monitor
@@ -282,7 +287,8 @@ class PolicyOptimizer:
                 steps += 1
         return {name: total / steps for name, total in sums.items()}
 
-    def _mini_batch_step(self, rollout: Rollout, targets: Targets, idx: torch.Tensor, inputs) -> dict[str, float] | None:
+    def _mini_batch_step(self, rollout: Rollout, targets: Targets, idx: torch.Tensor,
+                         inputs) -> dict[str, float] | None:
         """One optimizer step on rollout rows `idx`; None, without a step, when the approximate KL to the old policy
         exceeds `max_approx_kl` (the same decision on every process). Its activations go when it returns."""
         config = self.config
@@ -324,8 +330,8 @@ class PolicyOptimizer:
         del rollout, kl, mask, targets  # the buffer is purged after each update
         values = torch.tensor(list(local.values()), device=self.accelerator.device)
         prefix = self.algorithm.value
-        metrics = {f"{prefix}/{name}": value
-                   for name, value in zip(local, self.accelerator.reduce(values, reduction="mean").tolist())}
+        averaged = self.accelerator.reduce(values, reduction="mean").tolist()
+        metrics = {f"{prefix}/{name}": value for name, value in zip(local, averaged, strict=True)}
         episodes = len(indices) * self.accelerator.num_processes
         self.kl_controller.update(metrics[f"{prefix}/kl"], episodes)
         self.backend.sync_weights(self.policy_model.policy)
@@ -362,7 +368,8 @@ class PolicyOptimizer:
 
     @torch.no_grad()
     def evaluate(self, prompts: list[PromptInput], score: RewardFn, seed: int = 0) -> dict[str, float]:
-        """Mean `score` of one sample per prompt and mean sequence KL (k1) to the reference; the RNG is left as it was."""
+        """Mean `score` of one sample per prompt and mean sequence KL (k1) to the reference; the RNG is left as it
+        was."""
         ids = self._encode(prompts)
         scores, kls, ended = [], [], []
         devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
@@ -386,5 +393,6 @@ class PolicyOptimizer:
             save_state(self, self.state_dir)
 
     def save_pretrained(self, path: str | Path) -> None:
-        """A plain Hugging Face policy directory (LoRA merged; its adapter also in `adapter/`), with PPO's value head."""
+        """A plain Hugging Face policy directory (LoRA merged; its adapter also in `adapter/`), with PPO's value
+        head."""
         save_policy(self, path)

@@ -10,9 +10,9 @@ forward passes; with LoRA a critic on frozen base features would be cheap but to
 The reference is frozen: a copy of the starting (SFT) policy in full fine-tuning; with LoRA, the same base with
 the adapters disabled, so actor, critic and reference share one copy of the base weights.
 
-One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, top-k, cut at the first end
-id) -> store per token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score on the
-last real token (minus a penalty when there is no EOS) -> GAE (γ, λ), whitened advantages -> `epochs` passes of
+One iteration: sample a batch of prompts (left-padded) -> generate (temperature, top-p, top-k, cut at the first end id)
+-> store per token the action, old log-prob, reference log-prob, value and mask -> per-token reward -β·KL plus the score
+on the last real token (minus a penalty when there is no EOS) -> GAE (γ, λ), whitened advantages -> `epochs` passes of
 shuffled mini-batches with clipped policy and value losses and an entropy bonus -> update β -> drop the buffer.
 
     config = PolicyConfig(batch_size=16, learning_rate=1e-4)

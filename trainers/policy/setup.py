@@ -19,10 +19,10 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase) -> None:
         raise PolicySetupError("the tokenizer has no pad token; add one distinct from EOS and save it with the policy")
     if tokenizer.pad_token_id == tokenizer.eos_token_id:
         raise PolicySetupError("the tokenizer's pad token is its EOS token, which would hide the EOS PPO rewards; "
-                            "add a distinct pad token and save it with the policy")
+                               "add a distinct pad token and save it with the policy")
     if tokenizer.padding_side != "left":
         raise PolicySetupError("the tokenizer pads on the right; set tokenizer.padding_side = 'left' (generation "
-                            "appends to the right of the prompt)")
+                               "appends to the right of the prompt)")
 
 
 def check_reward_model(reward) -> None:
@@ -31,11 +31,11 @@ def check_reward_model(reward) -> None:
     for model in getattr(reward, "models", ()):
         if model.config.num_labels != 1:
             raise PolicySetupError(f"the reward model has num_labels={model.config.num_labels}; a reward model needs "
-                                "exactly one output (train it with python app.py train-reward)")
+                                   "exactly one output (train it with python app.py train-reward)")
         rows, tokens = model.get_input_embeddings().num_embeddings, reward.chat.tokenizer.get_vocab_size()
         if rows < tokens:
             raise PolicySetupError(f"the reward model has {rows} embeddings but its tokenizer {tokens} tokens; train "
-                                "the reward model with python app.py train-reward, which saves them together")
+                                   "the reward model with python app.py train-reward, which saves them together")
 
 
 def with_lora(policy: PreTrainedModel, config: PolicyConfig) -> nn.Module:

@@ -78,7 +78,8 @@ class PreferenceCollator:
     pad_id: int
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        input_ids, attention_mask = pad_right([r["first_ids"] for r in rows] + [r["second_ids"] for r in rows], self.pad_id)
+        sequences = [r["first_ids"] for r in rows] + [r["second_ids"] for r in rows]
+        input_ids, attention_mask = pad_right(sequences, self.pad_id)
         return {"input_ids": input_ids, "attention_mask": attention_mask,
                 "target": torch.tensor([r["target"] for r in rows], dtype=torch.float32),
                 "margin": torch.tensor([r["margin"] for r in rows], dtype=torch.float32)}
@@ -92,7 +93,8 @@ def tokenize_examples(chat: ChatFormat, examples: Sequence[PreferenceExample]) -
     firsts = chat.sequences_ids(prompts, [e.first for e in examples])
     seconds = chat.sequences_ids(prompts, [e.second for e in examples])
     return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "margin": e.margin,
-                               "length": max(len(f), len(s))} for f, s, e in zip(firsts, seconds, examples)])
+                               "length": max(len(f), len(s))}
+                              for f, s, e in zip(firsts, seconds, examples, strict=True)])
 
 
 def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], context: int | None) -> None:
@@ -102,7 +104,7 @@ def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], 
     prompts = chat.prompts_ids([e.prompt for e in examples])
     firsts = chat.responses_ids([e.first for e in examples])
     seconds = chat.responses_ids([e.second for e in examples])
-    for example, prompt, first, second in zip(examples, prompts, firsts, seconds):
+    for example, prompt, first, second in zip(examples, prompts, firsts, seconds, strict=True):
         tokens = len(prompt) + max(len(first), len(second))
         if tokens > context:
             raise InvalidInput(f"label {example.label_id} (pair {example.pair_id}): prompt and response take {tokens} "

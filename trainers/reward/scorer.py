@@ -77,7 +77,8 @@ class RewardScorer:
         members = latest_reward_models(store)
         if not members:
             raise NotFound("no reward model is registered; train one first (python app.py train-reward)")
-        return cls.from_dirs([m.path for m in members], [(m.norm_mean, m.norm_std) for m in members], device, batch_size)
+        norms = [(m.norm_mean, m.norm_std) for m in members]
+        return cls.from_dirs([m.path for m in members], norms, device, batch_size)
 
     @classmethod
     def from_dirs(cls, paths: Sequence[str | Path], norms: list[tuple[float, float]] | None = None,

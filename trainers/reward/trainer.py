@@ -1,11 +1,11 @@
 """Reward-model training: Bradley-Terry with ties on a Hugging Face `Trainer`, one ensemble member at a time.
 
-`PreferenceTrainer` is `transformers.Trainer` with `trainers.reward.loss.preference_loss` on soft targets p = 1, 0 or 0.5
-(ties), its strict-pair accuracy logged with the loss and a validation pass (loss, accuracy, tie log-loss) at each
+`PreferenceTrainer` is `transformers.Trainer` with `trainers.reward.loss.preference_loss` on soft targets p = 1, 0 or
+0.5 (ties), its strict-pair accuracy logged with the loss and a validation pass (loss, accuracy, tie log-loss) at each
 logging step; `accelerate launch` / DeepSpeed work unchanged. `train_member` trains and saves one member, reporting
-through a `trainers.reporting.Reporter`: metrics (`reward/loss`, `reward/val_accuracy`, ...) at step
-k * steps_per_member + s for member k's step s, progress after every optimiser step, and a stop check at every
-logging step (the main process decides for all), which raises JobCancelled. It never touches the store: the job layer
+through a `trainers.reporting.Reporter`: metrics (`reward/loss`, `reward/val_accuracy`, ...) at step k *
+steps_per_member + s for member k's step s, progress after every optimiser step, and a stop check at every logging step
+(the main process decides for all), which raises JobCancelled. It never touches the store: the job layer
 (`trainers.jobs.reward_job`) reads the labels and registers what it saved.
 
     metrics = train_member(config, k, init_dir, chat, train, val, out_dir, reporter)
@@ -32,7 +32,8 @@ from .scorer import quiet_loading, sequence_scores
 VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
 METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "learning_rate": "reward/learning_rate",
                 "grad_norm": "reward/grad_norm",
-                **{f"{prefix}_{name}": metric for name, metric in VALIDATION_NAMES.items() for prefix in ("val", "eval")}}
+                **{f"{prefix}_{name}": metric for name, metric in VALIDATION_NAMES.items()
+                   for prefix in ("val", "eval")}}
 
 
 def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: torch.Tensor | None = None,
@@ -165,8 +166,9 @@ def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val
     early stopping: then each validated model is saved to `output_dir` (the best and the newest are kept) and the
     best is loaded at the end."""
     early_stopping = has_val and config.early_stopping_patience > 0
-    best = {"save_strategy": "steps", "save_steps": config.logging_steps, "save_total_limit": 1, "save_only_model": True,
-            "load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False}
+    best = {"save_strategy": "steps", "save_steps": config.logging_steps, "save_total_limit": 1,
+            "save_only_model": True, "load_best_model_at_end": True, "metric_for_best_model": "loss",
+            "greater_is_better": False}
     return TrainingArguments(
         output_dir=output_dir, num_train_epochs=config.epochs, learning_rate=config.learning_rate,
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=max(config.batch_size, 32),

@@ -1,0 +1,97 @@
+"""The settings a loop starts from are chosen from the project's model: the demo (and tiny test models) keep the
+demo's tuned settings, a real model gets LoRA, small learning rates and long responses, wherever a loop starts."""
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from storage.policies import add_policy
+from trainers.entry import loop_cli, ppo_cli
+from trainers.loop.config import LoopConfig
+from trainers.loop.presets import DEMO, REAL, TINY_PARAMETERS, model_preset, project_preset, real_model_config
+from trainers.models.sizes import model_parameters
+
+
+def fake_model_folder(folder: Path, shapes: dict[str, list[int]], context: int = 8192) -> Path:
+    """A folder whose config and safetensors header describe a model of `shapes` (no weights written: the size is
+    read from the header alone)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": context}))
+    header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}
+                         for name, shape in shapes.items()}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    return folder
+
+
+def test_the_size_is_read_from_the_safetensors_headers(tmp_path):
+    folder = fake_model_folder(tmp_path / "m", {"embed": [49152, 576], "layer": [576, 576], "__metadata__": []})
+    assert model_parameters(folder) == 49152 * 576 + 576 * 576
+    shard = fake_model_folder(tmp_path / "sharded", {"a": [10, 10]})
+    (shard / "model.safetensors").rename(shard / "model-1.safetensors")
+    fake_model_folder(tmp_path / "other", {"b": [3, 7]})
+    (tmp_path / "other" / "model.safetensors").rename(shard / "model-2.safetensors")
+    (shard / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}))
+    assert model_parameters(shard) == 100 + 21
+    (tmp_path / "empty").mkdir()
+    assert model_parameters(tmp_path / "empty") is None
+    (tmp_path / "empty" / "model.safetensors").write_bytes(b"\xff" * 16)  # no header: unknown, never an error
+    assert model_parameters(tmp_path / "empty") is None
+
+
+def test_the_demo_and_tiny_models_keep_the_demo_settings(demo_store, tiny_llama_dir):
+    from app import train_tab
+    from app.context import Studio
+
+    assert project_preset(demo_store).name == DEMO and project_preset(demo_store).config == LoopConfig()
+    assert train_tab.project_form(Studio(demo_store))[0] == DEMO
+    assert model_parameters(tiny_llama_dir) < TINY_PARAMETERS
+    assert model_preset(str(tiny_llama_dir)).name == DEMO and model_preset(None).config == LoopConfig()
+
+
+def test_a_real_model_gets_lora_small_rates_and_long_responses(store, tmp_path):
+    folder = fake_model_folder(tmp_path / "chat", {"embed": [49152, 576], "layers": [30, 576, 6000]})
+    add_policy(store, str(folder), round=0, note="SFT")
+    preset = project_preset(store)
+    assert preset.name == REAL and "132M parameters, context 8192" in preset.line
+    config = preset.config
+    assert config.lora and config.policy_lr <= 2e-5 and config.reward_lr <= 1e-5 and config.reward_epochs <= 2
+    assert config.response_length == 256 and config.temperature == 0.7
+    assert (config.top_p, config.top_k) == (1.0, 0)  # the log-prob side computes the sampler's distribution exactly
+    short = model_preset(str(fake_model_folder(tmp_path / "short", {"e": [50000, 600]}, context=512)))
+    assert short.config.response_length == 128  # a quarter of the context, so prompts keep room
+    assert real_model_config(7_000_000_000, 4096).reward_epochs == 1
+
+
+@pytest.fixture()
+def real_store(store, tmp_path):
+    add_policy(store, str(fake_model_folder(tmp_path / "chat", {"embed": [49152, 576], "more": [500, 50000]})),
+               round=0, note="SFT")
+    return store
+
+
+def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_store, capsys):
+    parser = loop_cli.argparse.ArgumentParser()
+    loop_cli.add_arguments(parser)
+    config = loop_cli.project_config(parser.parse_args(["--rounds", "2", "--config", '{"ppo_lr": 3e-5}']), real_store)
+    assert config.lora and config.response_length == 256 and config.rounds == 2 and config.policy_lr == 3e-5
+    assert "real model (LoRA)" in capsys.readouterr().err
+    ppo_parser = ppo_cli.argparse.ArgumentParser()
+    ppo_cli.add_arguments(ppo_parser)
+    preset = project_preset(real_store).config
+    settings = ppo_cli.run_from_args(ppo_parser.parse_args(["--epochs", "1"]), preset).settings
+    assert settings["lora"] and settings["response_length"] == 256 and settings["temperature"] == 0.7
+    assert settings["epochs"] == 1 and settings["learning_rate"] == project_preset(real_store).config.policy_lr
+
+
+def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
+    from app import train_tab
+    from app.context import Studio
+
+    name, *values, chosen = train_tab.project_form(Studio(real_store))
+    assert name == REAL and "**real model (LoRA)**" in chosen and "LoRA" in chosen
+    assert values == train_tab.fill_preset(REAL, {REAL: project_preset(real_store).config})
+    config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"seed": 3}', *values)
+    assert config.lora and config.response_length == 256 and config.seed == 3  # fields off the form come too
