@@ -2,8 +2,8 @@
 torch); the whole-job rules of the Curves tab are in `diagnostics`.
 
 Per-phase rules in absolute terms (what a loop checks after each reward-model and PPO/GRPO phase: `phase_findings`,
-`reward_model_findings`, `held_out_oracle_falls`, `audit_findings`, `winrate_below_sft`); each finding names the round and step where it
-fired.
+`reward_model_findings`, `held_out_oracle_falls`, `audit_findings`, `winrate_below_sft`); each finding names the round
+and step where it fired.
 A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive steps, so one odd batch never fires it.
 Each rule, when it fires and why its threshold is where it is:
 
