@@ -52,27 +52,33 @@ def csv_cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-def check_csv_path(path: str | Path) -> Path:
+def check_csv_path(path: str | Path, what: str = "audit file", option: str = "--out") -> Path:
+    """A .csv file name in an existing folder (`what` and `option` name it in the error)."""
     path = Path(path)
     if path.suffix.lower() != ".csv":
-        raise InvalidInput(f"audit file {path} must end in .csv")
+        raise InvalidInput(f"{what} {path} must end in .csv")
     if not path.parent.is_dir():
-        raise InvalidInput(f"folder {path.parent} does not exist; create it or choose another --out")
+        raise InvalidInput(f"folder {path.parent} does not exist; create it or choose another {option}")
     return path
+
+
+def write_csv(path: Path, headers: list[str], rows: list[list]) -> None:
+    """Write a CSV file whole or not at all; text cells go through `csv_cell`, numbers stay numbers (None: empty)."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(headers)
+            writer.writerows([csv_cell(cell) if isinstance(cell, str) else cell for cell in row] for row in rows)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def write_audit_csv(store: Store, path: str | Path) -> int:
     """Write the whole trail (newest first) as CSV, whole or not at all; returns the number of actions."""
     path = check_csv_path(path)
     rows = audit_rows(store)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            writer.writerow(HEADERS)
-            writer.writerows([csv_cell(cell) for cell in row] for row in rows)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_csv(path, HEADERS, rows)
     return len(rows)

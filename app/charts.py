@@ -37,7 +37,10 @@ GRPO_PANELS = {f"grpo/{k}": v for k, v in {**OPTIMISER_HEAD, "loss": "GRPO loss"
 OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS}  # no value-function panels for GRPO
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",
-                "audit_agreement": "Audit pairs: people agree with the RM"}
+                "audit_agreement": "Audit pairs: people agree with the RM",
+                "winrate": "People prefer it to SFT (win rate, 95% CI)",
+                "lc_winrate": "Length-controlled win rate vs SFT"}
+INTERVAL_PANELS = ("winrate", "lc_winrate")  # drawn with error bars from `<key>_low` and `<key>_high`
 PANEL_POINTS = 1000  # points sent per chart panel (shared by its lines), after smoothing
 MIN_LINE_POINTS = 100
 COLORS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777"]
@@ -190,23 +193,30 @@ def optimiser_figure(group: dict[str, list[Segment]], smoothing: float, name: st
 
 
 def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:
-    """Per round: labels, reward-model validation accuracy, mean score, KL, oracle score and audit agreement, with
-    chance, the SFT policy's oracle score and the audit warning level as dotted reference lines."""
+    """Per round: labels, reward-model validation accuracy, mean score, KL, oracle score, audit agreement, and the
+    round's version's win rate against the SFT policy (plain and length-controlled, with their 95% intervals as error
+    bars), with chance, the SFT policy's oracle score, the audit warning level and 50% as dotted reference lines."""
     traces = {}
     for i, key in enumerate(ROUND_PANELS):
         points = [(r["round"], r["summary"][key]) for r in rounds if r["summary"].get(key) is not None]
         if not points:
             continue
         x, y = [p[0] for p in points], [p[1] for p in points]
-        color = COLORS[2] if key == "oracle_score" else COLORS[0]
+        color = COLORS[2] if key == "oracle_score" else COLORS[3] if key in INTERVAL_PANELS else COLORS[0]
         if key == "labels":
             line = {"type": "bar", "x": x, "y": y, "name": ROUND_PANELS[key], "marker": {"color": color},
                     "xaxis": f"x{i + 1}", "yaxis": f"y{i + 1}", "showlegend": False, "hovertemplate": "%{y}"}
         else:
             line = _trace(x, y, ROUND_PANELS[key], color, 2.5, i + 1, mode="lines+markers", marker={"size": 7})
+        if key in INTERVAL_PANELS:
+            rows = [r["summary"] for r in rounds if r["summary"].get(key) is not None]
+            line["error_y"] = {"type": "data", "symmetric": False, "color": color, "thickness": 1.5, "width": 4,
+                               "array": [s[f"{key}_high"] - s[key] for s in rows],
+                               "arrayminus": [s[key] - s[f"{key}_low"] for s in rows]}
         traces[key] = [line]
         reference = {"reward_val_accuracy": ("chance", 0.5), "oracle_score": ("SFT policy", sft_oracle),
-                     "audit_agreement": ("warning level", DEFAULT_MIN_AGREEMENT)}.get(key)
+                     "audit_agreement": ("warning level", DEFAULT_MIN_AGREEMENT), "winrate": ("as good as SFT", 0.5),
+                     "lc_winrate": ("as good as SFT", 0.5)}.get(key)
         if reference and reference[1] is not None:
             traces[key].append(_trace([min(x) - 0.2, max(x) + 0.2], [reference[1]] * 2, reference[0], MUTED, 1, i + 1,
                                       line={"color": MUTED, "width": 1.5, "dash": "dot"}))

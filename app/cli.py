@@ -390,7 +390,15 @@ def audit_arguments(parser: argparse.ArgumentParser):
     return run
 
 
-@subcommand("status", "print the jobs (or one) with their status, progress and failure warnings")
+@subcommand("leaderboard", "print each policy version's blind win rate against the SFT policy and the leaderboard")
+def leaderboard_arguments(parser: argparse.ArgumentParser):
+    from . import leaderboard_cli
+
+    leaderboard_cli.add_arguments(parser)
+    return leaderboard_cli.run
+
+
+@subcommand("status", "print the jobs (or one) with their status, progress, failure warnings and win rates")
 def status_arguments(parser: argparse.ArgumentParser):
     from . import status_cli
 

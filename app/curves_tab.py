@@ -16,6 +16,7 @@ import gradio as gr
 import numpy as np
 from gradio.components.plot import PlotData
 
+from labeling.winrate import WinrateReport, winrate_report
 from storage import jobs as job_rows
 from storage.curves import metric_series
 from storage.generations import eval_samples
@@ -87,7 +88,21 @@ def load_curves(studio: Studio, job_id: int | None) -> Curves:
     sft = [s["oracle"] for s in eval_samples(store) if s["round"] == 0 and "oracle" in s]
     fired = [Finding(w.rule, w.title, w.detail, w.advice, w.round, w.step) for w in list_warnings(store, job.id)
              ] if job else []
-    return Curves(job, reward, optimiser, algorithm, list_rounds(store), float(np.mean(sft)) if sft else None, fired)
+    rounds = with_win_rates(list_rounds(store), winrate_report(store, rounds=0))
+    return Curves(job, reward, optimiser, algorithm, rounds, float(np.mean(sft)) if sft else None, fired)
+
+
+def with_win_rates(rounds: list[dict], report: WinrateReport) -> list[dict]:
+    """The rounds with their version's win rates against the SFT policy (as people's labels stand now) added to
+    each summary: `winrate`, `lc_winrate` and their `_low` and `_high` 95% bounds."""
+    figures = {v.policy_id: v for v in report.versions if v.rate is not None}
+    out = []
+    for r in rounds:
+        v = figures.get(r["policy_id"])
+        added = {} if v is None else {"winrate": v.rate, "winrate_low": v.low, "winrate_high": v.high,
+                                      "lc_winrate": v.lc_rate, "lc_winrate_low": v.lc_low, "lc_winrate_high": v.lc_high}
+        out.append({**r, "summary": {**r["summary"], **added}})
+    return out
 
 
 def findings(curves: Curves, choice: str) -> list[Finding]:

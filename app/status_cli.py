@@ -1,5 +1,6 @@
-"""`python app.py status`: the store's jobs (or one) with their status, progress and failure warnings, for headless
-use (a paused loop says why; resume it with `python app.py loop --resume JOB` or the Train tab's Resume).
+"""`python app.py status`: the store's jobs (or one) with their status, progress and failure warnings, then each
+policy version's win rate against the SFT policy and the leaderboard (as `python app.py leaderboard` prints them),
+for headless use (a paused loop says why; resume it with `python app.py loop --resume JOB` or the Train tab's Resume).
 
     python app.py status --db studio.db            # every job, newest first
     python app.py status --db studio.db --job 3    # one job
@@ -10,11 +11,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeling.winrate import winrate_report
 from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.job_warnings import list_warnings
 from storage.types import Job
+
+from .leaderboard_cli import report_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,4 +47,5 @@ def run(args: argparse.Namespace) -> int:
         print("no jobs yet")
     for job in jobs:
         print("\n".join(job_lines(store, job)))
+    print("\n".join(report_lines(winrate_report(store))))
     return 0

@@ -12,13 +12,13 @@ import gradio as gr
 
 from storage import Store
 
-from . import curves_tab, data_tab, label_tab, samples_tab, train_tab
+from . import curves_tab, data_tab, label_tab, leaderboard_tab, samples_tab, train_tab
 from .auth import AuthFile, Users
 from .context import Studio
 from .limits import MAX_UPLOAD_MB
 
 # modules with TITLE and build(studio), in display order
-TABS: list = [label_tab, train_tab, curves_tab, samples_tab, data_tab]
+TABS: list = [label_tab, train_tab, curves_tab, samples_tab, leaderboard_tab, data_tab]
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 
 

@@ -7,8 +7,11 @@ updates a run draws decides how far its reward model agrees with the oracle), th
 - **defaults**: the loop's defaults at bench scale: should fire nothing;
 - **no KL anchor, lr 1e-3**: β = 0 and a PPO learning rate of 1e-3 (the run from issue 17);
 - **few labels, many epochs**: 8 labels a round, the reward model trained 50 epochs;
-- **labels flipped**: the oracle annotator's votes stored the wrong way round (the oracle that scores the policy
-  is the true one);
+- **labels flipped**: the oracle annotator's votes stored the wrong way round (the oracle that scores the policy,
+  and its judgements of the blind win-rate pairs, are the true ones);
+- **worse than SFT**: labels flipped over two rounds: the policy learns the opposite of what people want while the
+  reward-model score rises, and people's win-rate judgements of it against the SFT policy say so
+  (`winrate_below_sft`);
 - **oracle 50% noise**: half of the oracle's votes are coin flips.
 
 Every broken arm should fire by the end of its first (bad) round; the 50%-noise arm misses at seeds whose reward model
@@ -47,17 +50,26 @@ ARMS = {
     "no_kl": ({"kl_coef": 0.0, "policy_lr": 1e-3, "rounds": 1}, False, True),
     "few_labels": ({"labels_per_round": 8, "reward_epochs": 50, "rounds": 1}, False, True),
     "flipped": ({"rounds": 1}, True, True),
+    "worse_than_sft": ({"rounds": 2}, True, True),
     "noisy_oracle": ({"oracle_noise": 0.5, "rounds": 1}, False, True),
 }
 SEEDS = (0, 1, 2)
 
 
-def flip_oracle_votes() -> None:
-    """Store every oracle vote the wrong way round (left for right), as a bug in a label import would."""
+def flip_oracle_votes(store) -> None:
+    """Store every oracle vote on a training pair the wrong way round (left for right), as a bug in a label import
+    would; its judgements of win-rate pairs stay right (people judging the versions are not the broken import)."""
     from labeling.synthetic import OracleAnnotator
+    from storage.winrate import list_winrate_pairs
 
     choose = OracleAnnotator.choose
-    OracleAnnotator.choose = lambda self, shown: {"left": "right", "right": "left"}.get(choose(self, shown), "tie")
+
+    def flipped(self, shown):
+        if shown.pair_id in {p.pair_id for p in list_winrate_pairs(store)}:
+            return choose(self, shown)
+        return {"left": "right", "right": "left"}.get(choose(self, shown), "tie")
+
+    OracleAnnotator.choose = flipped
 
 
 def run_arm(arm: str, seed: int, folder: Path, extra: dict | None = None, template: Path | None = None) -> dict:
@@ -72,12 +84,12 @@ def run_arm(arm: str, seed: int, folder: Path, extra: dict | None = None, templa
     from trainers.loop.rounds import Loop
 
     settings, flipped, broken = ARMS[arm]
-    if flipped:
-        flip_oracle_votes()
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     copy_store(template or seeded_template(WORK), folder / "studio.db")
     store = Store(folder / "studio.db")
+    if flipped:
+        flip_oracle_votes(store)
     config = LoopConfig.from_dict({**BASE, **settings, "seed": seed, **(extra or {})})
     job_id = job_rows.create_job(store, "loop", config.to_dict())
     job = job_rows.claim_job(store, job_id, os.getpid())
@@ -92,13 +104,15 @@ def judge(arm: str, seed: int, folder: Path) -> dict:
     from storage import Store
     from storage import jobs as job_rows
     from trainers.loop.config import LoopConfig
-    from trainers.loop.failure_warnings import policy_phase_findings, reward_phase_findings
+    from trainers.loop.failure_warnings import policy_phase_findings, reward_phase_findings, winrate_findings
 
     store = Store(folder / "studio.db")
     [job] = job_rows.list_jobs(store)
     config = LoopConfig.from_dict(job.config)
     found = [f for g in range(1, config.rounds + 1) for f in (*reward_phase_findings(store, job.id, config, g),
                                                               *policy_phase_findings(store, job.id, config, g, 1))]
+    found += [f for f in winrate_findings(store, job.id, config, 1) if (f.rule, f.round) not in
+              {(g.rule, g.round) for g in found}]  # the final version, judged at the loop's end
     return {"arm": arm, "seed": seed, "broken": ARMS[arm][2], "status": job.status.value + " (rejudged)",
             "rounds": config.rounds,
             "fired": [{"rule": f.rule, "round": f.round, "step": f.step, "detail": f.detail} for f in found]}

@@ -12,10 +12,12 @@ the SFT policy) and the same seeds:
 - **grpo**: the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32 episodes).
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
-samples (fixed seed). Each arm gets its mean with a 95% t-interval over seeds, its share of the oracle's mean gain,
-and its paired difference to the oracle and to random (same seeds) with a 95% t-interval. Each run works on its own
-copy of a demo-seeded store under bench/out/label_efficiency/. Prints a table; writes bench/out/<name>.png (gain
-against labels and against annotator minutes) and .json.
+samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
+the same prompt (the k-th against the k-th; a tie counts half), beside the loop's own figure from its blind win-rate
+pairs (24 a version, judged by its oracle annotator, noise included). Each arm gets its mean with a 95% t-interval
+over seeds, its share of the oracle's mean gain, and its paired difference to the oracle and to random (same seeds)
+with a 95% t-interval. Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/.
+Prints a table; writes bench/out/<name>.png (gain against labels and against annotator minutes) and .json.
 
     python bench/label_efficiency.py                                   # oracle, random, noisy at 100 and 300 labels
     python bench/label_efficiency.py --budgets 300 --seeds 0 --arms oracle random      # a quick look
@@ -74,8 +76,8 @@ def fresh_store(name: str):
     return Store(folder / "studio.db")
 
 
-def heldout_score(store, policy, config, samples: int) -> float:
-    """Mean oracle score of `policy` on the held-out prompts (`samples` each, fixed seed)."""
+def heldout_scores(store, policy, config, samples: int) -> list[float]:
+    """Oracle scores of `policy` on the held-out prompts (`samples` each, fixed seed), prompt by prompt."""
     from labeling.synthetic import load_scorer
     from storage.prompts import list_prompts
     from trainers.models.generation import HFGenerator
@@ -86,7 +88,15 @@ def heldout_score(store, policy, config, samples: int) -> float:
     groups = generator.generate(prompts, samples, config.response_length, config.temperature, config.top_p,
                                 seed=EVAL_SEED)
     oracle = load_scorer(config.oracle)
-    return statistics.fmean(oracle(s.text) for group in groups for s in group)
+    return [oracle(s.text) for group in groups for s in group]
+
+
+def oracle_win_rate(final: list[float], sft: list[float]) -> float:
+    """The final policy's win rate against the SFT policy as the oracle judges them, sample k against sample k of the
+    same prompt (a tie when the oracle scores them alike counts half), as people judge the loop's win-rate pairs."""
+    from labeling.winrate_stats import win_rate
+
+    return win_rate([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(final, sft, strict=True)]).rate
 
 
 def run_loop(store, config) -> None:
@@ -139,10 +149,13 @@ def run_oracle_ppo(store, config) -> None:
 
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
             name: str) -> dict:
-    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, labels_used, seconds}; its store
-    is a folder named after the bench run `name` too, so two benches with other names can run side by side."""
+    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, win_rate, loop_win_rate,
+    labels_used, seconds} (win_rate: oracle-judged on the bench's held-out samples; loop_win_rate: the loop's own
+    blind win-rate pairs, judged by its oracle annotator; None for the oracle arm); its store is a folder named after
+    the bench run `name` too, so two benches with other names can run side by side."""
     import torch
 
+    from labeling.winrate import winrate_report
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
     from trainers.loop.config import LoopConfig, first_round_labels
@@ -154,18 +167,23 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     folder = f"{name}-{arm}-L{labels}-s{seed}"
     store = fresh_store(folder)
     try:
-        labels_before = count_labels(store)
+        labels_before = count_labels(store, evaluation=False)
         (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
-        sft = heldout_score(store, list_policies(store)[0], config, eval_samples)
-        final = heldout_score(store, latest_policy(store), config, eval_samples)
-        used = count_labels(store) - labels_before
+        sft = heldout_scores(store, list_policies(store)[0], config, eval_samples)
+        final = heldout_scores(store, latest_policy(store), config, eval_samples)
+        used = count_labels(store, evaluation=False) - labels_before
+        judged = winrate_report(store, rounds=0).latest()
     finally:
         store.close()
         shutil.rmtree(WORK / folder, ignore_errors=True)
-    row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": sft, "final": final,
-           "gain": final - sft, "labels_used": used, "seconds": time.perf_counter() - started}
-    print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {sft:+.3f} -> {final:+.3f} (gain {row['gain']:+.3f}), "
-          f"{used} labels, {row['seconds']:.0f} s", flush=True)
+    row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": statistics.fmean(sft),
+           "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
+           "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
+           "labels_used": used, "seconds": time.perf_counter() - started}
+    loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
+    print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {row['sft']:+.3f} -> {row['final']:+.3f} (gain "
+          f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {row['seconds']:.0f} s",
+          flush=True)
     return row
 
 
@@ -195,7 +213,11 @@ def summarise(rows: list[dict]) -> list[dict]:
     table = []
     for (arm, labels), group in sorted(groups.items(), key=lambda kv: (ARMS.index(kv[0][0]), kv[0][1])):
         gain, half = interval([r["gain"] for r in group])
+        rate, rate_half = interval([r["win_rate"] for r in group])
+        judged = [r["loop_win_rate"] for r in group if r.get("loop_win_rate") is not None]
         table.append({"arm": arm, "labels": labels, "seeds": len(group), "gain": gain, "gain_ci95": half,
+                      "win_rate": rate, "win_rate_ci95": rate_half,
+                      "loop_win_rate": interval(judged) if judged else None,
                       "of_oracle": gain / ceiling if ceiling else float("nan"),
                       "vs_oracle": paired(rows, arm, labels, "oracle", 0) if arm != "oracle" else None,
                       "vs_random": (paired(rows, arm, labels, "random", labels)
@@ -288,16 +310,19 @@ def main() -> None:
     print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations "
           f"(batch {defaults.policy_batch_size}, β {defaults.kl_coef}, LR {defaults.policy_lr}), "
           f"{defaults.prompts_per_round} prompts x K={defaults.samples_per_prompt} per round, label decay "
-          f"{defaults.label_decay}, reward model {defaults.reward_epochs} epochs at {defaults.reward_lr}; gain on 20 "
-          f"held-out prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval\n")
-    print("| arm | label budget | labels used | seeds | gain | share of oracle PPO gain | minus oracle (paired) | "
-          "minus random (paired) | seconds per run |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"{defaults.label_decay}, reward model {defaults.reward_epochs} epochs at {defaults.reward_lr}; gain and "
+          f"oracle-judged win rate on 20 held-out prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% "
+          "t-interval over seeds\n")
+    print("| arm | label budget | labels used | seeds | gain | win rate vs SFT (oracle-judged) | loop's win-rate pairs "
+          "| share of oracle PPO gain | minus oracle (paired) | minus random (paired) | seconds per run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
+        judged = "—" if t["loop_win_rate"] is None else f"{t['loop_win_rate'][0]:.0%} ± {t['loop_win_rate'][1]:.0%}"
         print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
-              f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
-              f"{difference(t['vs_random'])} | {t['seconds']:.0f} |")
+              f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['win_rate']:.0%} ± {t['win_rate_ci95']:.0%} | {judged} | "
+              f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | {difference(t['vs_random'])} | "
+              f"{t['seconds']:.0f} |")
     for arm in (a for a in ARMS[1:] if a in args.arms):
         for share in (0.9, 0.75):
             reached = fewest_labels(table, arm, share) or "not reached"

@@ -162,13 +162,15 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def next_pair(store: Store, annotator: str, rng: random.Random | None = None) -> ShownPair | None:
-    """The annotator's reserved pair, or the next open pair reserved for them now; None when the queue is empty."""
+def next_pair(store: Store, annotator: str, rng: random.Random | None = None,
+              selector: str | None = None) -> ShownPair | None:
+    """The annotator's reserved pair, or the next open pair reserved for them now; None when the queue is empty.
+    `selector` serves only pairs of that selector (the loop's oracle judging the win-rate pairs it queued)."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
     first_on_left = (rng or random).random() < 0.5
     reserved = votes.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
-                                       first_on_left, time.time())
+                                       first_on_left, time.time(), selector)
     return _shown(reserved)
 
 

@@ -6,6 +6,9 @@
 - `soft`: every current label, skips included: `{label_id, pair_id, annotator, prompt, first, second, outcome,
   target, margin}` where `target` = P(first preferred): 1, 0, 0.5 for ties and both-bad, null for skips.
 
+Labels on win-rate pairs (blind judgements of policy versions, `storage.winrate`) are evaluation, not training data:
+the export leaves them out, as reward training does (`storage.labels.training_labels`).
+
 A store with any conversation prompt exports every row in TRL's conversational format, so one file never mixes
 strings and message lists: `prompt` is the list of `{role, content}` turns (a text prompt becomes one user turn),
 and each response is a list holding one assistant turn.
@@ -26,7 +29,7 @@ import pyarrow.parquet as pq
 
 from storage import Store
 from storage.errors import InvalidInput
-from storage.labels import LabeledPair, labeled_pairs
+from storage.labels import LabeledPair, training_labels
 from storage.types import Outcome
 
 FORMATS = ("trl", "soft")
@@ -79,7 +82,7 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {str(fmt)[:20]!r}; use trl or soft")
     path = check_export_path(path)
-    labels = labeled_pairs(store, include_skips=True)
+    labels = training_labels(store, include_skips=True)
     counts = {outcome: sum(row.outcome is outcome for row in labels) for outcome in Outcome}
     conversational = any(row.prompt_messages is not None for row in labels)
     rows = _trl_rows(labels, conversational) if fmt == "trl" else [_soft_row(row, conversational) for row in labels]

@@ -79,12 +79,13 @@ class OracleAnnotator:
         left, right = self._score(shown.left), self._score(shown.right)
         return "left" if left > right else "right" if right > left else "tie"
 
-    def label(self, store: Store, n: int) -> list[int]:
-        """Label up to `n` queued pairs (fewer when the queue runs dry); returns the new label ids."""
+    def label(self, store: Store, n: int, selector: str | None = None) -> list[int]:
+        """Label up to `n` queued pairs (fewer when the queue runs dry; with `selector`, only pairs of that
+        selector); returns the new label ids."""
         if n < 0:
             raise InvalidInput(f"the number of labels must be 0 or more, got {n}")
         label_ids = []
-        while len(label_ids) < n and (shown := next_pair(store, self.name, rng=self.rng)) is not None:
+        while len(label_ids) < n and (shown := next_pair(store, self.name, self.rng, selector)) is not None:
             label_ids.append(submit_label(store, self.name, shown.pair_id, self.choose(shown), str(uuid.uuid4())))
         return label_ids
 

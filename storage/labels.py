@@ -60,9 +60,14 @@ def list_labels(store: Store, annotator: str | None = None, include_undone: bool
     return [_row(r) for r in store.db().query(f"SELECT * FROM labels {where} ORDER BY id", params)]
 
 
-def count_labels(store: Store, include_skips: bool = True) -> int:
-    extra = "" if include_skips else " AND outcome != 'skip'"
-    return store.db().execute(f"SELECT count(*) FROM labels WHERE undone IS NULL{extra}").fetchone()[0]
+# A label on a win-rate pair (storage.winrate) is evaluation, never training data.
+_NOT_EVALUATION = "NOT EXISTS (SELECT 1 FROM winrate_pairs w WHERE w.pair_id = l.pair_id)"
+
+
+def count_labels(store: Store, include_skips: bool = True, evaluation: bool = True) -> int:
+    """Current labels (without skips, or without those on win-rate pairs, when asked)."""
+    extra = ("" if include_skips else " AND outcome != 'skip'") + ("" if evaluation else f" AND {_NOT_EVALUATION}")
+    return store.db().execute(f"SELECT count(*) FROM labels l WHERE undone IS NULL{extra}").fetchone()[0]
 
 
 @dataclass(frozen=True)
@@ -86,8 +91,10 @@ class LabeledPair:
         return self.prompt_messages if self.prompt_messages is not None else self.prompt
 
 
-def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair]:
-    """Every current label (skips only when asked), with prompt, both responses and margin, in label order."""
+def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPair]:
+    """The labels that train: every current label (skips only when asked) with prompt, both responses and margin, in
+    label order, but none on a win-rate pair (those judge policy versions: they never train or validate a reward
+    model, nor train DPO). Every trainer reads its labels here, and so does the export (its files train models)."""
     skips = "" if include_skips else " AND l.outcome != 'skip'"
     rows = store.db().query(
         f"""
@@ -98,7 +105,7 @@ def labeled_pairs(store: Store, include_skips: bool = False) -> list[LabeledPair
         JOIN prompts p ON p.id = pr.prompt_id
         JOIN generations g1 ON g1.id = pr.first_id
         JOIN generations g2 ON g2.id = pr.second_id
-        WHERE l.undone IS NULL{skips}
+        WHERE l.undone IS NULL AND {_NOT_EVALUATION}{skips}
         ORDER BY l.id
         """
     )

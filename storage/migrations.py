@@ -286,3 +286,21 @@ def m012_prompt_exclusion(db: Database) -> None:
         ALTER TABLE prompts ADD COLUMN excluded INTEGER NOT NULL DEFAULT 0;
         CREATE INDEX prompts_source ON prompts(source)
         """)
+
+
+@migrations()
+def m013_winrate_pairs(db: Database) -> None:
+    """Win-rate pairs of the label queue: blind pairs on a held-out prompt of one policy version's evaluation sample
+    against another version's (the SFT root's, or the previous version's), judged by people to say whether they prefer
+    the newer version. Their labels never train or validate a reward model and never count against a loop's budget."""
+    _run(db,
+        """
+        CREATE TABLE winrate_pairs (
+            pair_id INTEGER PRIMARY KEY REFERENCES pairs(id),
+            policy_id INTEGER NOT NULL REFERENCES policies(id),
+            opponent_id INTEGER NOT NULL REFERENCES policies(id),
+            CHECK (policy_id != opponent_id)
+        );
+        CREATE INDEX winrate_pairs_policy ON winrate_pairs(policy_id, opponent_id)
+        """
+    )

@@ -26,15 +26,21 @@ def list_rounds(store: Store, job_id: int | None = None) -> list[dict]:
     return [{**r, "config": json.loads(r["config"]), "summary": json.loads(r["summary"])} for r in rows]
 
 
+_NOT_WINRATE = "NOT EXISTS (SELECT 1 FROM winrate_pairs w WHERE w.pair_id = p.id)"
+
+
 def round_label_count(store: Store, round: int) -> int:
-    """Current non-skip labels on the pairs queued in `round`."""
+    """Current non-skip labels on the pairs queued in `round`: the labels the round's budget counts, so none on a
+    win-rate pair (those are evaluation, reported apart)."""
     return store.db().execute(
         "SELECT count(*) FROM labels l JOIN pairs p ON p.id = l.pair_id"
-        " WHERE p.round = ? AND l.undone IS NULL AND l.outcome != 'skip'", [round]).fetchone()[0]
+        f" WHERE p.round = ? AND l.undone IS NULL AND l.outcome != 'skip' AND {_NOT_WINRATE}", [round]).fetchone()[0]
 
 
 def round_pair_count(store: Store, round: int) -> int:
-    return store.db().execute("SELECT count(*) FROM pairs WHERE round = ?", [round]).fetchone()[0]
+    """The pairs the round queued for its own labels (win-rate pairs placed among them are not the round's)."""
+    return store.db().execute(f"SELECT count(*) FROM pairs p WHERE round = ? AND {_NOT_WINRATE}",
+                              [round]).fetchone()[0]
 
 
 def max_policy_round_before(store: Store, created: float) -> int:

@@ -62,7 +62,8 @@ _UNLABELED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM labels l WHERE l.pair_id = p.id
 
 _NEXT_PAIR = f"""
 SELECT p.id, p.first_id, p.second_id FROM pairs p INDEXED BY pairs_queue_votes
-WHERE p.votes < :overlap AND p.selector != '{IMPORTED}' AND {_UNLABELED_BY_THEM} AND {_TAKEN} < :overlap
+WHERE p.votes < :overlap AND p.selector != '{IMPORTED}' AND (:selector IS NULL OR p.selector = :selector)
+  AND {_UNLABELED_BY_THEM} AND {_TAKEN} < :overlap
 ORDER BY p.round DESC, p.score DESC, p.id
 LIMIT 1
 """
@@ -88,19 +89,23 @@ def _reserved(db, pair_id: int, left_id: int, expires: float) -> Reserved:
 
 
 def reserve_next_pair(store: Store, annotator: str, overlap: int, ttl_s: float, first_on_left: bool,
-                      now: float) -> Reserved | None:
+                      now: float, selector: str | None = None) -> Reserved | None:
     """The annotator's own reservation if still theirs, else reserve the next open pair; None when none is open.
+    With `selector`, only pairs of that selector are served (the loop's oracle judging win-rate pairs).
 
     `first_on_left` decides the side of a new reservation only; a returned reservation keeps its sides.
     """
     with store.write() as db:
-        own = db.execute("SELECT pair_id, left_id, expires FROM reservations WHERE annotator = ? ORDER BY expires DESC",
+        own = db.execute("SELECT r.pair_id, r.left_id, r.expires, p.selector FROM reservations r"
+                         " JOIN pairs p ON p.id = r.pair_id WHERE r.annotator = ? ORDER BY r.expires DESC",
                          [annotator]).fetchall()
         db.execute("DELETE FROM reservations WHERE annotator = ?", [annotator])
-        for pair_id, left_id, expires in own:
-            if left_id is not None and _may_hold(db, pair_id, annotator, overlap, now, live=expires > now):
+        for pair_id, left_id, expires, kind in own:
+            if left_id is not None and selector in (None, kind) and _may_hold(db, pair_id, annotator, overlap, now,
+                                                                            live=expires > now):
                 return _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
-        row = db.execute(_NEXT_PAIR, {"annotator": annotator, "now": now, "overlap": overlap}).fetchone()
+        row = db.execute(_NEXT_PAIR, {"annotator": annotator, "now": now, "overlap": overlap,
+                                      "selector": selector}).fetchone()
         if row is None:
             return None
         pair_id, first_id, second_id = row

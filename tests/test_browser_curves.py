@@ -19,8 +19,10 @@ from PIL import Image
 from playwright.sync_api import expect
 
 from app.charts import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
+from app.curves_tab import with_win_rates
 from labeling.conversations import conversation_text
 from labeling.synthetic import OracleAnnotator
+from labeling.winrate import winrate_report
 from storage import jobs as job_rows
 from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, eval_samples
 from storage.job_warnings import list_warnings
@@ -41,7 +43,7 @@ ROUNDS, LABELS_PER_ROUND = 2, 7
 # its last step at least) and its validation metrics (round 2 holds out 3 of its 14 labels, not all of them ties).
 TINY_LOOP = {"prompts_per_round": 2, "samples_per_prompt": 4, "queue_reserve": 0, "label_decay": 1.0,
              "reward_epochs": 1, "reward_batch_size": 1, "policy_iterations": 3, "policy_batch_size": 4,
-             "policy_epochs": 1, "response_length": 8}
+             "policy_epochs": 1, "response_length": 8, "eval_prompts": 32}  # every held-out prompt, the markup one
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +92,8 @@ def expected_warnings(store, job_id: int) -> list[str]:
 
 def test_curves_and_samples_in_the_browser(loop_store, page_url, browser, tmp_path):
     [loop_job] = job_rows.list_jobs(loop_store)
-    rounds, policies = list_rounds(loop_store, loop_job.id), list_policies(loop_store)
+    rounds = with_win_rates(list_rounds(loop_store, loop_job.id), winrate_report(loop_store))  # as the tab shows them
+    policies = list_policies(loop_store)
     logged = {row["name"] for row in read_metrics(loop_store, loop_job.id)}
     assert set(REWARD_PANELS) | set(PPO_PANELS) <= logged, "the loop left a chart panel without data"
     assert all(any(r["summary"].get(key) is not None for r in rounds) for key in ROUND_PANELS)

@@ -47,6 +47,22 @@ def test_figures_smooth_downsample_and_color_by_round():
     assert oracle[1]["y"] == [0.4, 0.4]
 
 
+def test_the_rounds_win_rates_carry_their_intervals_as_error_bars():
+    from app.charts import ROUND_PANELS, rounds_figure
+
+    rounds = [{"round": 1, "summary": {"winrate": 0.6, "winrate_low": 0.4, "winrate_high": 0.75}},
+              {"round": 2, "summary": {"winrate": 0.7, "winrate_low": 0.5, "winrate_high": 0.85, "lc_winrate": 0.65,
+                                       "lc_winrate_low": 0.45, "lc_winrate_high": 0.8}}]
+    spec = json.loads(rounds_figure(rounds, None, "rounds").plot)
+    axis = f"x{list(ROUND_PANELS).index('winrate') + 1}"
+    line, reference = [t for t in spec["data"] if t["xaxis"] == axis]
+    assert line["y"] == [0.6, 0.7] and line["error_y"]["array"] == pytest.approx([0.15, 0.15])
+    assert line["error_y"]["arrayminus"] == pytest.approx([0.2, 0.2]) and not line["error_y"]["symmetric"]
+    assert reference["y"] == [0.5, 0.5] and reference["name"] == "as good as SFT"
+    [controlled, _] = [t for t in spec["data"] if t["xaxis"] == f"x{list(ROUND_PANELS).index('lc_winrate') + 1}"]
+    assert controlled["x"] == [2] and controlled["error_y"]["arrayminus"] == pytest.approx([0.2])
+
+
 def test_a_round_of_one_point_is_a_dot():
     """A short reward training logs once per round: a one-point line would draw nothing, so it is a marker."""
     from app.charts import align_rounds, reward_figure, round_color, segments

@@ -17,7 +17,8 @@ from storage import JobStatus
 from storage import jobs as job_rows
 from storage.job_warnings import list_warnings
 from storage.metrics import log_metrics
-from storage.policies import list_policies
+from storage.policies import get_policy, list_policies
+from tests.winrate_helpers import versions
 from trainers.entry import worker
 from trainers.loop.config import LoopConfig
 from trainers.loop.failure_warnings import (
@@ -26,7 +27,10 @@ from trainers.loop.failure_warnings import (
     policy_phase_warnings,
     reward_phase_warnings,
     warning_line,
+    winrate_findings,
+    winrate_warnings,
 )
+from trainers.loop.winrate_pairs import queue_version_pairs
 from trainers.reporting import JobPaused
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +101,22 @@ def test_the_worker_pauses_a_job_and_a_resume_acknowledges_its_warnings(store):
     assert paused.status is JobStatus.PAUSED and paused.phase.startswith("paused: validation_too_small")
     job_rows.requeue_job(store, job_id)
     assert pause_reason(store, job_id) is None and len(list_warnings(store, job_id)) == 1
+
+def test_people_preferring_the_sft_policy_warn_under_the_versions_round_and_pause_the_loop(store):
+    """A version whose PPO phase raised the score loses its blind win-rate pairs to the SFT policy: the next round's
+    reward phase (and the loop's end) records `winrate_below_sft` under the version's round, and it pauses."""
+    sft, v1 = versions(store, count=1)
+    job = job_rows.create_job(store, "loop", {})
+    log_phase(store, job, 1, [0.0, 0.4, 0.8])  # round 1's PPO phase (steps 1-3), its score rising to 1.5
+    log_metrics(store, job, 3, {"ppo/score": 1.5})
+    log_metrics(store, job, 2, {VAL_PAIRS_METRIC: 40, "reward/val_accuracy": 0.8})  # round 2's reward model, fine
+    queue_version_pairs(store, get_policy(store, v1), CONFIG, within=0, with_oracle=False)
+    OracleAnnotator(lambda text: -1.0 if "-v1-" in text else 0.0).label(store, 24)  # people prefer the SFT policy
+    [below] = reward_phase_warnings(store, job, CONFIG, round=2, first_round=1)
+    assert (below.rule, below.round) == ("winrate_below_sft", 1) and "0% of the time" in below.detail
+    assert pause_reason(store, job) == "paused: winrate_below_sft: People prefer the SFT policy"
+    assert winrate_warnings(store, job, CONFIG, first_round=1) == []  # recorded once
+    assert winrate_findings(store, job, CONFIG, first_round=2) == []  # a job that began after v1 does not judge it
 
 
 # ---- the broken-run suite's fast subset -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
+from labeling.winrate import winrate_report
 from storage import jobs as job_rows
 from storage.generations import eval_samples, list_generations
 from storage.labels import count_labels
@@ -23,10 +24,13 @@ from storage.policies import latest_policy, list_policies
 from storage.prompts import list_prompts
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
+from storage.winrate import winrate_judgements
 from tests import helpers
 from trainers.loop.config import LoopConfig, labels_in_round
-from trainers.loop.rounds import Loop, evaluate_policy
+from trainers.loop.evaluation import evaluate_policy
+from trainers.loop.rounds import Loop
 from trainers.loop.sampling import SamplingConfig, sample_policy
+from trainers.reward.scorer import INFO_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,
@@ -48,13 +52,33 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     assert result.returncode == 0, result.stderr[-2000:]
     rounds = list_rounds(demo_store)
     assert [r["round"] for r in rounds] == [1, 2, 3]
-    assert len(list_policies(demo_store)) == 4
-    assert len(list_reward_models(demo_store)) == 3
-    assert count_labels(demo_store) == sum(labels_in_round(60, LoopConfig().label_decay, i) for i in range(3))
+    policies = list_policies(demo_store)
+    assert len(policies) == 4
+    members = list_reward_models(demo_store)
+    assert len(members) == 3
+    # the label budget counts the rounds' own labels; each version's 24 win-rate judgements come on top
+    assert count_labels(demo_store, evaluation=False) == sum(labels_in_round(60, LoopConfig().label_decay, i)
+                                                             for i in range(3))
+    judged = winrate_judgements(demo_store)
+    assert len(judged) == 3 * LoopConfig().winrate_pairs == count_labels(demo_store) - count_labels(demo_store,
+                                                                                                    evaluation=False)
+    trained = {i for m in members for i in json.loads((Path(m.path) / INFO_FILE).read_text())["label_ids"]}
+    assert trained and not trained & {j.label_id for j in judged}  # none trained or validated a reward model
     [job] = job_rows.list_jobs(demo_store)
+    logs = job_rows.tail_logs(demo_store, job.id, 500)
+    for phase in ("round 1: evaluating policy v0", "round 1: evaluating policy v1", "round 3: evaluating policy v3",
+                  "round 2: queueing win-rate pairs of policy v1", "round 3: judging policy v3 against the SFT policy"):
+        assert phase in logs  # evaluation is a phase of its own in the progress
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}
     assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
+    report = winrate_report(demo_store)
+    final = report.latest()  # ... and the oracle, judging blind pairs, prefers it to the SFT policy
+    assert final.policy_id == policies[-1].id and final.judgements == 24 and final.rate > 0.5, final
+    assert final.line() in result.stdout and f"[{final.low:.0%}, {final.high:.0%}]" in final.line()
+    board = report.leaderboard
+    assert sorted(s.name for s in board) == ["v0", "v1", "v2", "v3"] and board[0].name != "v0"
+    assert all(s.low is not None and s.low < s.strength < s.high for s in board if not s.anchor)
 
 
 def test_headless_grpo_loop_beats_the_sft_policy(demo_store):
@@ -124,7 +148,8 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
 
     first = evaluate_policy(demo_store, sft, config, with_oracle=True)
     evaluated = eval_samples(demo_store, sft.id)
-    assert len(evaluated) == 2 * len(list_prompts(demo_store, heldout=True)) and all("oracle" in s for s in evaluated)
+    assert len(evaluated) == config.eval_samples * min(config.eval_prompts, len(list_prompts(demo_store, heldout=True)))
+    assert all("oracle" in s for s in evaluated)
     assert evaluate_policy(demo_store, sft, config, with_oracle=True) == first
     assert eval_samples(demo_store, sft.id) == evaluated
     assert first == pytest.approx(sum(s["oracle"] for s in evaluated) / len(evaluated))

@@ -97,3 +97,14 @@ def test_audit_agreement_below_the_threshold():
     assert low.rule == "audit_agreement_low" and "50%" in low.detail and "10 labels" in low.detail
     assert d.audit_findings(3, 0.7, 10, 0.6) == [] and d.audit_findings(3, 0.2, 4, 0.6) == []
     assert d.audit_findings(3, None, 0, 0.6) == []
+
+
+def test_people_preferring_the_sft_policy_while_the_score_rose():
+    # 5 of 24 judgements (ties half): 21% [9%, 40%], wholly below 50%
+    below = d.winrate_below_sft(3, "v3", 5 / 24, 0.09, 0.40, 24, score_rise=0.8)
+    assert (below.rule, below.round) == ("winrate_below_sft", 3)
+    assert "24 blind judgements" in below.detail and "v3" in below.detail and "21%" in below.detail
+    assert d.winrate_below_sft(3, "v3", 0.40, 0.25, 0.56, 24, 0.8) is None  # the interval reaches 50%
+    assert d.winrate_below_sft(3, "v3", 0.10, 0.02, 0.40, 19, 0.8) is None  # too few judgements
+    assert d.winrate_below_sft(3, "v3", 0.21, 0.09, 0.40, 24, -0.1) is None  # the score did not rise
+    assert d.winrate_below_sft(3, "v3", None, None, None, 0, 0.8) is None

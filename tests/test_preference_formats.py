@@ -23,7 +23,7 @@ from app.preferences import import_into_project, policy_has_chat_template
 from labeling.preference_formats import dialogue_turns, preference_from_row, shared_length, split_dialogues
 from labeling.preference_import import LISTED, import_preference_file, iter_preferences
 from storage import InvalidInput
-from storage.labels import labeled_pairs, list_labels
+from storage.labels import list_labels, training_labels
 from storage.pairs import list_pairs
 from storage.policies import add_policy
 from storage.preferences import Preference
@@ -75,7 +75,7 @@ EXPECTED["implicit conversational"] = EXPECTED["explicit conversational"]
 
 def stored(store) -> list[tuple]:
     messages = {prompt.text: prompt.messages for prompt in list_prompts(store)}
-    return [(row.prompt, messages[row.prompt], row.first, row.second, row.margin) for row in labeled_pairs(store)]
+    return [(row.prompt, messages[row.prompt], row.first, row.second, row.margin) for row in training_labels(store)]
 
 
 def write_jsonl(path: Path, rows: list, opener=open) -> Path:

@@ -95,10 +95,10 @@ def test_labels_vote_ids_and_replacement(store):
     assert len(labels.list_labels(store, include_undone=True)) == 2
     label_pairs(store, "bob", {pair: Outcome.SKIP})
     assert labels.count_labels(store) == 2 and labels.count_labels(store, include_skips=False) == 1
-    [example] = labels.labeled_pairs(store)
+    [example] = labels.training_labels(store)
     assert (example.prompt, example.first, example.second, example.outcome) == (
         "the movie was", " great .", " awful .", Outcome.TIE)
-    assert [lp.outcome for lp in labels.labeled_pairs(store, include_skips=True)] == [Outcome.TIE, Outcome.SKIP]
+    assert [lp.outcome for lp in labels.training_labels(store, include_skips=True)] == [Outcome.TIE, Outcome.SKIP]
 
 
 def test_outcome_targets():

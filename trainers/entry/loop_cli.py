@@ -15,6 +15,7 @@ import os
 import sys
 
 from labeling.selection import Selector
+from labeling.winrate import winrate_report
 from storage import Store
 from storage import jobs as job_rows
 from storage.types import JobStatus
@@ -90,7 +91,11 @@ def run_here(args: argparse.Namespace, store: Store) -> int:
 
 
 def report_end(store: Store, job_id: int, status: JobStatus) -> int:
+    """The job's end, and the newest version's win rate against the SFT policy as people's labels stand."""
     print(f"loop job {job_id}: {status.value}")
+    latest = winrate_report(store, rounds=0).latest()
+    if latest is not None:
+        print(latest.line())
     if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
         print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
     if status is JobStatus.PAUSED:

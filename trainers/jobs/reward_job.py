@@ -1,12 +1,13 @@
 """Reward-model runs on a store: the worker's `reward` jobs, `python app.py train-reward` and the loop's reward phase.
 
-This is the job layer around `trainers.reward.trainer`: it reads the labels (every current label but skips, as examples
-with target p = 1, 0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off; those of excluded prompts and those
-longer than the model's context are left out, counted), checks the inputs, splits by pair (one pair's labels never
-straddle the split), trains `ensemble` members (K > 1: each on a bootstrap resample), then
-normalises and registers them. The model starts from the project's reward base (`init --reward-base`), else the SFT
-policy (the root of the newest policy's lineage); it reads prompts and responses in its own format (`ChatFormat`), so a
-base with another tokenizer or chat template works too. Its scores are normalised on the newest policy's samples.
+This is the job layer around `trainers.reward.trainer`: it reads the labels that train
+(`storage.labels.training_labels`: every current label but skips and win-rate judgements, as examples with target p = 1,
+0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off; those of excluded prompts and those longer than the
+model's context are left out, counted), checks the inputs, splits by pair (one pair's labels never straddle the split),
+trains `ensemble` members (K > 1: each on a bootstrap resample), then normalises and registers them. The model starts
+from the project's reward base (`init --reward-base`), else the SFT policy (the root of the newest policy's lineage); it
+reads prompts and responses in its own format (`ChatFormat`), so a base with another tokenizer or chat template works
+too. Its scores are normalised on the newest policy's samples.
 
 Each member is a plain HF directory under `<store data dir>/reward_models/` with `reward_info.json` (labels used,
 metrics, normalisation, ensemble index); it is written under a temporary name, renamed when complete, and only then
@@ -29,7 +30,7 @@ from labeling.conversations import PromptInput
 from storage import Store
 from storage.errors import InvalidInput, NotFound
 from storage.generations import SAMPLE_SOURCE, list_generations
-from storage.labels import count_labels, labeled_pairs
+from storage.labels import count_labels, training_labels
 from storage.metrics import last_step
 from storage.policies import get_policy, latest_policy, reward_base_path
 from storage.prompts import get_prompt
@@ -130,16 +131,20 @@ def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
 
 def load_examples(store: Store, both_bad_as_tie: bool = True,
                   margin: float = 0.0) -> tuple[list[PreferenceExample], list[int]]:
-    """Every current non-skip label as an example, with its own margin (imported) or `margin`, but those of
-    excluded prompts, whose label ids come second; raises InvalidInput when no label can train."""
-    labeled = labeled_pairs(store)
+    """Every current non-skip label that trains (none on a win-rate pair) as an example, with its own margin
+    (imported) or `margin`, but those of excluded prompts, whose label ids come second; raises InvalidInput when no
+    label can train."""
+    labeled = training_labels(store)
     trained = [(lp, target) for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
     examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second, target,
                                   margin if lp.margin is None else lp.margin)
                 for lp, target in trained if not lp.prompt_excluded]
     if trained:
         return examples, [lp.label_id for lp, _ in trained if lp.prompt_excluded]
-    stored = count_labels(store, include_skips=False)
+    stored = count_labels(store, include_skips=False, evaluation=False)
+    if not stored and count_labels(store, include_skips=False):
+        raise InvalidInput("every label is on a win-rate pair, which judges policy versions and never trains; label "
+                           "the round's pairs before training a reward model")
     if stored and not labeled:
         raise InvalidInput(f"all {stored} labels belong to pairs whose generations were deleted; "
                            "queue and label new pairs before training a reward model")

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from storage import Store
-from storage.labels import labeled_pairs
+from storage.labels import training_labels
 from storage.metrics import log_metrics
 from storage.reward_models import latest_reward_models
 from storage.types import Outcome
@@ -30,7 +30,7 @@ def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer |
     validation label exists."""
     members = latest_reward_models(store)
     held_out = validation_pair_ids(members[0].path) if members else set()
-    decided = [p for p in labeled_pairs(store)
+    decided = [p for p in training_labels(store)
                if p.outcome in (Outcome.FIRST, Outcome.SECOND) and p.pair_id in held_out]
     if not members or not decided:
         return {}

@@ -100,6 +100,15 @@ class LoopConfig:
         "help": "warn when audit labels agree with the reward model less often than this"})
     on_warning: str = field(default=OnWarning.CONTINUE.value, metadata={
         "help": "on a failure warning: continue, or pause before the next PPO/GRPO phase", "choices": OnWarning})
+    eval_prompts: int = field(default=16, metadata={
+        "help": "held-out prompts each policy version is evaluated on, the same for every version (all of them when "
+                "fewer are held out)"})
+    eval_samples: int = field(default=2, metadata={"help": "samples of each evaluation prompt per policy version"})
+    winrate_pairs: int = field(default=24, metadata={
+        "help": "blind win-rate pairs queued per policy version: one of its evaluation samples against the SFT "
+                "policy's (0: none); their labels never train and are not counted in labels_per_round"})
+    winrate_previous: int = field(default=0, metadata={
+        "help": "win-rate pairs per version against the previous version too, for the leaderboard (0: none)"})
 
     def __post_init__(self):
         for f in fields(self):
@@ -108,7 +117,7 @@ class LoopConfig:
                 raise InvalidInput(f"{f.name} must be a finite number, got {value}")
         positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
                     "policy_iterations", "policy_batch_size", "policy_mini_batches", "policy_epochs",
-                    "response_length", "ensemble")
+                    "response_length", "ensemble", "eval_prompts", "eval_samples")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -158,6 +167,12 @@ class LoopConfig:
             raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {self.audit_min_agreement}")
         if self.on_warning not in {o.value for o in OnWarning}:
             raise InvalidInput(f"on_warning must be one of {', '.join(OnWarning)}, got {self.on_warning!r}")
+        evaluated = self.eval_prompts * self.eval_samples
+        for name in ("winrate_pairs", "winrate_previous"):
+            if not 0 <= getattr(self, name) <= evaluated:
+                raise InvalidInput(f"{name} is {getattr(self, name)} but each version has eval_prompts x eval_samples "
+                                   f"= {evaluated} evaluation samples to pair; use 0 to {evaluated}, or raise "
+                                   "eval_prompts or eval_samples")
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
 

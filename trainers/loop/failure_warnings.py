@@ -2,8 +2,9 @@
 what the phase stored; new findings are recorded with the job (once per rule and round) and returned, and a loop set to
 `on_warning: pause` stops before its next PPO/GRPO phase while any is not acknowledged (a resume acknowledges them).
 
-    new = reward_phase_warnings(store, job_id, config, round=g)     # after the round's reward model
+    new = reward_phase_warnings(store, job_id, config, round=g, first_round=1)     # after the round's reward model
     new = policy_phase_warnings(store, job_id, config, round=g, first_round=1)   # after its PPO/GRPO and summary
+    new = winrate_warnings(store, job_id, config, first_round=1)     # the loop's end: its final version judged
     reason = pause_reason(store, job_id)                              # "paused: kl_per_token: KL per token ..." or None
 """
 
@@ -12,15 +13,25 @@ from __future__ import annotations
 import time
 
 from labeling.audit_pairs import agreement
+from labeling.winrate import version_figures, version_names
 from storage import Store
 from storage.audit_pairs import audit_votes
 from storage.job_warnings import list_warnings, record_warnings
 from storage.metrics import read_metrics
+from storage.policies import latest_policy, list_policies, root_policy
 from storage.types import JobWarning
+from storage.winrate import winrate_judgements
 
 from .config import LoopConfig
 from .diagnostics import Finding
-from .phase_rules import Phase, audit_findings, held_out_oracle_falls, phase_findings, reward_model_findings
+from .phase_rules import (
+    Phase,
+    audit_findings,
+    held_out_oracle_falls,
+    phase_findings,
+    reward_model_findings,
+    winrate_below_sft,
+)
 
 VAL_PAIRS_METRIC = "round/val_pairs"  # held-out pairs of the round's reward model, logged at the round's step
 
@@ -40,13 +51,16 @@ def _values(store: Store, job_id: int, names: list[str]) -> dict[str, dict[int, 
     return out
 
 
-def reward_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: int) -> list[JobWarning]:
+def reward_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int = 1
+                          ) -> list[JobWarning]:
     """Record what `reward_phase_findings` finds; returns the new warnings."""
-    return record(store, job_id, reward_phase_findings(store, job_id, config, round))
+    return record(store, job_id, reward_phase_findings(store, job_id, config, round, first_round))
 
 
-def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int) -> list[Finding]:
-    """Round `round`'s reward model (validation size and accuracy) and its audit pairs' agreement."""
+def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int = 1
+                          ) -> list[Finding]:
+    """Round `round`'s reward model (validation size and accuracy), its audit pairs' agreement, and the people's
+    judgements of the version it started from (labelled in this round) against the SFT policy."""
     series = _values(store, job_id, ["reward/val_accuracy", VAL_PAIRS_METRIC])
     accuracy = series["reward/val_accuracy"]
     step = max(accuracy) if accuracy else None
@@ -55,7 +69,31 @@ def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: 
     val_pairs = int(series[VAL_PAIRS_METRIC][round])
     found = reward_model_findings(round, step, accuracy.get(step) if step is not None else None, val_pairs)
     audit = agreement(audit_votes(store, round=round))
-    return found + audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
+    found += audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
+    return found + winrate_findings(store, job_id, config, first_round)
+
+
+def winrate_warnings(store: Store, job_id: int, config: LoopConfig, first_round: int) -> list[JobWarning]:
+    """Record what `winrate_findings` finds (the loop's end: its final version judged); returns the new warnings."""
+    return record(store, job_id, winrate_findings(store, job_id, config, first_round))
+
+
+def winrate_findings(store: Store, job_id: int, config: LoopConfig, first_round: int) -> list[Finding]:
+    """The newest policy version, when this job trained it: people's judgements of it against the SFT policy, with
+    the reward-model score's rise over its PPO/GRPO phase (recorded under the version's round)."""
+    policies = list_policies(store)
+    newest = latest_policy(store)
+    root = root_policy(store, newest) if newest else None
+    if newest is None or newest.id == root.id or newest.round < first_round:
+        return []
+    name = version_names(policies)[newest.id]
+    figures = version_figures(newest, name, winrate_judgements(store), root.id)
+    score = phase_of(store, job_id, config, newest.round, first_round).series.get("score", [])
+    if len(score) < 2:
+        return []
+    found = winrate_below_sft(newest.round, name, figures.rate, figures.low, figures.high, figures.judgements,
+                              score[-1] - score[0])
+    return [found] if found else []
 
 
 def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int) -> Phase:

@@ -2,8 +2,8 @@
 torch); the whole-job rules of the Curves tab are in `diagnostics`.
 
 Per-phase rules in absolute terms (what a loop checks after each reward-model and PPO/GRPO phase: `phase_findings`,
-`reward_model_findings`, `held_out_oracle_falls`, `audit_findings`); each finding names the round and step where it
-fired.
+`reward_model_findings`, `held_out_oracle_falls`, `audit_findings`, `winrate_below_sft`); each finding names the round
+and step where it fired.
 A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive steps, so one odd batch never fires it.
 Each rule, when it fires and why its threshold is where it is:
 
@@ -39,6 +39,12 @@ Each rule, when it fires and why its threshold is where it is:
 - `reward_model_near_chance`: fires when validation accuracy < 60% on 50 pairs or more. Why: 60% is the whole-job
   rule's threshold; on fewer than 50 pairs (±0.14 at 95%) a sound round-1 demo reward model often scores 50-56%, so
   less says too little to warn.
+- `winrate_below_sft`: fires when people preferred the newest version to the SFT policy in fewer than half of its
+  blind win-rate judgements, the 95% Wilson interval wholly below 50%, over 20 judgements or more, while its
+  PPO/GRPO phase raised the reward-model score. Why: the question the loop exists for, answered by people rather
+  than proxies: a rising reward-model score with a version people like less than the SFT policy is reward hacking;
+  20 judgements (the default queues 24) are the fewest whose interval can lie clear of 50% for a clearly worse
+  version (5 of 20: 9%-47%).
 - `audit_agreement_low`: fires when people agree with the reward model on fewer than `audit_min_agreement` (60%) of
   its confident audit pairs, over 5 labels or more. Why: on the pairs it is surest of, a sound reward model agrees
   with people far above 60%; below it, it rewards what people do not want.
@@ -68,6 +74,7 @@ MIN_CHANCE_PAIRS = 50
 MIN_AUDIT_LABELS = 5
 MIN_ORACLE_CORRELATION = 0.3
 MIN_CORRELATION_STEPS = 5
+MIN_WINRATE_JUDGEMENTS = 20
 
 
 
@@ -255,3 +262,18 @@ def audit_findings(round: int, agreement: float | None, labels: int, threshold: 
                     f"people agreed with it {agreement:.0%} of the time over {labels} labels (< {threshold:.0%}).",
                     "The reward model rewards what people do not want: the policy may be hacking it. Raise β, collect "
                     "more labels on the policy's newest samples, and read its samples.", round, None)]
+
+
+def winrate_below_sft(round: int, version: str, rate: float | None, low: float | None, high: float | None,
+                      judgements: int, score_rise: float) -> Finding | None:
+    """People prefer the SFT policy to version `version` (of round `round`): its win rate's 95% interval `low`-`high`
+    below 50% over `judgements` >= MIN_WINRATE_JUDGEMENTS, while its phase raised the reward-model score."""
+    if rate is None or judgements < MIN_WINRATE_JUDGEMENTS or high >= 0.5 or score_rise <= 0:
+        return None
+    return Finding("winrate_below_sft", "People prefer the SFT policy",
+                   f"In {judgements} blind judgements people preferred {version}'s answers to the SFT policy's "
+                   f"{rate:.0%} of the time (95% interval {low:.0%}-{high:.0%}, below 50%), while its phase raised the "
+                   f"reward-model score by {score_rise:.2f}.",
+                   "The policy is learning what the reward model gets wrong (reward hacking): read its samples beside "
+                   "the SFT policy's (Samples tab), collect labels on its newest samples, raise β, or run fewer PPO "
+                   "iterations per round.", round, None)

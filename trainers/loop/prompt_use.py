@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from storage import Store
 from storage.errors import InvalidInput
-from storage.labels import labeled_pairs
+from storage.labels import training_labels
 from storage.policies import latest_policy, reward_base_path
 from storage.prompts import count_prompts, list_prompts
 from storage.types import Prompt
@@ -169,7 +169,7 @@ def label_use(store: Store, annotator: str | None = None) -> LabelUse | None:
     """The current labels (by `annotator`, or all) against the reward base (`init --reward-base`, else the SFT
     policy); None when there are none, or no policy."""
     policy = latest_policy(store)
-    labels = [lp for lp in labeled_pairs(store) if lp.outcome.target() is not None and
+    labels = [lp for lp in training_labels(store) if lp.outcome.target() is not None and
               annotator in (None, lp.annotator)] if policy else []
     if not labels:
         return None

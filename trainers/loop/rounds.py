@@ -4,7 +4,10 @@ One round g: (1) sample K responses per prompt from the newest policy; (2) queue
 reward-model ensemble disagrees most), plus a reserve so annotators never run dry while the round trains;
 (3) collect N labels (the oracle annotator labels them, or the loop waits for people in the UI); (4) train the
 reward model on all labels so far; (5) PPO (or GRPO, `algorithm`) for M iterations against it; (6) register policy
-g and the round's summary. Every step checks the store first, so a stopped or killed loop continues where it was.
+g, evaluate it on the held-out prompts (`trainers.loop.evaluation`) and store the round's summary. Each version's blind
+win-rate pairs against the SFT policy (`trainers.loop.winrate_pairs`) are queued among the next round's first pairs,
+the final version's when the loop ends (the oracle annotator judges them before the job completes). Every step
+checks the store first, so a stopped or killed loop continues where it was.
 
     python app.py loop --db studio.db --rounds 3 --labels-per-round 100 --annotator oracle
 """
@@ -14,32 +17,24 @@ from __future__ import annotations
 import random
 import time
 
-import numpy as np
 import torch
 
 from labeling.audit_pairs import agreement
 from labeling.selection import Selector, candidate_pairs, select_by_disagreement
+from labeling.winrate import version_names
 from storage import Store
 from storage import jobs as job_rows
 from storage.audit_pairs import audit_votes
 from storage.errors import InvalidInput
-from storage.generations import (
-    EVAL_SOURCE,
-    SAMPLE_SOURCE,
-    NewGeneration,
-    add_generations,
-    eval_samples,
-    list_generations,
-)
+from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.metrics import log_metrics, read_metrics
 from storage.pairs import list_pairs
-from storage.policies import latest_policy
+from storage.policies import latest_policy, list_policies
 from storage.prompts import excluded_prompt_ids
 from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from ..models.chat_format import prompt_budget
 from ..policy.config import PolicyRun, RewardSource
 from ..reporting import JobCancelled, JobPaused, Reporter
 from .audit_pairs import queue_round_pairs
@@ -52,12 +47,20 @@ from .config import (
     reward_settings,
     round_seed,
 )
-from .failure_warnings import VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings, warning_line
-from .prompt_use import check_against_store, prompt_use
+from .evaluation import evaluate_policy
+from .failure_warnings import (
+    VAL_PAIRS_METRIC,
+    pause_reason,
+    policy_phase_warnings,
+    reward_phase_warnings,
+    warning_line,
+    winrate_warnings,
+)
+from .prompt_use import check_against_store
 from .sampling import SamplingConfig, random_pairs, sample_policy
+from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
 HUMAN_POLL_S = 2.0
-EVAL_SEED = 12345
 
 
 class Loop:
@@ -87,18 +90,43 @@ class Loop:
         if self.report(round_index, phase, fraction_of_round):
             raise JobCancelled("the loop was stopped; resume to continue from this step")
 
+    @property
+    def with_oracle(self) -> bool:
+        return self.config.annotator == Annotator.ORACLE
+
+    def version(self, policy: Policy) -> str:
+        """The policy version's name as phases show it: `policy v3`."""
+        return f"policy {version_names(list_policies(self.store))[policy.id]}"
+
     def run(self) -> None:
         start = latest_policy(self.store)
         logged = read_metrics(self.store, self.job.id, names=["round/oracle_score"])
         if not any(row["step"] == self.first_round - 1 for row in logged):  # the baseline, once per job
-            self.step(0, "evaluating the starting policy", 0.0)
-            baseline = evaluate_policy(self.store, start, self.config, self.config.annotator == Annotator.ORACLE)
+            self.step(0, f"evaluating {self.version(start)}", 0.0)
+            baseline = evaluate_policy(self.store, start, self.config, self.with_oracle)
             if baseline is not None:
                 log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
         done = {r["round"] for r in list_rounds(self.store, self.job.id)}
         for index in range(self.config.rounds):
             if self.first_round + index not in done:
                 self.run_round(index)
+        self.judge_final_version()
+
+    def queue_winrate_pairs(self, index: int, policy: Policy, within: int, fraction: float) -> None:
+        """Queue `policy`'s win-rate pairs (once per version) through the queue's first `within` open places."""
+        if pending(self.store, policy, self.config):
+            self.step(index, f"queueing win-rate pairs of {self.version(policy)}", fraction)
+            queue_version_pairs(self.store, policy, self.config, within, self.with_oracle, self.config.seed)
+
+    def judge_final_version(self) -> None:
+        """The newest version's win-rate pairs, queued through the places left in the queue; the oracle judges them
+        before the job completes (people judge them after it, and the figures follow their labels)."""
+        index, newest = self.config.rounds - 1, latest_policy(self.store)
+        self.queue_winrate_pairs(index, newest, self.labels_wanted(index), 0.99)
+        if self.with_oracle:
+            self.step(index, f"judging {self.version(newest)} against the SFT policy", 0.99)
+            judge_open_pairs(self.store, self.config, round_seed(self.config.seed, self.first_round + index))
+        self.warn(winrate_warnings(self.store, self.job.id, self.config, self.first_round))
 
     def labels_wanted(self, index: int) -> int:
         """The labels round `index` of this job collects (the schedule: N, then N x decay each round)."""
@@ -111,6 +139,7 @@ class Loop:
         if round_pair_count(self.store, g) == 0:
             self.step(index, "sampling responses", 0.0)
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
+        self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
         if round_label_count(self.store, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
@@ -118,15 +147,17 @@ class Loop:
         if not members:
             self.step(index, "training the reward model", 0.3)
             self.train_reward(g)
-        self.warn(reward_phase_warnings(self.store, self.job.id, config, g))
+        self.warn(reward_phase_warnings(self.store, self.job.id, config, g, self.first_round))
         new_policy = latest_policy(self.store)
         if new_policy.round != g or new_policy.created < self.job.created:
             self.pause_if_warned()
             self.step(index, self.optimiser, 0.5)
             self.run_policy(index, g)
             new_policy = latest_policy(self.store)
-        self.step(index, "summarising", 0.95)
-        self.summarise(index, g, new_policy)
+        self.step(index, f"evaluating {self.version(new_policy)}", 0.95)
+        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.with_oracle)
+        self.step(index, "summarising", 0.99)
+        self.summarise(index, g, new_policy, oracle_score)
         self.warn(policy_phase_warnings(self.store, self.job.id, config, g, self.first_round))
 
     def warn(self, warnings) -> None:
@@ -177,11 +208,12 @@ class Loop:
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config, wanted = self.config, self.labels_wanted(index)
-        if config.annotator == Annotator.ORACLE:
+        if config.annotator == Annotator.ORACLE:  # win-rate pairs among the round's count for nothing: label on
             from labeling.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-            oracle.label(self.store, wanted - round_label_count(self.store, g))
+            while (missing := wanted - round_label_count(self.store, g)) > 0 and oracle.label(self.store, missing):
+                pass
             return
         while (have := round_label_count(self.store, g)) < wanted:
             self.step(index, f"waiting for labels ({have}/{wanted})", 0.1 + 0.2 * have / wanted)
@@ -224,7 +256,7 @@ class Loop:
         rows = [row for row in rows if row["step"] <= before_step]
         return max(rows, key=lambda row: row["step"])["value"] if rows else None
 
-    def summarise(self, index: int, g: int, new_policy: Policy) -> None:
+    def summarise(self, index: int, g: int, new_policy: Policy, oracle_score: float | None) -> None:
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
         prefix = f"{self.config.algorithm}/"
         trained = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix=prefix)}
@@ -234,7 +266,6 @@ class Loop:
             "score": trained.get(f"{prefix}score"),
             "kl": trained.get(f"{prefix}kl"),
         }
-        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.config.annotator == Annotator.ORACLE)
         if oracle_score is not None:
             summary["oracle_score"] = oracle_score
         audit = agreement(audit_votes(self.store, round=g))
@@ -244,48 +275,6 @@ class Loop:
                   members[0].id if members else None)
         log_metrics(self.store, self.job.id, g, {f"round/{k}": v for k, v in summary.items() if v is not None})
         self.log(f"round {index + 1} done: {summary}")
-
-
-def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool,
-                    samples: int = 2) -> float | None:
-    """The mean oracle score of `policy` on the held-out prompts (None without an oracle). The samples are drawn
-    once per policy and stored (source `eval`) with their reward-model and oracle scores for the samples view;
-    a later call (a resumed loop, another job) reuses them."""
-    stored = eval_samples(store, policy.id) or draw_eval_samples(store, policy, config, with_oracle, samples)
-    values = [sample["oracle"] for sample in stored if "oracle" in sample]
-    return float(np.mean(values)) if with_oracle and values else None
-
-
-def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool, samples: int) -> list[dict]:
-    """Sample the held-out prompts with `policy`; store the samples and their scores in one transaction."""
-    from labeling.synthetic import load_scorer
-
-    from ..models.generation import HFGenerator
-    from ..models.loading import default_device, load_sampler_policy, load_tokenizer
-    from ..reward.scorer import RewardScorer
-
-    prompts = prompt_use(store, prompt_budget(policy.path, config.response_length), heldout=True).used
-    if not prompts:
-        return []
-    generator = HFGenerator(load_sampler_policy(policy.path, config.bf16), load_tokenizer(policy.path))
-    groups = generator.generate([p.content for p in prompts], samples, config.response_length, config.temperature,
-                                config.top_p, seed=EVAL_SEED, top_k=config.top_k)
-    rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, seed=EVAL_SEED,
-                          ended_with_eos=s.ended_with_eos, source=EVAL_SOURCE)
-            for prompt, group in zip(prompts, groups, strict=True) for s in group]
-    texts = [(prompt.content, s.text) for prompt, group in zip(prompts, groups, strict=True) for s in group]
-    scores: list[dict[str, float]] = [{} for _ in rows]
-    if list_reward_models(store):
-        scorer = RewardScorer.from_store(store, device=default_device())
-        rewards = scorer.score([p for p, _ in texts], [t for _, t in texts])
-        for named, reward in zip(scores, rewards.tolist(), strict=True):
-            named["reward"] = reward
-    if with_oracle:
-        oracle = load_scorer(config.oracle)
-        for named, (_, text) in zip(scores, texts, strict=True):
-            named["oracle"] = oracle(text)
-    add_generations(store, rows, scores=scores)
-    return eval_samples(store, policy.id)
 
 
 class PhaseReport(Reporter):
