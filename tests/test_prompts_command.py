@@ -51,7 +51,7 @@ def test_a_long_imported_dialogue_does_not_block_the_loop_which_runs_on_the_rest
     assert [r["round"] for r in list_rounds(demo_store)] == [1]
     used = {g.prompt_id for g in list_generations(demo_store) if g.source in ("sample", "eval") and g.policy_id}
     assert long.id not in used and heldout.id not in used  # never sampled, never evaluated
-    assert count_labels(demo_store) == 1 + 8  # the long label is kept (for export) beside the round's
+    assert count_labels(demo_store, evaluation=False) == 1 + 8  # the long label is kept (for export) beside the round's
     out_file = tmp_path / "labels.jsonl"
     assert cli(capsys, "export", "--db", db, "--out", str(out_file))[0] == 0
     assert LONG.strip() in out_file.read_text()

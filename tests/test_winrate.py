@@ -98,7 +98,7 @@ def test_win_rate_labels_never_train_validate_count_or_export(store, tmp_path):
     judged = {j.label_id for j in winrate_judgements(store)}
     assert len(judged) == 24 and count_labels(store) == 30
     assert {lp.pair_id for lp in training_labels(store)} == set(regular)
-    examples = load_examples(store)  # what reward training (and its validation split) is made of
+    examples, _ = load_examples(store)  # what reward training (and its validation split) is made of
     assert {e.pair_id for e in examples} == set(regular) and not judged & {e.label_id for e in examples}
     assert round_label_count(store, 2) == 6 and count_labels(store, evaluation=False) == 6
     assert export_labels(store, "soft", tmp_path / "labels.jsonl").rows == 6
