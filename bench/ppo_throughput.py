@@ -16,8 +16,8 @@ trainers get the same prompt ids), the reward model a seeded one-output head on 
 whole copy of the reward model, trained in full (its design); ours is a head on the policy.
 
 Each run is its own process, so peak memory is clean: ours in this venv, TRL in `bench/out/trl-1.12.0-venv`, which
-this script creates on first use (`pip install trl==1.12.0` with this venv's torch, transformers, accelerate and
-datasets versions, so only the trainer differs). Episodes/s counts the iterations after the first (warm-up).
+this script creates on first use (`pip install trl==1.12.0` with this venv's torch, transformers, accelerate,
+datasets and peft versions, so only the trainer differs). Episodes/s counts the iterations after the first (warm-up).
 "peak RSS" is the process's high-water mark; "added by training" is the high-water mark during training (VmHWM reset
 through /proc/self/clear_refs once the models are loaded) minus the RSS at that moment: what the trainer adds.
 
@@ -149,6 +149,7 @@ def run_trl(args: argparse.Namespace, checkpointing: bool, lora: bool) -> None:
 def trl_python() -> Path:
     """The TRL venv's interpreter, creating the venv on first use."""
     import datasets
+    import peft
     import torch
     import transformers
 
@@ -156,14 +157,14 @@ def trl_python() -> Path:
 
     venv = OUT / f"trl-{TRL_VERSION}-venv"
     python = venv / "bin" / "python"
-    broken = python.exists() and subprocess.run([python, "-c", "import trl.experimental.ppo"],
+    broken = python.exists() and subprocess.run([python, "-c", "import trl.experimental.ppo, peft"],
                                                 capture_output=True).returncode
     if not python.exists() or broken:
         print(f"creating {venv} (pip install trl=={TRL_VERSION}; a few minutes)", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
         packages = [f"trl=={TRL_VERSION}", f"torch=={torch.__version__.split('+')[0]}",
                     f"transformers=={transformers.__version__}", f"accelerate=={accelerate.__version__}",
-                    f"datasets=={datasets.__version__}"]
+                    f"datasets=={datasets.__version__}", f"peft=={peft.__version__}"]
         subprocess.run([python, "-m", "pip", "install", "-q", *packages], check=True)
     return python
 
