@@ -1,10 +1,10 @@
 """Generation backends: K sampled continuations per prompt, cut at the model's end ids, as `Sample`s.
 
-`Generator` is the interface the round orchestrator and PPO use; `HFGenerator` implements it with Hugging Face
-`generate` (batched, left-padded, KV cache). Prompts (text or conversations) become token ids through the model's
-`ChatFormat`, and sampling uses only the studio's settings (`sampling_config`): a checkpoint's own generation
-config (a repetition penalty, n-gram blocking, its own top-k...) never reaches the sampler, so the log-probs PPO
-computes are those of the distribution it sampled from.
+`Generator` is the interface the round orchestrator and PPO use; `HFGenerator` implements it with the studio's
+sampler (`trainers.models.sampling.sample_ids`: batched, left-padded, a KV cache, rows sorted by prompt length).
+Prompts (text or conversations) become token ids through the model's `ChatFormat`, and sampling uses only the
+studio's settings: a checkpoint's own generation config (a repetition penalty, n-gram blocking, its own top-k...)
+never reaches the sampler, so the log-probs PPO computes are those of the distribution it sampled from.
 
     generator = HFGenerator(load_policy(path), load_tokenizer(path))
     samples = generator.generate(["the movie was"], num_samples=4, max_new_tokens=24, temperature=1.0,
@@ -24,6 +24,7 @@ from labeling.conversations import PromptInput
 from storage.errors import InvalidInput
 
 from .chat_format import ChatFormat
+from .sampling import sample_ids
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,6 @@ def check_generation_args(num_samples: int, max_new_tokens: int, temperature: fl
         raise InvalidInput(f"batch size must be at least 1, got {batch_size}")
 
 
-def sampling_config(max_new_tokens: int, temperature: float, top_p: float, top_k: int, end_ids: Iterable[int],
-                    pad_id: int) -> GenerationConfig:
-    """The studio's sampling settings and nothing else: temperature 0 is greedy; top-k 0 is off; the pad is never
-    sampled (so pads only follow an end id); any end id stops a row."""
-    sampling = dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k) if temperature > 0 else \
-        dict(do_sample=False)
-    return GenerationConfig(max_new_tokens=max_new_tokens, eos_token_id=list(end_ids), pad_token_id=pad_id,
-                            suppress_tokens=[pad_id], use_cache=True, **sampling)
-
-
 def neutralise_generation_config(model: PreTrainedModel, end_ids: Iterable[int], pad_id: int) -> None:
     """Replace the checkpoint's generation config with one that carries only its special ids: `generate` fills
     every setting a caller leaves unset from the model's config, so a saved `repetition_penalty=1.05` or
@@ -96,11 +87,13 @@ def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tenso
 
 
 class HFGenerator:
-    """Samples with `model.generate`; temperature 0 means greedy, otherwise sampling with top-p and top-k (0: off).
+    """Samples with the studio's sampler (`sample_ids`); temperature 0 means greedy, otherwise sampling with top-p and
+    top-k (0: off).
 
     The pad token is never generated, so pads only follow an end id and cutting at the first one removes them all.
-    Results depend on the seed, the prompts, `num_samples` and `batch_size` (rows are sampled batch by batch); the
-    caller's torch RNG state is left untouched.
+    Rows are sampled batch by batch, sorted by prompt length so that a batch holds prompts of similar lengths (less
+    left padding to compute); results depend on the seed, the prompts, `num_samples` and `batch_size`. The caller's
+    torch RNG state is left untouched.
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, chat: ChatFormat | None = None):
@@ -116,9 +109,8 @@ class HFGenerator:
         if not prompts:
             return []
         prompt_ids = self._prompt_ids(prompts, max_new_tokens)
-        rows = [i for i in range(len(prompts)) for _ in range(num_samples)]
-        config = sampling_config(max_new_tokens, temperature, top_p, top_k, self.chat.end_ids, self.pad)
-        samples: list[Sample] = []
+        rows = sorted((i for i in range(len(prompts)) for _ in range(num_samples)), key=lambda i: len(prompt_ids[i]))
+        samples: list[list[Sample]] = [[] for _ in prompts]
         was_training = self.model.training
         self.model.eval()
         devices = [self.model.device] if self.model.device.type == "cuda" else []
@@ -127,11 +119,15 @@ class HFGenerator:
                 torch.manual_seed(seed)
                 for start in range(0, len(rows), batch_size):
                     batch = rows[start:start + batch_size]
-                    new_ids = self._generate_batch([prompt_ids[i] for i in batch], config)
-                    samples.extend(self._sample(prompts[i], ids) for i, ids in zip(batch, new_ids, strict=True))
+                    input_ids, attention_mask = (t.to(self.model.device)
+                                                 for t in left_pad([prompt_ids[i] for i in batch], self.pad))
+                    new_ids = sample_ids(self.model, input_ids, attention_mask, max_new_tokens, temperature, top_p,
+                                         top_k, self.chat.end_ids, self.pad)  # (b, R)
+                    for i, ids in zip(batch, new_ids.tolist(), strict=True):
+                        samples[i].append(self._sample(prompts[i], ids))
         finally:
             self.model.train(was_training)
-        return [samples[i * num_samples:(i + 1) * num_samples] for i in range(len(prompts))]
+        return samples
 
     def _prompt_ids(self, prompts: list[PromptInput], max_new_tokens: int) -> list[list[int]]:
         """Each prompt's ids, after checking it is not empty and fits the context with `max_new_tokens`."""
@@ -144,12 +140,6 @@ class HFGenerator:
                                    f"exceeds the model's context of {self.context} tokens; shorten the prompt or "
                                    "lower max new tokens")
         return ids
-
-    def _generate_batch(self, prompt_ids: list[list[int]], config: GenerationConfig) -> list[list[int]]:
-        """Sampled ids after each prompt (what follows an end id is padding)."""
-        input_ids, attention_mask = (t.to(self.model.device) for t in left_pad(prompt_ids, self.pad))
-        output = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
-        return output[:, input_ids.shape[1]:].tolist()
 
     def _sample(self, prompt: PromptInput, new_ids: list[int]) -> Sample:
         token_ids, ended = self.chat.cut_at_end(new_ids)

@@ -7,10 +7,10 @@ prompt that does not fit the context with the response length is refused), the r
 adapters disabled; in full fine-tuning a frozen copy of the starting policy), the reward (a frozen reward model,
 `trainers.reward.scorer.RewardScorer`, which reads the prompt and the decoded response in its own format, exactly as it
 was trained, or any `score(prompts, responses) -> (B,)` function such as the demo's oracle), the rollout (a
-`RolloutBackend`: HF `generate` on the live policy or vLLM on a GPU, cut at the first end id, old and reference
-log-probs, scores), the epochs of shuffled mini-batches with gradient clipping (never splitting a prompt's group), the
-missing-EOS penalty, the adaptive β controller, the progress and cancel protocol of `trainers.reporting`, the resumable
-state and the saved policy (`checkpoint`).
+`RolloutBackend`: the studio's sampler on the live policy or vLLM on a GPU, cut at the first end id, old and
+reference log-probs, scores), the epochs of shuffled mini-batches with gradient clipping (never splitting a prompt's
+group), the missing-EOS penalty, the adaptive β controller, the progress and cancel protocol of `trainers.reporting`,
+the resumable state and the saved policy (`checkpoint`).
 
 One iteration (`step`): this process's `batch_size` prompts, each `config.episodes_per_prompt` times in consecutive
 rows -> rollout -> per-token KL to the reference -> the algorithm's targets -> epochs of mini-batches of its loss ->

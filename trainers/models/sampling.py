@@ -1,0 +1,101 @@
+"""The studio's sampler: a decode loop over the model's own forward with a KV cache, drawing each token exactly
+from the distribution the trainers' log-probs describe.
+
+`sample_ids` is what both the label sampler (`trainers.models.generation.HFGenerator`) and the PPO/GRPO rollout
+(`trainers.policy.rollout.HFRolloutBackend`) call. Per step it computes logits for the last position only, keeps the
+keys and values in a cache allocated once for the whole response (a static cache, where the model supports one: no
+copy of the cache per step), draws with `torch.multinomial` from `sampling_logits` and stops as soon as every row has
+ended. Hugging Face `generate` is not used: nothing from a checkpoint's generation config (a repetition penalty,
+n-gram blocking, its own top-k) can reach the sampler, and its per-step machinery (logits processors, stopping
+criteria, cache bookkeeping) is not paid for.
+
+The distribution per token is softmax(`sampling_logits`): the logits divided by the temperature, the pad token ruled
+out, then top-k and top-p as Hugging Face's warpers apply them. At top-p 1 and top-k 0 this is exactly what
+`trainers.policy.ppo_math.sampler_logprobs` scores. Results are deterministic for a torch seed, not the same random
+stream as `generate`'s.
+
+    responses = sample_ids(model, input_ids, attention_mask, max_new_tokens=24, temperature=1.0, top_p=1.0,
+                           top_k=0, end_ids=(eos,), pad_id=pad)   # (B, R <= 24); pads after each row's end id
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Sequence
+
+import torch
+from torch import nn
+from transformers import DynamicCache, StaticCache
+
+
+def sampling_logits(logits: torch.Tensor, temperature: float, pad_id: int, top_k: int = 0,
+                    top_p: float = 1.0) -> torch.Tensor:
+    """(B, V) logits -> the float32 logits the sampler draws from: divided by `temperature` (> 0), the pad at -inf,
+    then only the `top_k` likeliest tokens (0: all; ties at the k-th value kept), then the smallest set of likeliest
+    tokens whose probability reaches `top_p` (at least one), the others at -inf. A new tensor; `logits` is unchanged."""
+    scaled = logits.float() / temperature
+    scaled[..., pad_id] = -torch.inf
+    if 0 < top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]  # (B, 1)
+        scaled = scaled.masked_fill(scaled < kth, -torch.inf)
+    if top_p < 1.0:
+        ascending, order = torch.sort(scaled, dim=-1)
+        dropped = ascending.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+        dropped[..., -1] = False  # the likeliest token always stays
+        scaled = scaled.masked_fill(dropped.scatter(-1, order, dropped), -torch.inf)
+    return scaled
+
+
+def draw(logits: torch.Tensor, temperature: float, pad_id: int, top_k: int, top_p: float) -> torch.Tensor:
+    """One token per row from (B, V) logits: greedy (the pad excluded) at temperature 0, else a draw from
+    softmax(`sampling_logits`) with torch's global generator; (B,)."""
+    if temperature == 0:
+        return logits.float().index_fill(-1, torch.tensor([pad_id], device=logits.device), -torch.inf).argmax(-1)
+    probs = sampling_logits(logits, temperature, pad_id, top_k, top_p).softmax(dim=-1)
+    return torch.multinomial(probs, 1).squeeze(1)
+
+
+def _cache_keyword(model: nn.Module) -> str:
+    """The name the model's forward gives the KV cache (`cache` in recent transformers, `past_key_values` before)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def new_cache(model: nn.Module, length: int) -> DynamicCache | StaticCache:
+    """A KV cache for `length` positions: static (allocated once, written in place) where the model supports it."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(base, "_can_compile_fullgraph", False):
+        return StaticCache(config=base.config, max_cache_len=length)
+    return DynamicCache(config=base.config)
+
+
+@torch.no_grad()
+def sample_ids(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
+               temperature: float, top_p: float, top_k: int, end_ids: Sequence[int], pad_id: int) -> torch.Tensor:
+    """Left-padded prompts (B, P) -> sampled ids (B, R), R <= `max_new_tokens`: each row until its first end id,
+    the pad after it; the loop stops when every row has ended. The model should be in eval mode."""
+    batch, width = input_ids.shape
+    device = input_ids.device
+    cache = new_cache(model, width + max_new_tokens)
+    static = isinstance(cache, StaticCache)
+    keyword = _cache_keyword(model)
+    mask = torch.ones(batch, width + max_new_tokens, dtype=attention_mask.dtype, device=device)  # (B, P + R)
+    mask[:, :width] = attention_mask
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # real tokens only, as in training
+    next_position = positions[:, -1:] + 1  # (B, 1)
+    ends = torch.tensor(list(end_ids), device=device)
+    tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+    ended = torch.zeros(batch, dtype=torch.bool, device=device)
+    logits = model(input_ids=input_ids, attention_mask=mask if static else attention_mask, position_ids=positions,
+                   use_cache=True, logits_to_keep=1, **{keyword: cache}).logits[:, -1]  # (B, V)
+    for step in range(max_new_tokens):
+        chosen = draw(logits, temperature, pad_id, top_k, top_p).masked_fill(ended, pad_id)  # (B,)
+        tokens[:, step] = chosen
+        ended |= torch.isin(chosen, ends)
+        if step == max_new_tokens - 1 or bool(ended.all()):
+            return tokens[:, :step + 1]
+        seen = width + step + 1
+        logits = model(input_ids=chosen[:, None], attention_mask=mask if static else mask[:, :seen],
+                       position_ids=next_position + step, use_cache=True, logits_to_keep=1,
+                       **{keyword: cache}).logits[:, -1]
+    return tokens  # max_new_tokens == 0 is refused by the callers; here for completeness
