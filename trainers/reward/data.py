@@ -97,10 +97,12 @@ def tokenize_examples(chat: ChatFormat, examples: Sequence[PreferenceExample]) -
                               for f, s, e in zip(firsts, seconds, examples, strict=True)])
 
 
-def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], context: int | None) -> None:
-    """Raise InvalidInput naming the first label whose prompt and longer response exceed the model's `context`."""
+def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], context: int | None,
+                       model: str = "reward model") -> list[int]:
+    """Raise InvalidInput naming the first label whose prompt and longer response exceed the `model`'s `context`;
+    returns each example's prompt length in tokens (none without a context)."""
     if context is None or not examples:
-        return
+        return []
     prompts = chat.prompts_ids([e.prompt for e in examples])
     firsts = chat.responses_ids([e.first for e in examples])
     seconds = chat.responses_ids([e.second for e in examples])
@@ -108,5 +110,6 @@ def check_examples_fit(chat: ChatFormat, examples: Sequence[PreferenceExample], 
         tokens = len(prompt) + max(len(first), len(second))
         if tokens > context:
             raise InvalidInput(f"label {example.label_id} (pair {example.pair_id}): prompt and response take {tokens} "
-                               f"tokens, over the reward model's context of {context}; nothing is cut, so undo that "
-                               "label or start the reward model from a longer-context model")
+                               f"tokens, over the {model}'s context of {context}; nothing is cut, so undo that "
+                               f"label or start the {model} from a longer-context model")
+    return [len(prompt) for prompt in prompts]
