@@ -83,32 +83,32 @@ class ProgressBar(Reporter):
         self.bar.set_postfix(self.shown, refresh=False)
 
 
-def checked_run(args: argparse.Namespace, store: Store) -> DPORun:
-    """The run to start (its start policy fixed now, so a resume trains the same version) or to resume."""
+def checked_run(args: argparse.Namespace, store: Store) -> tuple[DPORun, str]:
+    """The run to start (its start policy fixed now, so a resume trains the same version) or to resume, and the line
+    that says where its settings come from."""
     from ..jobs.policy_job import start_policy
 
     if args.resume is not None:
         job = job_rows.get_job(store, args.resume)
         if job.kind != JobKind.DPO:
             raise InvalidInput(f"job {job.id} is a {job.kind} job, not a DPO job; give the id of a DPO job")
-        return DPORun.from_dict(job.config)
+        return DPORun.from_dict(job.config), f"resuming dpo job {job.id} with its settings"
     from ..loop.presets import project_preset
 
     preset = project_preset(store)
     run = run_from_args(args, preset.config)
-    run.config.check_settings()  # a bad setting is one line, before the preset's
-    print(preset.line, file=sys.stderr)
     run.policy_id = start_policy(store, run.policy_id).id
-    return run
+    return run, preset.line
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
     """Train in this process with a progress bar, or (--accelerate-config) through the launcher, followed here;
-    every check runs before the job row is written."""
+    every check runs before the job row is written, and a refusal is its one line."""
     from ..jobs.dpo_job import plan_dpo
 
-    run = checked_run(args, store)
+    run, settings_line = checked_run(args, store)
     plan, _ = plan_dpo(store, run)  # every check that loads no model
+    print(settings_line, file=sys.stderr)
     if args.accelerate_config is None:
         return run_here(args, store, run)
     job = launch_and_follow(store, JobKind.DPO, asdict(run), args.accelerate_config, resume=args.resume)

@@ -167,7 +167,7 @@ class DPOReporterCallback(TrainerCallback):
             self.last_samples = {f"dpo/{name}": value for name, value in self.measure(model).items()}
             self.reporter.on_step(state.global_step, self.last_samples)
         self.reporter.progress(state.global_step, state.max_steps)
-        if state.global_step < state.max_steps and stop_requested(self.reporter):
+        if stop_requested(self.reporter) and state.global_step < state.max_steps:  # asked every step: a heartbeat
             self.stopped = control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
 
