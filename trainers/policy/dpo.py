@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 import random
 import tempfile
 import warnings
@@ -139,7 +140,7 @@ class StudioDPOTrainer(DPOTrainer):
 
 def sample_steps(total: int, evals: int) -> set[int]:
     """The steps after which the policy is sampled: `evals` evenly spaced over `total` steps, the last one included."""
-    return {max(1, round(total * k / evals)) for k in range(1, evals + 1)}
+    return {max(1, math.ceil(total * k / evals)) for k in range(1, evals + 1)}
 
 
 class DPOReporterCallback(TrainerCallback):
