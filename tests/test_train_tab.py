@@ -129,7 +129,8 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "M: PPO iterations", "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
-                                         "DPO β (its KL anchor)", "Label decay (each later round × this)", "Audit share of labels",
+                                         "DPO β (its KL anchor)", "Label decay (each later round × this)",
+                                         "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning"]
     assert ui.run_policy.value == "Run PPO now"

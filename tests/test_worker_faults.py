@@ -1,5 +1,6 @@
 """A loop worker killed with SIGKILL in each kind of step: generating samples, training the reward model, writing
-the reward model, PPO, writing the new policy; and a GRPO loop killed in GRPO and before its policy is registered.
+the reward model, PPO, writing the new policy; a GRPO loop killed in GRPO and before its policy is registered; a DPO
+job killed mid-run, resumed from its last checkpoint.
 Each time the studio marks the job interrupted and nothing half-written is registered; the resumed job completes,
 each PPO (GRPO) step logged once, the partial checkpoints swept away.
 
@@ -25,10 +26,12 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
 from tests import helpers
+from tests.test_ppo import seeded_store
 from trainers.entry.worker import PARTIAL_CHECKPOINTS
 from trainers.jobs.launcher import STALE_AFTER_S, reap_orphans, resume_job, start_job, worker_command
 from trainers.loop.config import LoopConfig
 
+assert seeded_store  # a fixture of test_ppo's (a store holding its tiny word-level policy), found here by name
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
               "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 4, "policy_batch_size": 8, "policy_epochs": 1,
@@ -106,7 +109,9 @@ def assert_complete_checkpoints(store) -> None:
     for policy in list_policies(store):
         path = Path(policy.path)
         needed = ["config.json", "tokenizer.json"]
-        if policy.parent_id is not None:
+        if policy.parent_id is not None and (path / "dpo_config.json").is_file():
+            assert not (path / "value_head.safetensors").exists(), sorted(os.listdir(path))
+        elif policy.parent_id is not None:
             assert (path / "ppo_config.json").is_file(), (policy, sorted(os.listdir(path)))
             with_critic = json.loads((path / "ppo_config.json").read_text())["algorithm"] == "ppo"
             needed += ["value_head.safetensors"] if with_critic else []
@@ -222,3 +227,39 @@ def test_a_job_resumed_long_after_it_was_created_waits_for_its_worker(store):
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
     job_rows.requeue_job(store, job_id)
     assert reap_orphans(store, now=time.time() + STALE_AFTER_S + 1) == [job_id]  # one that never starts still is
+
+
+def test_a_dpo_worker_killed_mid_run_resumes_from_its_last_complete_checkpoint(seeded_store):
+    """Killed during step 11 of 24 (checkpoints every 4 steps): the resumed worker starts from checkpoint 8, so the
+    first 8 steps' metrics are the first worker's and steps 9 on are logged again, each once; the new version is
+    whole."""
+    from dataclasses import asdict
+
+    from storage.preferences import Preference, import_preferences
+    from tests.test_ppo import PROMPTS
+    from trainers.policy.dpo_config import DPORun
+
+    store = seeded_store
+    import_preferences(store, [Preference(p, " great and good .", " bad and awful .") for p in PROMPTS], "prefs", 0.0)
+    run = DPORun(settings={"batch_size": 1, "epochs": 3, "save_every": 4, "sample_evals": 1, "sample_prompts": 2,
+                           "response_length": 6, "learning_rate": 1e-3})
+    job_id = job_rows.create_job(store, "dpo", asdict(run))
+    try:
+        run_dying_worker(store, job_id, "trainers.policy.dpo:StudioDPOTrainer._compute_loss", nth=11)
+        killed = time.time()
+        assert_interrupted(store, job_id)
+        assert len(list_policies(store)) == 1
+        resume_job(store, job_id)
+        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
+    finally:
+        stop_worker(store, job_id)
+    job = job_rows.get_job(store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    assert len(list_policies(store)) == 2 and partial_checkpoints(store) == []
+    assert_complete_checkpoints(store)
+    logged = store.db().execute("SELECT step, created FROM metrics WHERE job_id = ? AND name = 'dpo/loss'"
+                                " ORDER BY step", [job_id]).fetchall()
+    assert [step for step, _ in logged] == list(range(1, 25))  # each step once, none missing
+    assert all(created < killed for step, created in logged if step <= 8)  # kept from before the kill
+    assert all(created > killed for step, created in logged if step > 8)  # trained again after checkpoint 8
+    assert not (store.data_dir / "dpo" / f"job-{job_id}").exists()
