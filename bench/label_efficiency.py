@@ -44,10 +44,15 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
-ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
+ARMS = ("oracle", "random", "noisy", "disagreement", "grpo", "dpo", "dpo_ties")
 ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
-                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
+                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # GRPO: 8 prompts x G=4 = PPO's 32
+                # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
+                "dpo": {"algorithm": "dpo", "audit_share": 0.0},
+                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "dpo_train_ties": True}}
+ARM_NAMES = {"random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
+             "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5"}
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -255,7 +260,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["oracle", "random", "noisy"])
     parser.add_argument("--rounds", type=int, default=None, help="R: rounds (default: the loop's)")
-    parser.add_argument("--ppo-iterations", type=int, default=None, help="M: iterations per round (default: the loop's)")
+    parser.add_argument("--policy-iterations", "--ppo-iterations", type=int, default=None,
+                        help="M: PPO/GRPO iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
     parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
     parser.add_argument("--config", type=json.loads, default={},
