@@ -174,6 +174,33 @@ class DPOReporterCallback(TrainerCallback):
 
 
 @dataclass
+class SampleMeasures:
+    """Measures a policy on samples of its own, the same prompts (`prompt_ids`, distinct ones of the labels) and
+    seed each time: `rollout.sample_statistics` against `reference` (set once the trainer holds it), the training's
+    RNG left as it was."""
+
+    chat: ChatFormat
+    pad_id: int
+    prompt_ids: list[list[int]]
+    config: DPOConfig
+    monitor: Callable[[str], float] | None = None
+    reference: torch.nn.Module | None = None
+
+    def __call__(self, model: torch.nn.Module) -> dict[str, float]:
+        config, was_training = self.config, model.training
+        model.eval()
+        devices = [model.device] if model.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(config.seed + 7919)
+            score = None if self.monitor is None else (lambda texts: [self.monitor(t) for t in texts])
+            stats = sample_statistics(model, self.chat, self.pad_id, self.prompt_ids,
+                                      Sampling(config.response_length, config.temperature, config.top_p, config.top_k),
+                                      self.reference, score=score)
+        model.train(was_training)
+        return stats
+
+
+@dataclass
 class DPOResult:
     """A finished run: its trainer (the trained policy inside), the steps done and the last metrics."""
 
@@ -229,21 +256,9 @@ def train_dpo(config: DPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedT
         policy = with_lora(policy, config)
     else:
         reference = reference if reference is not None else copy.deepcopy(policy)
-    prompts = [row["prompt_ids"] for row in rows]
-    sample_ids = random.Random(config.seed).sample(prompts, min(config.sample_prompts, len(prompts)))
-    sampling = Sampling(config.response_length, config.temperature, config.top_p, config.top_k)
-
-    def measure(model: torch.nn.Module) -> dict[str, float]:
-        was_training = model.training
-        model.eval()
-        devices = [model.device] if model.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):  # the training's RNG (data order, dropout) is left as it was
-            torch.manual_seed(config.seed + 7919)
-            stats = sample_statistics(model, chat, tokenizer.pad_token_id, sample_ids, sampling, trainer.ref_model,
-                                      score=None if monitor is None else lambda texts: [monitor(t) for t in texts])
-        model.train(was_training)
-        return stats
-
+    distinct = list(dict.fromkeys(tuple(row["prompt_ids"]) for row in rows))
+    measure = SampleMeasures(chat, tokenizer.pad_token_id, [list(ids) for ids in random.Random(config.seed).sample(
+        distinct, min(config.sample_prompts, len(distinct)))], config, monitor)
     callback = DPOReporterCallback(reporter, config.sample_evals, measure)
     with tempfile.TemporaryDirectory(prefix="dpo-trainer-") as scratch:
         output_dir = str(state_dir) if state_dir is not None else scratch
@@ -255,6 +270,7 @@ def train_dpo(config: DPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedT
                                        callbacks=[callback])
         if config.lora and "ref" in trainer.model.peft_config:  # TRL copies a carried adapter as the reference;
             trainer.model.delete_adapter("ref")                # the studio's reference is the SFT base
+        measure.reference = trainer.ref_model  # None with LoRA: the policy with its adapters disabled
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
         with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
