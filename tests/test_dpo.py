@@ -233,6 +233,29 @@ def test_a_batch_with_ties_mixes_trls_loss_and_the_soft_loss_by_their_shares(tmp
     assert ties.item() != pytest.approx(strict.item(), rel=1e-2)  # the two parts differ: the mix is tested
 
 
+def test_sample_statistics_measure_the_policys_own_samples_against_the_reference():
+    """KL 0 against itself (a copy, or LoRA's base with fresh adapters), positive against another model; length,
+    EOS rate and entropy of the samples; the monitor scores their text."""
+    import copy
+
+    from trainers.policy.dpo_config import DPOConfig as Settings
+    from trainers.policy.rollout import Sampling, sample_statistics
+    from trainers.policy.setup import with_lora
+
+    tokenizer, policy = make_tokenizer(), make_policy()
+    chat, ids = chat_of(tokenizer), chat_of(tokenizer).prompts_ids(PROMPTS[:4])
+    torch.manual_seed(0)
+    same = sample_statistics(policy, chat, tokenizer.pad_token_id, ids, Sampling(6), reference=copy.deepcopy(policy),
+                             score=lambda texts: [float(len(t.split())) for t in texts])
+    assert same["kl"] == pytest.approx(0.0, abs=1e-6) and same["entropy"] > 0
+    assert 1 <= same["response_length"] <= 6 and 0 <= same["eos_rate"] <= 1 and same["oracle_score"] >= 0
+    torch.manual_seed(0)  # k1 of one sample may be negative: over 64 of them the mean is the KL, > 0
+    assert sample_statistics(policy, chat, tokenizer.pad_token_id, ids * 16, Sampling(6), make_policy(seed=3))["kl"] > 0
+    adapted = with_lora(make_policy(), Settings(lora=True))
+    assert sample_statistics(adapted, chat, tokenizer.pad_token_id, ids, Sampling(6))["kl"] == pytest.approx(0.0,
+                                                                                                            abs=1e-6)
+
+
 # ----- training, reporting, stop, resume, LoRA -----------------------------------------------------------------------
 
 def test_training_reports_every_metric_and_changes_the_weights(store):
