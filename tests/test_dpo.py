@@ -421,7 +421,9 @@ def test_a_stopped_dpo_job_resumes_from_the_command_line_to_the_end(preference_s
     assert len(list_policies(store)) == 1  # nothing registered
     finish_job(store, job_id, JobStatus.CANCELLED)
 
-    assert cli("dpo", "--db", str(store.path), "--resume", str(job_id)) == 0
+    import_preferences(store, [Preference("the movie was", " great .", " awful .")], "later", now=0.0)
+    assert cli("dpo", "--db", str(store.path), "--resume", str(job_id)) == 0  # on the 8 labels it started on
     assert get_job(store, job_id).status.value == "completed"
     assert sorted(r["step"] for r in read_metrics(store, job_id, names=["dpo/loss"])) == [1, 2, 3, 4]
     assert len(list_policies(store)) == 2 and not state_dir(store, job_id).exists()
+    assert list_policies(store)[-1].note == "DPO, 4 steps on 8 labels"
