@@ -34,7 +34,15 @@ GRPO_PANELS = {f"grpo/{k}": v for k, v in {**OPTIMISER_HEAD, "loss": "GRPO loss"
                                           "kl_token": "k3 KL per token (in the loss)",
                                           "zero_variance_groups": "Groups with equal rewards",
                                           **OPTIMISER_TAIL}.items()}
-OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS}  # no value-function panels for GRPO
+DPO_PANELS = {f"dpo/{k}": v for k, v in {
+    "loss": "DPO loss", "margin": "Implicit reward margin (chosen − rejected)", "accuracy": "Implicit reward accuracy",
+    "chosen_reward": "Chosen: β·log(π/π_ref)", "rejected_reward": "Rejected: β·log(π/π_ref)",
+    "logp_chosen": "Chosen log-prob", "logp_rejected": "Rejected log-prob", "kl": "KL to reference (on samples)",
+    "entropy": "Entropy (nats/token, on samples)", "response_length": "Response length (samples)",
+    "eos_rate": "EOS rate (samples)", "learning_rate": "Learning rate"}.items()}
+# no value-function panels for GRPO; DPO has no rollout, its samples are measured a few times a round
+OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS, Algorithm.DPO: DPO_PANELS}
+STEP_NAME = {Algorithm.DPO: "step"}  # what one point of the optimiser's series is (else "iteration")
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",
                 "audit_agreement": "Audit pairs: people agree with the RM",
@@ -186,10 +194,10 @@ def reward_figure(group: dict[str, list[Segment]], smoothing: float, name: str) 
 
 def optimiser_figure(group: dict[str, list[Segment]], smoothing: float, name: str,
                      algorithm: Algorithm = Algorithm.PPO) -> PlotData:
-    """The policy optimiser's panels (PPO's, or GRPO's), x: its iterations across rounds."""
+    """The policy optimiser's panels (PPO's, GRPO's or DPO's), x: its iterations (DPO: steps) across rounds."""
     panels, legend = OPTIMISER_PANELS[algorithm], set()
     traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(panels)}
-    return figure(panels, traces, 4, f"{algorithm.value.upper()} iteration", 210, name)
+    return figure(panels, traces, 4, f"{algorithm.value.upper()} {STEP_NAME.get(algorithm, 'iteration')}", 210, name)
 
 
 def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:

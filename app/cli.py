@@ -308,6 +308,16 @@ def ppo_arguments(parser: argparse.ArgumentParser):
     return lambda args: ppo_cli.run(args, open_store(args))
 
 
+@subcommand("dpo", "train the newest policy with DPO on the store's labels (no reward model) and register it",
+            audit=AuditAction.JOB_STARTED)
+def dpo_arguments(parser: argparse.ArgumentParser):
+    from trainers.entry import dpo_cli
+
+    add_store_arguments(parser)
+    dpo_cli.add_arguments(parser)
+    return lambda args: dpo_cli.run(args, open_store(args))
+
+
 @subcommand("prompts", "list the prompts by source with their token counts; exclude (or include) prompts or sources",
             audit=AuditAction.PROMPT_EXCLUSIONS_CHANGED, audit_if=prompts_changes_asked)
 def prompts_arguments(parser: argparse.ArgumentParser):
@@ -430,8 +440,8 @@ def record_terminal_action(args: argparse.Namespace, started: float, exit_code: 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="app.py",
-                                     description="RLHF Studio: label pairs, train a reward model, run PPO or GRPO.")
+    parser = argparse.ArgumentParser(prog="app.py", description="RLHF Studio: label pairs, train a reward model, run "
+                                                                "PPO or GRPO, or DPO.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help, build) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help, description=help)

@@ -1,5 +1,5 @@
-"""Curves tab: the rounds, reward-model and PPO (or GRPO) charts of a job, warnings in plain words, live refresh
-while the job runs, the shown data as CSV (each chart exports itself as PNG); API `/metrics(job_id, names)`.
+"""Curves tab: the rounds, reward-model and PPO (or GRPO, or DPO) charts of a job, warnings in plain words, live
+refresh while the job runs, the shown data as CSV (each chart exports itself as PNG); API `/metrics(job_id, names)`.
 
 The charts themselves are built in `app.charts`. Opening the tab shows the newest job (or the one picked by hand).
 """
@@ -30,6 +30,7 @@ from trainers.policy.config import Algorithm
 
 from .charts import (
     ROUND_PANELS,
+    STEP_NAME,
     Segment,
     align_rounds,
     optimiser_figure,
@@ -52,7 +53,7 @@ class Curves:
 
     job: Job | None
     reward: dict[str, list[Segment]]
-    optimiser: dict[str, list[Segment]]  # the policy optimiser's series: `ppo/...`, or `grpo/...` for a GRPO job
+    optimiser: dict[str, list[Segment]]  # the policy optimiser's series: `ppo/...`, or a GRPO or DPO job's own
     algorithm: Algorithm
     rounds: list[dict]  # every round of the store, with its summary
     sft_oracle: float | None  # mean oracle score of the round-0 policy's held-out samples
@@ -225,7 +226,7 @@ class CurvesLayout:
 
 
 def optimiser_title(algorithm: Algorithm) -> str:
-    return f"### {algorithm.value.upper()}: iterations across rounds, colored by round"
+    return f"### {algorithm.value.upper()}: {STEP_NAME.get(algorithm, 'iteration')}s across rounds, colored by round"
 
 
 def layout() -> CurvesLayout:

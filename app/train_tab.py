@@ -1,5 +1,5 @@
-"""Train tab: loop settings with presets (the policy optimiser among them: PPO or GRPO), start/stop/resume buttons,
-live job status; API start_loop, stop_job, job_status, resume_job. Jobs run in a worker process that
+"""Train tab: loop settings with presets (the policy optimiser among them: PPO, GRPO or DPO), start/stop/resume
+buttons, live job status; API start_loop, stop_job, job_status, resume_job. Jobs run in a worker process that
 `trainers.jobs.launcher` starts, stops and resumes (under `serve --accelerate-config FILE`, each training phase on the
 processes FILE asks for: the tab and the job's status say how many); this tab only reads their state."""
 
@@ -31,6 +31,7 @@ from trainers.loop.config import (
     LoopConfig,
     OnWarning,
     job_settings,
+    policy_job_kind,
     settings_from_json,
 )
 from trainers.loop.presets import DEMO, Preset, model_preset, project_preset, project_presets
@@ -42,8 +43,8 @@ from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 TITLE = "Train"
 # the form's LoopConfig fields, in the order it sends them
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "selector", "ensemble", "kl_coef",
-        "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "label_decay", "audit_share",
-        "reward_patience", "reward_warm_start", "on_warning")
+        "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta", "label_decay",
+        "audit_share", "reward_patience", "reward_warm_start", "on_warning")
 WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "ensemble", "reward_epochs",
          "group_size", "reward_patience")
 LOG_LINES = 12
@@ -96,6 +97,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
                            f"run, so only {DEFAULT_ORACLE} may be used here")
     store = studio.store
     check_against_store(config, store)
+    kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job
     reap_orphans(store)
     job_id = start_job(store, kind, job_settings(kind, config), studio.accelerate_config)
     defaults = LoopConfig().to_dict()
@@ -170,6 +172,7 @@ class TrainLayout:
     policy_lr: gr.Number
     reward_epochs: gr.Number
     group_size: gr.Number
+    dpo_beta: gr.Number
     label_decay: gr.Number
     audit_share: gr.Number
     reward_patience: gr.Number
@@ -223,6 +226,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0, minimum=1)
         group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0, minimum=2,
                                elem_id="train-group-size")
+        dpo_beta = gr.Number(defaults.dpo_beta, label="DPO β (its KL anchor)", minimum=0, elem_id="train-dpo-beta")
     with gr.Row():
         label_decay = gr.Number(defaults.label_decay, label="Label decay (each later round × this)", minimum=0,
                                 maximum=1)
@@ -239,8 +243,8 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
-                       group_size, label_decay, audit_share, reward_patience, reward_warm_start, on_warning, advanced,
-                       *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen)
+                       group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
+                       advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen)
 
 
 @dataclass(frozen=True)
@@ -362,11 +366,13 @@ def chosen_line(preset: Preset) -> str:
 
 
 def run_now_label(algorithm: str) -> str:
-    """The policy-optimisation button names the chosen optimiser: "Run PPO now" or "Run GRPO now"."""
+    """The policy-optimisation button names the chosen optimiser: "Run PPO now", "Run GRPO now" or "Run DPO now"."""
     return f"Run {algorithm.upper()} now"
 
 
 def iterations_label(algorithm: str) -> str:
+    if algorithm == Algorithm.DPO:
+        return "M: iterations (PPO/GRPO; DPO runs epochs)"
     return f"M: {algorithm.upper()} iterations"
 
 

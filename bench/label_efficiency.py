@@ -1,26 +1,36 @@
-"""Label efficiency on the demo: how much of the oracle's own PPO gain the preference loop recovers, per label.
+"""Label efficiency on the demo: how much of the oracle's own PPO gain the preference loop recovers, per label, and
+which way of turning labels into a policy recovers most: a reward model with PPO or GRPO, or iterative DPO.
 
-Arms, each with the same policy-optimisation budget (R rounds x M iterations of the loop's settings, KL anchored to
-the SFT policy) and the same seeds:
+Arms, each with the same rounds and label schedule and the same seeds:
 
 - **oracle**: PPO directly on the demo's oracle (the sentiment lexicon), normalised each round by the mean and std of
   the round's start policy's samples, as the loop normalises its reward model. The ceiling.
-- **random**: the headless preference loop with the loop's defaults, the oracle annotator labelling random pairs
-  (the label schedule: N, N x label_decay, ... summing to the budget).
+- **random** (RM + PPO): the headless preference loop with the loop's defaults, the oracle annotator labelling random
+  pairs (the label schedule: N, N x label_decay, ... summing to the budget), a reward model, then R rounds x M PPO
+  iterations.
 - **noisy**: the same with an annotator who votes at random 10% of the time (`oracle_noise` 0.1, Christiano et al.).
 - **disagreement**: the same as random with an ensemble of 2 reward models choosing the pairs they disagree on most.
-- **grpo**: the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32 episodes).
+- **grpo** (RM + GRPO): the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32).
+- **dpo** (iterative DPO): the same labels' schedule on random pairs of the newest policy's samples, each round DPO on
+  all labels so far from the newest policy against the SFT policy (`policy_epochs` epochs at `policy_lr`, β
+  `dpo_beta`); no reward model, so no audit pairs (they need one): every label is on a random pair. Ties (the
+  oracle's equal scores) are left out.
+- **dpo_ties**: the same with ties trained at p = 0.5 (`dpo_train_ties`): do they help?
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
 the same prompt (the k-th against the k-th; a tie counts half), beside the loop's own figure from its blind win-rate
 pairs (24 a version, judged by its oracle annotator, noise included). Each arm gets its mean with a 95% t-interval
-over seeds, its share of the oracle's mean gain, and its paired difference to the oracle and to random (same seeds)
-with a 95% t-interval. Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/.
-Prints a table; writes bench/out/<name>.png (gain against labels and against annotator minutes) and .json.
+over seeds, its share of the oracle's mean gain, and its paired differences (same seeds, 95% t-intervals) to the
+oracle, RM + PPO, RM + GRPO and DPO. Compute: each run's seconds in the reward-model and policy phases are measured
+and shown. Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/. Prints a table and
+which arm wins at each budget; writes bench/out/<name>.png (gain against labels and against annotator minutes) and
+.json.
 
     python bench/label_efficiency.py                                   # oracle, random, noisy at 100 and 300 labels
     python bench/label_efficiency.py --budgets 300 --seeds 0 --arms oracle random      # a quick look
+    python bench/label_efficiency.py --arms oracle random grpo dpo dpo_ties           # RM + PPO/GRPO against DPO
+    python bench/label_efficiency.py --arms dpo --rounds 2 --budgets 100 --seeds 0 1 2  # a 2-round DPO loop
     python bench/label_efficiency.py --budgets 50 100 200 300 800 --arms oracle random noisy disagreement grpo
     python bench/label_efficiency.py --budgets 300 --config '{"reward_lr": 3e-3}' --name label_efficiency_lr3e-3
 """
@@ -46,11 +56,16 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
-ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
+ARMS = ("oracle", "random", "noisy", "disagreement", "grpo", "dpo", "dpo_ties")
 ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
-                "grpo": {"algorithm": "grpo", "group_size": 4,
-                         "policy_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
+                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # 8 prompts x G=4: PPO's 32
+                # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
+                "dpo": {"algorithm": "dpo", "audit_share": 0.0},
+                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "dpo_train_ties": True}}
+ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
+             "disagreement": "RM + PPO, disagreement",
+             "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5"}
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -99,19 +114,34 @@ def oracle_win_rate(final: list[float], sft: list[float]) -> float:
     return win_rate([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(final, sft, strict=True)]).rate
 
 
-def run_loop(store, config) -> None:
-    """The headless loop, in this process, as the worker would run it."""
+def run_loop(store, config) -> dict[str, float]:
+    """The headless loop, in this process, as the worker would run it; returns the seconds its reward-model and
+    policy phases took."""
     from storage import JobStatus
     from storage import jobs as job_rows
     from trainers.loop.rounds import Loop
 
+    seconds = {"reward": 0.0, "policy": 0.0}
+
+    class TimedLoop(Loop):
+        def train_reward(self, g):
+            started = time.perf_counter()
+            super().train_reward(g)
+            seconds["reward"] += time.perf_counter() - started
+
+        def run_policy(self, index, g):
+            started = time.perf_counter()
+            super().run_policy(index, g)
+            seconds["policy"] += time.perf_counter() - started
+
     job_id = job_rows.create_job(store, "loop", config.to_dict())
     job_rows.claim_job(store, job_id, os.getpid())
-    Loop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
+    TimedLoop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+    return seconds
 
 
-def run_oracle_ppo(store, config) -> None:
+def run_oracle_ppo(store, config) -> dict[str, float]:
     """R rounds of M PPO iterations on the normalised oracle, with the loop's PPO settings."""
     import torch
 
@@ -126,6 +156,7 @@ def run_oracle_ppo(store, config) -> None:
 
     oracle = load_scorer(config.oracle)
     prompts = list_prompts(store, heldout=False)
+    seconds = {"reward": 0.0, "policy": 0.0}
     for g in range(1, config.rounds + 1):
         start = latest_policy(store)
         run = PolicyRun(iterations=config.policy_iterations, reward="oracle", oracle=config.oracle, round=g,
@@ -142,9 +173,12 @@ def run_oracle_ppo(store, config) -> None:
         def reward(_prompts, responses, mean=mean, std=std):
             return torch.tensor([(oracle(r) - mean) / std for r in responses])
 
+        started = time.perf_counter()
         trainer = PPOTrainer(ppo_config, policy, tokenizer, [p.text for p in prompts], reward, reference=reference,
                              value_head=value_head)
         train_policy(store, run, trainer=trainer)
+        seconds["policy"] += time.perf_counter() - started
+    return seconds
 
 
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
@@ -168,7 +202,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     store = fresh_store(folder)
     try:
         labels_before = count_labels(store, evaluation=False)
-        (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
+        phases = (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
         sft = heldout_scores(store, list_policies(store)[0], config, eval_samples)
         final = heldout_scores(store, latest_policy(store), config, eval_samples)
         used = count_labels(store, evaluation=False) - labels_before
@@ -179,7 +213,8 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": statistics.fmean(sft),
            "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
-           "labels_used": used, "seconds": time.perf_counter() - started}
+           "labels_used": used, "seconds": time.perf_counter() - started,
+           "reward_seconds": phases["reward"], "policy_seconds": phases["policy"]}
     loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {row['sft']:+.3f} -> {row['final']:+.3f} (gain "
           f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {row['seconds']:.0f} s",
@@ -203,6 +238,9 @@ def paired(rows: list[dict], arm: str, labels: int, versus: str, versus_labels: 
     return (*interval([mine[s] - theirs[s] for s in seeds]), len(seeds)) if seeds else None
 
 
+VERSUS = ("random", "grpo", "dpo")  # the arms every other is compared with, seed by seed, at the same budget
+
+
 def summarise(rows: list[dict]) -> list[dict]:
     """Per (arm, budget): mean gain with its 95% interval, share of the oracle's mean gain, paired differences."""
     oracle_gains = [r["gain"] for r in rows if r["arm"] == "oracle"]
@@ -220,10 +258,11 @@ def summarise(rows: list[dict]) -> list[dict]:
                       "loop_win_rate": interval(judged) if judged else None,
                       "of_oracle": gain / ceiling if ceiling else float("nan"),
                       "vs_oracle": paired(rows, arm, labels, "oracle", 0) if arm != "oracle" else None,
-                      "vs_random": (paired(rows, arm, labels, "random", labels)
-                                    if arm not in ("oracle", "random") else None),
+                      **{f"vs_{other}": paired(rows, arm, labels, other, labels) if arm not in ("oracle", other)
+                         else None for other in VERSUS},
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
-                      "seconds": statistics.fmean(r["seconds"] for r in group)})
+                      **{name: statistics.fmean(r.get(name, float("nan")) for r in group)
+                         for name in ("seconds", "reward_seconds", "policy_seconds")}})
     return table
 
 
@@ -254,7 +293,7 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
             points = [t for t in table if t["arm"] == arm]
             if points:
                 axis.errorbar([t["labels"] * scale for t in points], [t["gain"] for t in points],
-                              [t["gain_ci95"] for t in points], marker="o", capsize=3, label=f"loop, {arm}")
+                              [t["gain_ci95"] for t in points], marker="o", capsize=3, label=ARM_NAMES[arm])
         if budgets:
             axis.set_xscale("log")
             axis.set_xticks([b * scale for b in budgets], [f"{round(b * scale, 1):g}" for b in budgets])
@@ -263,13 +302,42 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
         axis.grid(alpha=0.3)
     axes[0].set(ylabel="held-out oracle score gain over SFT (95% CI)")
     axes[0].legend()
-    fig.suptitle("Label efficiency of the preference loop (demo)")
+    fig.suptitle("Label efficiency of the preference loop (demo): reward model + PPO or GRPO, or DPO")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
 def difference(value: tuple[float, float, int] | None) -> str:
     return "—" if value is None else f"{value[0]:+.3f} ± {value[1]:.3f}"
+
+
+def winners(table: list[dict]) -> list[str]:
+    """Per budget: the arms of VERSUS (and dpo_ties) by mean gain, the best one's paired lead over each other and
+    whether its 95% interval excludes 0."""
+    lines = []
+    for labels in sorted({t["labels"] for t in table if t["arm"] != "oracle"}):
+        contenders = sorted((t for t in table if t["labels"] == labels and t["arm"] in (*VERSUS, "dpo_ties")),
+                            key=lambda t: -t["gain"])
+        if len(contenders) < 2:
+            continue
+        best, leads = contenders[0], []
+        for other in contenders[1:]:
+            lead = paired_lead(table, best, other["arm"])
+            if lead is not None:
+                sure = "clear" if lead[0] - lead[1] > 0 else "within noise"
+                leads.append(f"{ARM_NAMES[other['arm']]} by {lead[0]:+.3f} ± {lead[1]:.3f} ({sure})")
+        lines.append(f"at {labels} labels: {ARM_NAMES[best['arm']]} wins (gain {best['gain']:+.3f}), ahead of "
+                     + "; ".join(leads))
+    return lines
+
+
+def paired_lead(table: list[dict], best: dict, other: str) -> tuple[float, float, int] | None:
+    """`best`'s paired gain minus `other`'s at the same budget (from either side of the stored comparison)."""
+    if best.get(f"vs_{other}") is not None:
+        return best[f"vs_{other}"]
+    mirrored = next((t.get(f"vs_{best['arm']}") for t in table if (t["arm"], t["labels"]) == (other, best["labels"])),
+                    None)
+    return None if mirrored is None else (-mirrored[0], mirrored[1], mirrored[2])
 
 
 def main() -> None:
@@ -280,8 +348,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["oracle", "random", "noisy"])
     parser.add_argument("--rounds", type=int, default=None, help="R: rounds (default: the loop's)")
-    parser.add_argument("--ppo-iterations", type=int, default=None,
-                        help="M: iterations per round (default: the loop's)")
+    parser.add_argument("--policy-iterations", "--ppo-iterations", type=int, default=None,
+                        help="M: PPO/GRPO iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
     parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
     parser.add_argument("--config", type=json.loads, default={},
@@ -307,26 +375,31 @@ def main() -> None:
     (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "settings": defaults.to_dict(), "runs": rows,
                                                        "table": table}, indent=2))
     plot(table, OUT / f"{args.name}.png", args.seconds_per_label)
-    print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations "
-          f"(batch {defaults.policy_batch_size}, β {defaults.kl_coef}, LR {defaults.policy_lr}), "
-          f"{defaults.prompts_per_round} prompts x K={defaults.samples_per_prompt} per round, label decay "
-          f"{defaults.label_decay}, reward model {defaults.reward_epochs} epochs at {defaults.reward_lr}; gain and "
-          f"oracle-judged win rate on 20 held-out prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% "
-          "t-interval over seeds\n")
+    print(f"\nDemo, {defaults.rounds} rounds; PPO: {defaults.policy_iterations} iterations a round (batch "
+          f"{defaults.policy_batch_size}, β {defaults.kl_coef}, LR {defaults.policy_lr}); DPO: "
+          f"{defaults.policy_epochs} epochs a round over all labels so far (batch {defaults.dpo_batch_size}, "
+          f"β {defaults.dpo_beta}, LR {defaults.policy_lr}); {defaults.prompts_per_round} prompts x "
+          f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
+          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}; gain and oracle-judged win rate on 20 held-out "
+          f"prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval over seeds\n")
     print("| arm | label budget | labels used | seeds | gain | win rate vs SFT (oracle-judged) | loop's win-rate pairs "
-          "| share of oracle PPO gain | minus oracle (paired) | minus random (paired) | seconds per run |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| share of oracle PPO gain | minus oracle (paired) | minus RM + PPO (paired) | minus RM + GRPO (paired) | "
+          "minus DPO (paired) | seconds per run (reward model, policy) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
         judged = "—" if t["loop_win_rate"] is None else f"{t['loop_win_rate'][0]:.0%} ± {t['loop_win_rate'][1]:.0%}"
-        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
+        print(f"| {ARM_NAMES.get(t['arm'], t['arm'])} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
               f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['win_rate']:.0%} ± {t['win_rate_ci95']:.0%} | {judged} | "
-              f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | {difference(t['vs_random'])} | "
-              f"{t['seconds']:.0f} |")
+              f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
+              + " | ".join(difference(t[f"vs_{other}"]) for other in VERSUS)
+              + f" | {t['seconds']:.0f} ({t['reward_seconds']:.0f}, {t['policy_seconds']:.0f}) |")
     for arm in (a for a in ARMS[1:] if a in args.arms):
         for share in (0.9, 0.75):
             reached = fewest_labels(table, arm, share) or "not reached"
             print(f"fewest labels reaching {share:.0%} of oracle PPO, {arm}: {reached}")
+    for line in winners(table):
+        print(line)
     print(f"\nwrote {OUT / args.name}.png and .json")
 
 

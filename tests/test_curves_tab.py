@@ -129,6 +129,34 @@ def test_a_grpo_job_has_its_own_panels_and_its_warnings(store):
     assert [f.rule for f in findings(load_curves(Studio(store), job_id), ALL)] == ["kl_runaway"]
 
 
+def test_a_dpo_job_has_its_own_panels_and_its_sampled_kl_feeds_the_warnings(store):
+    import json
+
+    from app.charts import DPO_PANELS
+    from app.context import Studio
+    from app.curves_tab import ALL, findings, load_curves, show_charts
+
+    job_id = job_rows.create_job(store, "dpo", {"settings": {}})
+    for step in range(1, 41):  # each step's loss and margins; the policy's samples measured every 4th step
+        log_metrics(store, job_id, step, {"dpo/loss": 0.69 - 0.01 * step, "dpo/margin": 0.02 * step,
+                                          "dpo/accuracy": 0.5 + 0.01 * step, "dpo/chosen_reward": 0.01 * step,
+                                          "dpo/rejected_reward": -0.01 * step, "dpo/logp_chosen": -20.0,
+                                          "dpo/logp_rejected": -22.0, "dpo/learning_rate": 1e-4})
+        if step % 4 == 0:
+            log_metrics(store, job_id, step, {"dpo/kl": 0.3 * 1.35 ** (step / 4), "dpo/entropy": 2.0,
+                                              "dpo/response_length": 20.0, "dpo/eos_rate": 0.9})
+    curves = load_curves(Studio(store), job_id)
+    assert curves.algorithm == "dpo" and set(curves.optimiser) == set(DPO_PANELS)
+    shown = show_charts(Studio(store), job_id, ALL, 0.0)
+    assert shown.optimiser_title.startswith("### DPO: steps across rounds") and "· dpo ·" in shown.status
+    spec = json.loads(shown.optimiser_plot.plot)
+    titles = [a["text"] for a in spec["layout"]["annotations"] if a["text"].startswith("<b>")]
+    assert titles == [f"<b>{title}</b>" for title in DPO_PANELS.values()]
+    assert "no data yet" not in [a["text"] for a in spec["layout"]["annotations"]]
+    assert spec["layout"]["xaxis1"]["title"]["text"] == "DPO step"
+    assert [f.rule for f in findings(curves, ALL)] == ["kl_runaway"]  # read from the samples' KL
+
+
 def test_warning_shows_in_plain_words_and_escaped(store):
     from app.context import Studio
     from app.curves_tab import ALL, findings, load_curves, warnings_html

@@ -8,7 +8,7 @@ import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from assets.build_demo import DEMO_POLICY_DIR
-from tests.test_ppo import count_great, small_config
+from tests.policy_helpers import count_great, small_config
 from trainers.models import sampling
 from trainers.models.chat_format import ChatFormat
 from trainers.models.generation import left_pad, model_end_ids
@@ -23,12 +23,7 @@ CHATS = [[{"role": "user", "content": text}] for text in
           "the acting was fine, the plot was good, but the movie was far too long and the ending was awful"]]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ----- the distribution -------------------------------------------------------------------------------------------

@@ -128,6 +128,29 @@ def test_a_loop_job_on_two_processes_trains_each_phase_once_with_no_store_off_ra
     assert read_metrics(store, job_id, names=["reward/loss"])
 
 
+def test_a_dpo_job_on_two_processes_trains_once_with_the_same_weights_on_both_ranks(demo_store, launched_env):
+    store = demo_store
+    labelled = app("label", "--db", str(store.path), "--annotator", "oracle", "--n", "16")
+    assert labelled.returncode == 0, labelled.stderr
+    policies_before = len(list_policies(store))
+    settings = {"batch_size": 2, "epochs": 1.0, "sample_prompts": 4, "response_length": 6}
+    job_id = start_job(store, "dpo", {"settings": settings}, CPU_2PROC)
+    try:
+        job = wait_for(partial(finished, store, job_id))
+    finally:
+        kill_job(store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    [folder] = phase_folders(store, job_id)
+    assert folder.name.endswith("dpo-run")
+    first, second = rank_records(folder)
+    assert first["world_size"] == second["world_size"] == 2
+    assert first["digest"] is not None and first["digest"] == second["digest"]
+    result = json.loads((folder / "result.json").read_text())
+    steps = sorted(r["step"] for r in read_metrics(store, job_id, names=["dpo/loss"]))
+    assert result["status"] == "completed" and steps == list(range(1, result["steps"] + 1))  # rank 0's, once each
+    assert read_metrics(store, job_id, names=["dpo/kl"]) and len(list_policies(store)) == policies_before + 1
+
+
 def test_a_killed_rank_interrupts_a_stop_cancels_both_and_resume_completes(demo_store, launched_env):
     store = demo_store
     policies_before = len(list_policies(store))

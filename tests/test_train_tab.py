@@ -130,12 +130,37 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
-                                         "Label decay (each later round × this)", "Audit share of labels",
+                                         "DPO β (its KL anchor)", "Label decay (each later round × this)",
+                                         "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning"]
     assert ui.run_policy.value == "Run PPO now"
     button, iterations, lr = train_tab.on_algorithm("grpo")  # the labels follow the chosen optimiser
     assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")
+
+
+def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(studio, store):
+    values = train_tab.fill_preset("demo")
+    values[train_tab.FORM.index("algorithm")] = "dpo"
+    values[train_tab.FORM.index("dpo_beta")] = 0.2
+    small = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8})
+    loop = train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+    job = job_rows.list_jobs(store)[0]
+    assert (job.config["algorithm"], job.config["dpo_beta"]) == ("dpo", 0.2)
+    assert loop.status.startswith(f"**Job {job.id}** (dpo loop) — **queued**")
+    job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
+    run_now = train_tab.on_start(studio, "ppo", OWNER, "demo", small, *values)  # the "Run DPO now" button
+    job = job_rows.list_jobs(store)[0]
+    assert job.kind == "dpo" and job.config["settings"]["dpo_beta"] == 0.2
+    assert run_now.status.startswith(f"**Job {job.id}** (dpo) — **queued**")
+    job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
+    button, iterations, lr = train_tab.on_algorithm("dpo")
+    assert (button.value, lr.label) == ("Run DPO now", "DPO LR") and "DPO runs epochs" in iterations.label
+    values[train_tab.FORM.index("dpo_beta")] = 0.0
+    with pytest.raises(gr.Error, match="dpo_beta .DPO's β. must be a positive number, got 0.0"):
+        train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+    api = train_tab.api_start_loop(studio, json.dumps({**SMALL, "algorithm": "dpo", "dpo_loss_type": "ipo"}), OWNER)
+    assert job_rows.get_job(store, api["job_id"]).config["dpo_loss_type"] == "ipo"
 
 
 def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):

@@ -1,7 +1,7 @@
 """A loop worker killed with SIGKILL in each kind of step: generating samples, training the reward model, writing
-the reward model; then, for PPO and GRPO alike, the policy phase and writing the new policy. Each time the studio
-marks the job interrupted and nothing half-written is registered; the resumed job completes, each PPO (GRPO) step
-logged once, the partial checkpoints swept away.
+the reward model; then, for PPO and GRPO alike, the policy phase and writing the new policy; and a DPO job killed
+mid-run, resumed from its last checkpoint. Each time the studio marks the job interrupted and nothing half-written is
+registered; the resumed job completes, each PPO (GRPO, DPO) step logged once, the partial checkpoints swept away.
 
 One tiny loop job lives through the three kills before the policy phase, and one per algorithm through the two in
 and after it. The kills while writing come from inside the worker at a chosen call (deterministic); the one in the
@@ -107,7 +107,9 @@ def assert_complete_checkpoints(store) -> None:
     for policy in list_policies(store):
         path = Path(policy.path)
         needed = ["config.json", "tokenizer.json"]
-        if policy.parent_id is not None:
+        if policy.parent_id is not None and (path / "dpo_config.json").is_file():
+            assert not (path / "value_head.safetensors").exists(), sorted(os.listdir(path))
+        elif policy.parent_id is not None:
             assert (path / "ppo_config.json").is_file(), (policy, sorted(os.listdir(path)))
             with_critic = json.loads((path / "ppo_config.json").read_text())["algorithm"] == "ppo"
             needed += ["value_head.safetensors"] if with_critic else []
@@ -213,3 +215,6 @@ def test_worker_killed_in_the_policy_phase_and_while_writing_the_policy_resumes_
     finally:
         stop_worker(store, job_id)
     assert_whole_loop(store, job_id, algorithm, labels_before)
+
+
+

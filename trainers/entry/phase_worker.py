@@ -18,14 +18,15 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..jobs import policy_job, reward_job
+from ..jobs import dpo_job, policy_job, reward_job
 from ..jobs.launcher import pid_alive
 from ..jobs.layer import error_tail, is_main_process, job_reporter
 from ..jobs.phase_launch import PROGRESS, RESULT, write_json
 from ..reporting import JobCancelled, Reporter
 
 Phase = Callable[[dict, Reporter], dict]  # (spec, reporter) -> {"metrics", "digest" (weights_digest), ...}
-PHASES: dict[str, Phase] = {"ppo": policy_job.run_phase, "reward": reward_job.run_phase}  # what each rank runs
+PHASES: dict[str, Phase] = {"ppo": policy_job.run_phase, "reward": reward_job.run_phase,  # what each rank runs
+                            "dpo": dpo_job.run_phase}
 
 
 def rank() -> int:

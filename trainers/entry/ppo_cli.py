@@ -89,6 +89,7 @@ def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
         if job.kind != JobKind.POLICY:
             raise InvalidInput(f"job {job.id} is a {job.kind} job, not a PPO job; give the id of a PPO job")
         return PolicyRun.from_dict(job.config)
+    PolicyConfig.check_algorithm(args.algorithm or Algorithm.PPO)  # `--algorithm dpo`: one line, before anything
     from ..loop.presets import project_preset
 
     preset = project_preset(store)

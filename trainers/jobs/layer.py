@@ -1,7 +1,7 @@
 """The job layer's shared pieces: the kinds of job, the reporter that carries a trainer's reports into its job's
-row, and the registration of a trained policy. Trainers never touch the store; the job runners (`ppo_job`,
-`reward_job`, `loop`) and the worker do, through these. Import-light (no torch), so the launcher in the UI process
-uses `JobKind` from here.
+row, and the registration of a trained policy. Trainers never touch the store; the job runners (`policy_job`,
+`dpo_job`, `reward_job`, `loop`) and the worker do, through these. Import-light (no torch), so the launcher in the UI
+process uses `JobKind` from here.
 
     reporter = job_reporter(store, job.id, phase="ppo", listener=terminal_bar)   # null on non-main processes
     trainer.train(iterations, reporter)                                           # JobCancelled when stopped
@@ -46,23 +46,29 @@ class JobKind(StrEnum):
 
     REWARD = "reward"
     POLICY = "ppo"  # PPO or GRPO (the stored value predates GRPO)
+    DPO = "dpo"
     LOOP = "loop"
 
 
 def job_algorithm(job: Job) -> Algorithm | None:
-    """The policy optimiser a loop or PPO job runs (its settings' `algorithm`, PPO when unset); None for other kinds."""
+    """How a loop, PPO or DPO job trains its policy (a loop's or PPO job's settings' `algorithm`, PPO when unset);
+    None for other kinds."""
     if job.kind == JobKind.LOOP:
         return Algorithm(job.config.get("algorithm", Algorithm.PPO))
     if job.kind == JobKind.POLICY:
         return Algorithm(PolicyRun.from_dict(job.config).settings.get("algorithm", Algorithm.PPO))
+    if job.kind == JobKind.DPO:
+        return Algorithm.DPO
     return None
 
 
 def job_kind_label(job: Job) -> str:
-    """The job's kind as the UI shows it, naming GRPO when the job runs it: `ppo`, `grpo`, `loop`, `grpo loop`."""
-    if job_algorithm(job) != Algorithm.GRPO:
+    """The job's kind as the UI shows it, naming the algorithm when it is not PPO: `ppo`, `grpo`, `dpo`, `loop`,
+    `grpo loop`, `dpo loop`."""
+    algorithm = job_algorithm(job)
+    if algorithm in (None, Algorithm.PPO):
         return job.kind
-    return "grpo loop" if job.kind == JobKind.LOOP else Algorithm.GRPO.value
+    return f"{algorithm.value} loop" if job.kind == JobKind.LOOP else algorithm.value
 
 
 def error_tail(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from storage.errors import InvalidInput
 
 from ..jobs.layer import JobKind
 from ..policy.config import Algorithm, RewardSource, renamed_settings
+from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
 from ..reward.config import RewardConfig
 
 
@@ -77,7 +78,8 @@ class LoopConfig:
         "help": "stop reward training after this many validations without a lower validation loss, keeping the "
                 "best weights (0: off)"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
-        "help": "policy optimiser: ppo (critic, GAE) or grpo (G responses per prompt, no critic)",
+        "help": "policy optimiser: ppo (critic, GAE), grpo (G responses per prompt, no critic), or dpo (the labels "
+                "themselves, no reward model needed: iterative DPO against the SFT policy)",
         "choices": Algorithm})
     group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
     policy_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
@@ -85,7 +87,16 @@ class LoopConfig:
     policy_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
     policy_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
     policy_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
-    kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference"})
+    kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference (PPO, GRPO)"})
+    dpo_beta: float = field(default=DPOConfig.dpo_beta, metadata={
+        "help": "DPO's beta: the strength of its implicit KL anchor to the SFT policy (> 0)"})
+    dpo_loss_type: str = field(default=DPOConfig.loss_type, metadata={
+        "help": "DPO loss, one of TRL's: " + ", ".join(LOSS_TYPES)})
+    dpo_label_smoothing: float = field(default=DPOConfig.label_smoothing, metadata={
+        "help": "DPO label-flip probability of the robust, exo_pair and aot losses"})
+    dpo_train_ties: bool = field(default=False, metadata={
+        "help": "DPO trains ties and both-bad labels at p = 0.5 (off: left out and counted)"})
+    dpo_batch_size: int = field(default=8, metadata={"help": "DPO: labelled pairs per step"})
     target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
@@ -117,7 +128,7 @@ class LoopConfig:
                 raise InvalidInput(f"{f.name} must be a finite number, got {value}")
         positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
                     "policy_iterations", "policy_batch_size", "policy_mini_batches", "policy_epochs",
-                    "response_length", "ensemble", "eval_prompts", "eval_samples")
+                    "response_length", "ensemble", "eval_prompts", "eval_samples", "dpo_batch_size")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -175,6 +186,10 @@ class LoopConfig:
                                    "eval_prompts or eval_samples")
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
+        try:
+            DPOConfig(**dpo_settings(self)).check_settings()
+        except DPOSetupError as exc:
+            raise InvalidInput(str(exc)) from None
 
     RENAMED: ClassVar[dict[str, str]] = {  # the policy settings' names before GRPO joined PPO, accepted on read
         f"ppo_{name}": f"policy_{name}" for name in ("iterations", "batch_size", "mini_batches", "epochs", "lr")}
@@ -261,6 +276,18 @@ def policy_settings(config: LoopConfig, round: int = 0) -> dict:
             "seed": round_seed(config.seed, round), "save_every": max(1, config.policy_iterations // 4)}
 
 
+def dpo_settings(config: LoopConfig, round: int = 0) -> dict:
+    """The `trainers.policy.dpo_config.DPOConfig` fields a loop config sets: its dpo_* settings, and the learning
+    rate, epochs, LoRA, precision and sampling it shares with PPO and GRPO (plain values: no torch here)."""
+    return {"dpo_beta": config.dpo_beta, "loss_type": config.dpo_loss_type,
+            "label_smoothing": config.dpo_label_smoothing, "train_ties": config.dpo_train_ties,
+            "batch_size": config.dpo_batch_size, "epochs": float(config.policy_epochs),
+            "learning_rate": config.policy_lr, "lora": config.lora, "bf16": config.bf16,
+            "response_length": config.response_length, "temperature": config.temperature, "top_p": config.top_p,
+            "top_k": config.top_k, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
+            "seed": round_seed(config.seed, round)}
+
+
 def kl_horizon(config: LoopConfig) -> int:
     """The adaptive β controller's horizon: the loop's episodes over all rounds, so β can move as far over the whole
     loop as Ziegler et al.'s controller does over its horizon (β is carried from round to round)."""
@@ -268,11 +295,24 @@ def kl_horizon(config: LoopConfig) -> int:
     return config.rounds * config.policy_iterations * config.policy_batch_size * group
 
 
+def needs_reward_model(config: LoopConfig) -> bool:
+    """Does a round train a reward model: always for PPO and GRPO; under DPO only for the disagreement selector or
+    the audit pairs."""
+    return config.algorithm != Algorithm.DPO or config.selector == Selector.DISAGREEMENT or config.audit_share > 0
+
+
+def policy_job_kind(config: LoopConfig) -> JobKind:
+    """The job that trains the policy once with these settings: a `ppo` job (PPO or GRPO), or a `dpo` job."""
+    return JobKind.DPO if config.algorithm == Algorithm.DPO else JobKind.POLICY
+
+
 def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
-    """A job row's config for the Train tab's buttons: the loop itself, or one reward-model or PPO run."""
+    """A job row's config for the Train tab's buttons: the loop itself, or one reward-model, PPO or DPO run."""
     if kind == JobKind.LOOP:
         return config.to_dict()
     if kind == JobKind.REWARD:
         return reward_settings(config)
+    if kind == JobKind.DPO:
+        return {"settings": dpo_settings(config)}
     return {"iterations": config.policy_iterations, "reward": RewardSource.RM.value,
             "settings": policy_settings(config)}

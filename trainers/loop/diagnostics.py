@@ -12,7 +12,8 @@ Most rules compare the means of a series' four quarters (q1..q4, in step order),
 
     findings = diagnose({"ppo/kl": kl, "ppo/entropy": entropy, "ppo/score": score, "reward/val_accuracy": acc})
 
-A GRPO job's series (`grpo/kl`, `grpo/entropy`, `grpo/score`: the same names and units) are read the same way.
+A GRPO job's series (`grpo/kl`, `grpo/entropy`, `grpo/score`: the same names and units) are read the same way, and so
+are a DPO job's (`dpo/kl`, `dpo/entropy` of its samples; it has no reward-model score).
 
 The per-phase rules a loop checks after each phase are in `phase_rules`.
 """
@@ -132,8 +133,10 @@ def reward_model_near_chance(val_accuracy: Sequence[float]) -> Finding | None:
 
 
 def optimiser_prefix(names) -> str:
-    """Where the policy optimiser's series are: `grpo/` for a GRPO job's metric names, else `ppo/`."""
-    return "grpo/" if any(name.startswith("grpo/") for name in names) else "ppo/"
+    """Where the policy optimiser's series are: `grpo/` or `dpo/` for a GRPO or DPO job's metric names, else `ppo/`
+    (DPO's `kl` and `entropy` are measured on samples of the policy, in the same units)."""
+    names = list(names)
+    return next((prefix for prefix in ("grpo/", "dpo/") if any(name.startswith(prefix) for name in names)), "ppo/")
 
 
 def diagnose(series: Mapping[str, Sequence[float]]) -> list[Finding]:

@@ -10,6 +10,7 @@ what the phase stored; new findings are recorded with the job (once per rule and
 
 from __future__ import annotations
 
+import math
 import time
 
 from labeling.audit_pairs import agreement
@@ -22,6 +23,7 @@ from storage.policies import latest_policy, list_policies, root_policy
 from storage.types import JobWarning
 from storage.winrate import winrate_judgements
 
+from ..policy.config import Algorithm
 from .config import LoopConfig
 from .diagnostics import Finding
 from .phase_rules import (
@@ -34,6 +36,8 @@ from .phase_rules import (
 )
 
 VAL_PAIRS_METRIC = "round/val_pairs"  # held-out pairs of the round's reward model, logged at the round's step
+DPO_STEP_OFFSET = "round/dpo_step_offset"  # the job's DPO steps before round g's, logged at step g
+DPO_SAMPLE_SERIES = ("kl", "entropy", "response_length", "eos_rate", "oracle_score")  # measured on samples
 
 
 def record(store: Store, job_id: int, findings: list[Finding]) -> list[JobWarning]:
@@ -97,10 +101,16 @@ def winrate_findings(store: Store, job_id: int, config: LoopConfig, first_round:
 
 
 def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int) -> Phase:
-    """Round `round`'s PPO/GRPO steps and series (the loop numbers them `(round - first_round) * M + 1 ...`)."""
+    """Round `round`'s PPO/GRPO steps and series (the loop numbers them `(round - first_round) * M + 1 ...`), or its
+    DPO phase's samples of the policy (its steps start after the stored offset of the round, end before the next's)."""
     m, prefix = config.policy_iterations, f"{config.algorithm}/"
     low, high = (round - first_round) * m, (round - first_round + 1) * m
-    rows = [r for r in read_metrics(store, job_id, prefix=prefix) if low < r["step"] <= high]
+    rows = read_metrics(store, job_id, prefix=prefix)
+    if config.algorithm == Algorithm.DPO:
+        offsets = _values(store, job_id, [DPO_STEP_OFFSET])[DPO_STEP_OFFSET]
+        low, high = offsets.get(round, 0), offsets.get(round + 1, math.inf)
+        rows = [r for r in rows if r["name"][len(prefix):] in DPO_SAMPLE_SERIES]
+    rows = [r for r in rows if low < r["step"] <= high]
     steps = sorted({r["step"] for r in rows})
     by_name: dict[str, dict[int, float]] = {}
     for r in rows:

@@ -6,7 +6,9 @@ reward-model ensemble disagrees most), plus a reserve so annotators never run dr
 reward model on all labels so far; (5) PPO (or GRPO, `algorithm`) for M iterations against it; (6) register policy
 g, evaluate it on the held-out prompts (`trainers.loop.evaluation`) and store the round's summary. Each version's blind
 win-rate pairs against the SFT policy (`trainers.loop.winrate_pairs`) are queued among the next round's first pairs,
-the final version's when the loop ends (the oracle annotator judges them before the job completes). Every step
+the final version's when the loop ends (the oracle annotator judges them before the job completes). With
+`algorithm: dpo` (iterative DPO), step (5) trains the newest policy with DPO on all labels so far against the SFT
+policy, and step (4) runs only when the disagreement selector or the audit pairs need a reward model. Every step
 checks the store first, so a stopped or killed loop continues where it was.
 
     python app.py loop --db studio.db --rounds 3 --labels-per-round 100 --annotator oracle
@@ -27,7 +29,7 @@ from storage import jobs as job_rows
 from storage.audit_pairs import audit_votes
 from storage.errors import InvalidInput
 from storage.generations import SAMPLE_SOURCE, list_generations
-from storage.metrics import log_metrics, read_metrics
+from storage.metrics import last_step, log_metrics, read_metrics
 from storage.pairs import list_pairs
 from storage.policies import latest_policy, list_policies
 from storage.prompts import excluded_prompt_ids
@@ -35,20 +37,24 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from ..policy.config import PolicyRun, RewardSource
+from ..policy.config import Algorithm, PolicyRun, RewardSource
+from ..policy.dpo_config import DPORun
 from ..reporting import JobCancelled, JobPaused, Reporter
 from .audit_pairs import queue_round_pairs
 from .config import (
     Annotator,
     LoopConfig,
     OnWarning,
+    dpo_settings,
     labels_in_round,
+    needs_reward_model,
     policy_settings,
     reward_settings,
     round_seed,
 )
 from .evaluation import evaluate_policy
 from .failure_warnings import (
+    DPO_STEP_OFFSET,
     VAL_PAIRS_METRIC,
     pause_reason,
     policy_phase_warnings,
@@ -144,7 +150,7 @@ class Loop:
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
-        if not members:
+        if not members and needs_reward_model(config):
             self.step(index, "training the reward model", 0.3)
             self.train_reward(g)
         self.warn(reward_phase_warnings(self.store, self.job.id, config, g, self.first_round))
@@ -236,7 +242,9 @@ class Loop:
         return self.config.algorithm.upper()
 
     def run_policy(self, index: int, g: int) -> None:
-        """The round's policy optimisation (PPO or GRPO) against the round's reward model."""
+        """The round's policy optimisation (PPO or GRPO) against the round's reward model, or DPO on the labels."""
+        if self.config.algorithm == Algorithm.DPO:
+            return self.run_dpo(index, g)
         from ..jobs.policy_job import train_policy
 
         m, offset = self.config.policy_iterations, (g - self.first_round) * self.config.policy_iterations
@@ -246,6 +254,20 @@ class Loop:
                         settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                      phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
+
+    def run_dpo(self, index: int, g: int) -> None:
+        """The round's DPO on every label so far, from the newest policy against the SFT policy; its steps are
+        numbered on from the job's earlier DPO steps (where they start is stored, so a resumed round keeps them)."""
+        from ..jobs.dpo_job import run_dpo
+
+        starts = read_metrics(self.store, self.job.id, names=[DPO_STEP_OFFSET])
+        offset = next((int(r["value"]) for r in starts if r["step"] == g), None)
+        if offset is None:
+            offset = last_step(self.store, self.job.id, "dpo/") or 0
+            log_metrics(self.store, self.job.id, g, {DPO_STEP_OFFSET: offset})
+        run_dpo(self.store, DPORun(round=g, settings=dpo_settings(self.config, g)), job_id=self.job.id,
+                state_name=f"round-{g}", step_offset=offset, phase=None,
+                listener=PhaseReport(self, index, "DPO step", 0.5, 0.95))
 
     def carried_kl_coef(self, before_step: int) -> float | None:
         """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;

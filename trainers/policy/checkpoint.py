@@ -1,6 +1,6 @@
 """What PPO and GRPO write to disk: the resumable state of a run (`ppo_state.pt`: trainable weights, optimizer, β,
 iteration, every process's RNG) and the trained policy (a plain Hugging Face directory; PPO's value head beside it,
-GRPO has none).
+GRPO has none). DPO saves its policy with `write_policy` too (its resumable state is TRL's checkpoint).
 
     save_state(trainer, state_dir)            # every `save_every` iterations, at the end and on cancel
     load_state(trainer, state_dir)            # continue exactly where save_state left off
@@ -89,19 +89,25 @@ def has_state(state_dir: str | Path) -> bool:
 def save_policy(trainer: Checkpointable, path: str | Path) -> None:
     """A plain Hugging Face policy directory (LoRA merged; its adapter also kept in `adapter/`), the tokenizer, the
     value head (PPO only: a GRPO policy has none, so a later PPO run starts a fresh one) and the run's settings."""
-    path = Path(path)
     model = trainer.policy_model
-    policy = model.policy
-    if trainer.config.lora:
+    write_policy(model.policy, trainer.tokenizer, path, trainer.config.lora,
+                 {"iterations": trainer.iteration, **asdict(trainer.config)}, CONFIG_FILE)
+    if hasattr(model, "value_head"):
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.value_head.state_dict().items()},
+                  Path(path) / VALUE_HEAD_FILE)
+
+
+def write_policy(policy, tokenizer, path: str | Path, lora: bool, settings: dict, settings_file: str) -> None:
+    """Save `policy` as a plain Hugging Face directory that `AutoModelForCausalLM` loads: with `lora`, its adapter in
+    `adapter/` (a later LoRA run continues it) and the adapter merged into the weights; the tokenizer beside it, and
+    the run's `settings` as JSON in `settings_file`."""
+    path = Path(path)
+    if lora:
         policy.save_pretrained(path / "adapter")
         policy = copy.deepcopy(policy).merge_and_unload()
     policy.save_pretrained(path)
-    trainer.tokenizer.save_pretrained(path)
-    if hasattr(model, "value_head"):
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.value_head.state_dict().items()},
-                  path / VALUE_HEAD_FILE)
-    settings = {"iterations": trainer.iteration, **asdict(trainer.config)}
-    (path / CONFIG_FILE).write_text(json.dumps(settings, indent=2))
+    tokenizer.save_pretrained(path)
+    (path / settings_file).write_text(json.dumps(settings, indent=2))
 
 
 def load_value_head(policy_dir: str | Path) -> dict | None:

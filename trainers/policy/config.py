@@ -1,5 +1,6 @@
 """Policy-optimisation settings (`PolicyConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs
-(`PolicyRun`) and the setup error. No torch at import time, so the CLI builds its options fast."""
+(`PolicyRun`), the setup error, and `Algorithm`, every way the studio trains a policy (DPO's settings are in
+`dpo_config`). No torch at import time, so the CLI builds its options fast."""
 
 from __future__ import annotations
 
@@ -22,11 +23,16 @@ class RewardSource(StrEnum):
 
 
 class Algorithm(StrEnum):
-    """The policy optimiser: PPO (a critic, GAE, the KL penalty in the reward), or GRPO (G responses per prompt,
-    group-relative advantages, no critic, the KL penalty in the loss)."""
+    """How a policy is trained: PPO (a critic, GAE, the KL penalty in the reward), GRPO (G responses per prompt,
+    group-relative advantages, no critic, the KL penalty in the loss), both on rollouts against a reward, or DPO (the
+    labelled pairs themselves, no rollout, no reward model: `trainers.policy.dpo`, its own job and command)."""
 
     PPO = "ppo"
     GRPO = "grpo"
+    DPO = "dpo"
+
+
+ROLLOUT_ALGORITHMS = (Algorithm.PPO, Algorithm.GRPO)  # what PolicyConfig (a `ppo` job) runs
 
 
 class LossNorm(StrEnum):
@@ -59,8 +65,8 @@ class PolicyConfig:
     as many episodes under PPO, `batch_size * group_size` under GRPO)."""
 
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
-        "help": "Policy optimiser: ppo (critic, GAE) or grpo (group-relative advantages, no critic).",
-        "choices": Algorithm})
+        "help": "Policy optimiser: ppo (critic, GAE) or grpo (group-relative advantages, no critic); DPO is its own "
+                "command (python app.py dpo)."})
     group_size: int = field(default=4, metadata={"help": "GRPO: responses sampled per prompt (G, at least 2)."})
     loss_norm: str = field(default=LossNorm.SEQUENCE.value, metadata={
         "help": "GRPO: average the loss per response then over responses (sequence), or over all tokens (token).",
@@ -126,10 +132,18 @@ class PolicyConfig:
                                "settings")
         return cls(**values)
 
+    @staticmethod
+    def check_algorithm(algorithm: str) -> None:
+        """Raise PolicySetupError, in one line, unless `algorithm` is one PolicyConfig runs (PPO or GRPO)."""
+        if algorithm == Algorithm.DPO:
+            raise PolicySetupError("DPO trains on the labelled pairs without a rollout, so it is its own command: "
+                                   "python app.py dpo --db PATH (or loop --algorithm dpo)")
+        if algorithm not in ROLLOUT_ALGORITHMS:
+            raise PolicySetupError(f"unknown algorithm {algorithm!r}; use {' or '.join(ROLLOUT_ALGORITHMS)}")
+
     def check(self) -> None:
         """Raise PolicySetupError, in one line, for an inconsistent setting."""
-        if self.algorithm not in {a.value for a in Algorithm}:
-            raise PolicySetupError(f"unknown algorithm {self.algorithm!r}; use {' or '.join(Algorithm)}")
+        self.check_algorithm(self.algorithm)
         if self.algorithm == Algorithm.GRPO:
             self._check_grpo()
         elif self.batch_size < 2:

@@ -45,7 +45,15 @@ from .checkpoint import has_state, load_state, save_policy, save_state
 from .config import Algorithm, PolicyConfig, PolicySetupError
 from .kl_control import make_kl_controller
 from .modules import PolicyModel
-from .ppo_math import correlation, entropy_from_logits, kl_estimate, masked_mean, penalise_missing_eos, sampler_logprobs
+from .ppo_math import (
+    correlation,
+    entropy_from_logits,
+    kl_estimate,
+    masked_mean,
+    penalise_missing_eos,
+    sampler_logprobs,
+    sampling_logits,
+)
 from .rollout import Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
 from .setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 
@@ -199,8 +207,7 @@ class PolicyOptimizer:
 
     def _sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """Temperature-scaled logits with the pad token ruled out, as the sampler saw them."""
-        logits = logits.float() / self.config.temperature
-        return logits.index_fill(-1, torch.tensor([self.tokenizer.pad_token_id], device=logits.device), -1e9)
+        return sampling_logits(logits, self.config.temperature, self.tokenizer.pad_token_id)
 
     def _logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Log-probs of `tokens` as the sampler drew them (temperature, no pad), without copying the logits."""

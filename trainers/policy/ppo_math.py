@@ -149,6 +149,12 @@ def sampler_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: fl
     return scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - log_kept
 
 
+def sampling_logits(logits: torch.Tensor, temperature: float, excluded: int) -> torch.Tensor:
+    """The logits the sampler drew from: scaled by 1/temperature, token `excluded` (the pad) ruled out (a copy)."""
+    scaled = logits.float() / temperature
+    return scaled.index_fill(-1, torch.tensor([excluded], device=logits.device), -1e9)
+
+
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of each position's distribution: (B, T, V) -> (B, T)."""
     logits = logits.float()

@@ -2,10 +2,13 @@
 `trainers.models.sampling`, on the live policy, or vLLM on a GPU via `trainers.models.vllm_generation`), the
 per-iteration buffer (`Rollout`) and the helpers that turn samples into tensors. The trained models that score the
 samples are in `modules`.
+`sample_statistics` measures a policy on samples of its own (KL to a reference, entropy, length, EOS rate), as PPO's
+rollouts do, for DPO, which has none.
 
     backend = make_rollout_backend(policy, tokenizer, chat.end_ids, config, longest_prompt=12)
     ids, mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)     # (B, P) each
     responses, mask, ended = cut_at_end(backend.generate_ids(ids, mask, 24, 1.0, 1.0), chat.end_ids, pad)
+    stats = sample_statistics(policy, chat, pad, ids_of_prompts, Sampling(24), reference=sft)   # {"kl": ...}
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from ..models.chat_format import ChatFormat
+from ..models.generation import left_pad
 from ..models.sampling import sample_ids
 from .config import PolicyConfig
+from .modules import PolicyModel
+from .ppo_math import entropy_from_logits, sampler_logprobs, sampling_logits
 
 
 class RolloutBackend(Protocol):
@@ -101,3 +108,56 @@ def cut_at_end(responses: torch.Tensor, end_ids: Sequence[int], pad: int) -> tup
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions counting real tokens only, so left padding does not shift the prompt."""
     return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How `sample_statistics` samples: the response length and the sampler's settings."""
+
+    response_length: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+
+@torch.no_grad()
+def sample_statistics(policy: nn.Module, chat: ChatFormat, pad_id: int, prompt_ids: list[list[int]],
+                      sampling: Sampling, reference: nn.Module | None = None, batch_size: int = 32,
+                      score=None) -> dict[str, float]:
+    """One sampled response per prompt (`prompt_ids`, from `chat`) of `policy`, and on them, as PPO logs its rollouts:
+    `kl`, the mean sequence KL (k1 summed over each response) to `reference` (None: `policy` with its LoRA adapters
+    disabled), `entropy` per token, `response_length`, `eos_rate`; with `score(texts) -> list[float]` also its mean,
+    `oracle_score`. Log-probs are the sampler's (temperature, no pad). Draws from torch's global RNG."""
+    device = next(policy.parameters()).device
+    backend = HFRolloutBackend(policy, pad_id, chat.end_ids)
+    kls, entropies, lengths, ended_all, scores = [], [], [], [], []
+    for start in range(0, len(prompt_ids), batch_size):
+        query, query_mask = (t.to(device) for t in left_pad(prompt_ids[start:start + batch_size], pad_id))
+        raw = backend.generate_ids(query, query_mask, sampling.response_length, sampling.temperature, sampling.top_p,
+                                   sampling.top_k)
+        responses, mask, ended = cut_at_end(raw, chat.end_ids, pad_id)
+        input_ids = torch.cat([query, responses], dim=1)  # (B, P + R)
+        attention_mask = torch.cat([query_mask, mask.long()], dim=1)
+        inputs = (input_ids, attention_mask, position_ids(attention_mask), query.shape[1])
+        logits, _ = PolicyModel(policy)(*inputs)  # (B, R, V)
+        if reference is None:
+            with policy.disable_adapter():
+                ref_logits, _ = PolicyModel(policy)(*inputs)
+        else:
+            ref_logits, _ = PolicyModel(reference)(*inputs)
+        logprobs, ref_logprobs = (sampler_logprobs(x, responses, sampling.temperature, pad_id)
+                                  for x in (logits, ref_logits))
+        entropy = entropy_from_logits(sampling_logits(logits, sampling.temperature, pad_id))  # (B, R)
+        kls.append(((logprobs - ref_logprobs) * mask).sum(dim=1).cpu())
+        entropies.append((entropy * mask).sum().item())
+        lengths.append(mask.sum(dim=1).cpu())
+        ended_all.append(ended.float().cpu())
+        if score is not None:
+            scores += [float(s) for s in score([chat.decode(r[m.bool()].tolist()) for r, m in zip(responses, mask,
+                                                                                                strict=True)])]
+    length = torch.cat(lengths)
+    stats = {"kl": torch.cat(kls).mean().item(), "entropy": sum(entropies) / max(1.0, length.sum().item()),
+             "response_length": length.mean().item(), "eos_rate": torch.cat(ended_all).mean().item()}
+    if score is not None:
+        stats["oracle_score"] = sum(scores) / len(scores)
+    return stats

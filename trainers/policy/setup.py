@@ -12,6 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..models.loading import disable_dropout
 from .config import PolicyConfig, PolicySetupError
+from .dpo_config import DPOConfig
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase) -> None:
@@ -38,8 +39,9 @@ def check_reward_model(reward) -> None:
                                    "the reward model with python app.py train-reward, which saves them together")
 
 
-def with_lora(policy: PreTrainedModel, config: PolicyConfig) -> nn.Module:
-    """`policy` with trainable LoRA adapters: new ones, or those of a policy loaded with its adapter."""
+def with_lora(policy: PreTrainedModel, config: PolicyConfig | DPOConfig) -> nn.Module:
+    """`policy` with trainable LoRA adapters (`config`'s lora_* settings): new ones, or those of a policy loaded with
+    its adapter."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if isinstance(policy, PeftModel):  # adapters carried over from an earlier run

@@ -1,0 +1,144 @@
+"""`python app.py dpo`: train a policy version with DPO on the store's labels (for example an imported preference data
+set) in the terminal, as a `dpo` job with a progress bar, and register the new version.
+
+Options are generated from `DPORun` (`--policy`, `--source`) and `DPOConfig` (every setting: `--dpo-beta`,
+`--loss-type`, `--train-ties`, `--epochs`, `--learning-rate`, `--lora`, ...), so their help and defaults are the
+fields'. Settings left out take the project's loop preset where it has them (`LOOP_DEFAULTS`: β, batch size, epochs,
+learning rate, LoRA, sampling), printed when the run starts. Imports nothing heavy at module level (app.py builds its
+parser from here); the run itself is `trainers.jobs.dpo_job`.
+
+    python app.py dpo --db studio.db                                      # every label that trains, newest policy
+    python app.py dpo --db studio.db --source hh-rlhf --epochs 2 --dpo-beta 0.1
+    python app.py dpo --db studio.db --resume 7        # continue job 7 after a stop or a crash
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import asdict
+
+from storage import Store
+from storage import jobs as job_rows
+from storage.errors import InvalidInput
+from storage.types import JobStatus
+
+from ..jobs.follow import add_accelerate_option, launch_and_follow
+from ..jobs.layer import JobKind
+from ..loop.config import LoopConfig
+from ..policy.dpo_config import DPOConfig, DPORun
+from ..reporting import Reporter
+from .options import add_options, given_options
+from .ppo_cli import report_unfinished
+
+RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
+RUN_ALIASES = {"policy_id": ["--policy"]}
+# the settings taken from the project's loop preset where the options leave them out (see command_defaults)
+LOOP_DEFAULTS = ("dpo_beta", "loss_type", "batch_size", "epochs", "learning_rate", "lora", "response_length",
+                 "temperature", "top_p", "top_k")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `DPORun` options, `--resume`, and one option per DPOConfig field (`--dpo-beta`...)."""
+    add_options(parser, DPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed DPO job")
+    add_accelerate_option(parser)
+    add_options(parser.add_argument_group("DPO settings (left out: the project's loop preset gives β, the batch "
+                                          "size, epochs, learning rate, LoRA, response length and sampling; the "
+                                          "others' defaults as shown)"), DPOConfig)
+
+
+def command_defaults(given: dict, preset: LoopConfig | None = None) -> dict:
+    """The settings this command takes from the project's loop preset (`preset`; the demo's when None) where its
+    options are left out (`LOOP_DEFAULTS`)."""
+    from ..loop.config import dpo_settings
+
+    loop = dpo_settings(preset or LoopConfig())
+    return {name: loop[name] for name in LOOP_DEFAULTS if name not in given}
+
+
+def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> DPORun:
+    given = given_options(args, DPOConfig)
+    return DPORun(**given_options(args, DPORun, skip=RUN_SKIPPED), settings={**command_defaults(given, preset),
+                                                                               **given})
+
+
+class ProgressBar(Reporter):
+    """A terminal bar over the optimiser steps, with the last loss and implicit-reward accuracy."""
+
+    def __init__(self, job_id: int):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=0, desc=f"dpo job {job_id}", unit="step", file=sys.stderr)
+        self.shown: dict[str, str] = {}
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def on_step(self, step: int, metrics) -> None:
+        names = {"loss": "dpo/loss", "accuracy": "dpo/accuracy", "kl": "dpo/kl"}
+        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in names.items() if n in metrics})
+        self.bar.set_postfix(self.shown, refresh=False)
+
+
+def checked_run(args: argparse.Namespace, store: Store) -> tuple[DPORun, str]:
+    """The run to start (its start policy fixed now, so a resume trains the same version) or to resume, and the line
+    that says where its settings come from."""
+    from ..jobs.policy_job import start_policy
+
+    if args.resume is not None:
+        job = job_rows.get_job(store, args.resume)
+        if job.kind != JobKind.DPO:
+            raise InvalidInput(f"job {job.id} is a {job.kind} job, not a DPO job; give the id of a DPO job")
+        return DPORun.from_dict(job.config), f"resuming dpo job {job.id} with its settings"
+    from ..loop.presets import project_preset
+
+    preset = project_preset(store)
+    run = run_from_args(args, preset.config)
+    run.policy_id = start_policy(store, run.policy_id).id
+    return run, preset.line
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    """Train in this process with a progress bar, or (--accelerate-config) through the launcher, followed here;
+    every check runs before the job row is written, and a refusal is its one line."""
+    from ..jobs.dpo_job import plan_dpo
+
+    run, settings_line = checked_run(args, store)
+    plan, _ = plan_dpo(store, run)  # every check that loads no model
+    print(settings_line, file=sys.stderr)
+    if args.accelerate_config is None:
+        return run_here(args, store, run)
+    job = launch_and_follow(store, JobKind.DPO, asdict(run), args.accelerate_config, resume=args.resume)
+    if job.status is JobStatus.COMPLETED:
+        from storage.policies import latest_policy
+
+        print(f"dpo job {job.id}: completed on {len(plan.examples)} labels; registered policy version "
+              f"{latest_policy(store).id}")
+        return 0
+    return report_unfinished("dpo", job)
+
+
+def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
+    """Train in this process with a progress bar."""
+    from ..jobs.dpo_job import left_out_line, run_dpo
+    from .worker import run_job as run_claimed_job
+
+    if args.resume is not None:
+        job_id = job_rows.requeue_job(store, args.resume).id
+    else:
+        job_id = job_rows.create_job(store, JobKind.DPO.value, asdict(run))
+    job = job_rows.claim_job(store, job_id, os.getpid())
+    bar = ProgressBar(job_id)
+    outcome = []
+    status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_dpo(s, run, j.id, listener=bar)))
+    bar.bar.close()
+    if status is JobStatus.COMPLETED:
+        done = outcome[0]
+        left_out = left_out_line(done.left_out)
+        print(f"dpo job {job_id}: completed, {done.steps} steps on {done.labels} labels"
+              f"{'; ' + left_out if left_out else ''}; registered policy version {done.policy_id}")
+        return 0
+    return report_unfinished("dpo", job_rows.get_job(store, job_id))
