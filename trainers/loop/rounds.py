@@ -1,7 +1,7 @@
 """The human-preference loop (Christiano et al. 2017), round after round, resumable at every step.
 
-One round g: (1) sample K responses per prompt from the newest policy; (2) queue pairs (random, or where the
-reward-model ensemble disagrees most), plus a reserve so annotators never run dry while the round trains;
+One round g: (1) sample K responses per prompt from the newest policy; (2) queue pairs (by the selector:
+`trainers.loop.selecting`), plus a reserve so annotators never run dry while the round trains;
 (3) collect N labels (the oracle annotator labels them, or the loop waits for people in the UI); (4) train the
 reward model on all labels so far; (5) PPO (or GRPO, `algorithm`) for M iterations against it; (6) register policy
 g and the round's summary. Every step checks the store first, so a stopped or killed loop continues where it was.
@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from labeling.audit_pairs import agreement
-from labeling.selection import Selector, candidate_pairs, select_by_disagreement
 from storage import Store
 from storage import jobs as job_rows
 from storage.audit_pairs import audit_votes
@@ -31,10 +30,9 @@ from storage.generations import (
     list_generations,
 )
 from storage.metrics import log_metrics, read_metrics
-from storage.pairs import list_pairs
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
-from storage.reward_models import latest_reward_models, list_reward_models
+from storage.reward_models import list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
@@ -52,7 +50,8 @@ from .config import (
     round_seed,
 )
 from .failure_warnings import VAL_PAIRS_METRIC, pause_reason, policy_phase_warnings, reward_phase_warnings, warning_line
-from .sampling import SamplingConfig, random_pairs, sample_policy
+from .sampling import SamplingConfig, sample_policy
+from .selecting import choose_pairs
 
 HUMAN_POLL_S = 2.0
 EVAL_SEED = 12345
@@ -152,20 +151,9 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
-        wanted = labels + config.queue_reserve
-        ensemble = latest_reward_models(self.store)
-        if config.selector == Selector.DISAGREEMENT and len(ensemble) >= 2:
-            from ..reward.scorer import RewardScorer, pair_probabilities
-
-            queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
-            candidates = candidate_pairs(samples, exclude=queued)
-            scorer = RewardScorer.from_dirs([m.path for m in ensemble])
-            probs = pair_probabilities(scorer, candidates, {p.id: p.content for p in chosen})
-            regular = select_by_disagreement(candidates, probs, wanted, round=g)
-        else:
-            regular = random_pairs(self.store, samples, wanted, seed, g)
-        queue_round_pairs(self.store, regular, samples, {p.id: p.content for p in chosen}, config.audit_share,
-                          labels, g)
+        prompts_by_id = {p.id: p.content for p in chosen}
+        regular = choose_pairs(self.store, config, samples, prompts_by_id, labels + config.queue_reserve, seed, g)
+        queue_round_pairs(self.store, regular, samples, prompts_by_id, config.audit_share, labels, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config, wanted = self.config, self.labels_wanted(index)
