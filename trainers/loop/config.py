@@ -44,9 +44,22 @@ def labels_in_round(first: int, decay: float, index: int) -> int:
 
 
 def first_round_labels(total: int, decay: float, rounds: int) -> int:
-    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`."""
-    return min(range(1, max(1, total) + 1),
-               key=lambda n: abs(sum(labels_in_round(n, decay, i) for i in range(rounds)) - total))
+    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`
+    (the smaller N on a tie). The schedule's sum grows with N, so N is found by bisection."""
+    def schedule_sum(n: int) -> int:
+        return sum(labels_in_round(n, decay, i) for i in range(rounds))
+
+    low, high = 1, max(1, total)  # the first N whose sum reaches `total` lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if schedule_sum(middle) < total else (low, middle)
+    return min((n for n in (low - 1, low) if n >= 1), key=lambda n: abs(schedule_sum(n) - total))
+
+
+def schedule_line(first: int, decay: float, rounds: int) -> str:
+    """The label schedule in words: "100 + 30 + 9 = 139 labels over 3 rounds"."""
+    counts = [labels_in_round(first, decay, i) for i in range(rounds)]
+    return f"{' + '.join(map(str, counts))} = {sum(counts)} labels over {rounds} round{'s' * (rounds != 1)}"
 
 
 def round_seed(seed: int, round: int) -> int:
@@ -59,7 +72,13 @@ class LoopConfig:
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
-    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
+    labels_per_round: int = field(default=100, metadata={
+        "help": f"N: new labels collected in the first round, then N x label_decay^i in round i (audit pairs "
+                f"included); the defaults give {schedule_line(100, 0.3, 3)}; or give label_budget instead"})
+    label_budget: int | None = field(default=None, metadata={
+        "help": "B: the labels that train over the whole loop (audit pairs included), split over the rounds by the "
+                "schedule (N, N x label_decay, ...: the N whose schedule sums closest to B); instead of "
+                "labels_per_round"})
     label_decay: float = field(default=0.3, metadata={
         "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
@@ -106,6 +125,12 @@ class LoopConfig:
         "help": "on a failure warning: continue, or pause before the next PPO/GRPO phase", "choices": OnWarning})
 
     def __post_init__(self):
+        if self.label_budget is not None:
+            if not isinstance(self.label_budget, int) or self.label_budget < max(1, self.rounds):
+                raise InvalidInput(f"label_budget must be at least 1 label per round ({self.rounds}), got "
+                                   f"{self.label_budget}")
+            object.__setattr__(self, "labels_per_round",  # N, from the budget: what every reader of N uses
+                               first_round_labels(self.label_budget, self.label_decay, self.rounds))
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
@@ -189,8 +214,21 @@ class LoopConfig:
         return cls.from_dict(settings_from_json(text))
 
     def updated(self, values: dict) -> "LoopConfig":
-        """These settings with `values` (user input: old names accepted, unknown ones refused) on top."""
-        return LoopConfig.from_dict({**self.to_dict(), **renamed_settings(values, self.RENAMED, "loop")})
+        """These settings with `values` (user input: old names accepted, unknown ones refused) on top. A label budget
+        and a first round's labels are two ways to say how many labels: `values` gives one (it replaces the other's
+        setting here), never both."""
+        values = renamed_settings(values, self.RENAMED, "loop")
+        if "labels_per_round" in values and values.get("label_budget") is not None:
+            raise InvalidInput("give label_budget (the labels of the whole loop) or labels_per_round (the first "
+                               "round's), not both")
+        if "labels_per_round" in values:
+            values = {**values, "label_budget": None}
+        return LoopConfig.from_dict({**self.to_dict(), **values})
+
+    @property
+    def schedule(self) -> str:
+        """The labels each round collects, in words ("100 + 30 + 9 = 139 labels over 3 rounds")."""
+        return schedule_line(self.labels_per_round, self.label_decay, self.rounds)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -212,14 +250,14 @@ def settings_from_json(text: str) -> dict:
 
 
 def _type_ok(annotation: str, value) -> bool:
-    """Does a JSON value fit a field annotation ("int", "float", "str", "bool", "float | None")?"""
+    """Does a JSON value fit a field annotation ("int", "float", "str", "bool", "float | None", "int | None")?"""
     if value is None:
         return "None" in annotation
     if isinstance(value, bool):
         return annotation == "bool"
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
-    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
+    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation.removesuffix(" | None")])
 
 
 def check_against_store(config: LoopConfig, prompts: list[Prompt], policy_path: str | None) -> None:
