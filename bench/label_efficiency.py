@@ -26,7 +26,6 @@ against labels and against annotator minutes) and .json.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -44,10 +43,13 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
-ARMS = ("oracle", "random", "noisy", "disagreement", "grpo")
-ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
+SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
+ARMS = ("oracle", "random", *SELECTORS, "disagreement", "noisy", "noisy_random", "grpo")
+ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
-                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8}}  # GRPO: 8 prompts x G=4 = PPO's 32
+                "noisy": {"oracle_noise": 0.1}, "noisy_random": {"oracle_noise": 0.1, "selector": "random"},
+                "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8}}  # 8 prompts x G=4 = PPO's 32
+DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -88,19 +90,34 @@ def heldout_score(store, policy, config, samples: int) -> float:
     return statistics.fmean(oracle(s.text) for group in groups for s in group)
 
 
-def run_loop(store, config) -> None:
-    """The headless loop, in this process, as the worker would run it."""
+def run_loop(store, config) -> list[float]:
+    """The headless loop, in this process, as the worker would run it; returns the seconds each round's pair
+    selection took (candidates, features and the selector's choice; not the sampling)."""
     from storage import JobStatus
     from storage import jobs as job_rows
-    from trainers.loop.rounds import Loop
+    from trainers.loop import rounds
+
+    spent, choose = [], rounds.choose_pairs
+
+    def timed_choose(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return choose(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
 
     job_id = job_rows.create_job(store, "loop", config.to_dict())
     job_rows.claim_job(store, job_id, os.getpid())
-    Loop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
+    rounds.choose_pairs = timed_choose
+    try:
+        rounds.Loop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
+    finally:
+        rounds.choose_pairs = choose
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+    return spent
 
 
-def run_oracle_ppo(store, config) -> None:
+def run_oracle_ppo(store, config) -> list[float]:
     """R rounds of M PPO iterations on the normalised oracle, with the loop's PPO settings."""
     import torch
 
@@ -134,27 +151,30 @@ def run_oracle_ppo(store, config) -> None:
         trainer = PPOTrainer(ppo_config, policy, tokenizer, [p.text for p in prompts], reward, reference=reference,
                              value_head=value_head)
         train_policy(store, run, trainer=trainer)
+    return []
 
 
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
             name: str) -> dict:
-    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, labels_used, seconds}; its store
-    is a folder named after the bench run `name` too, so two benches with other names can run side by side."""
+    """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, labels_used, seconds,
+    select_seconds (per round)}; its store is a folder named after the bench run `name` too, so two benches with
+    other names can run side by side."""
     import torch
 
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
-    from trainers.loop.config import LoopConfig, first_round_labels
+    from trainers.loop.config import LoopConfig
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
     config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
-    config = dataclasses.replace(config, labels_per_round=first_round_labels(labels, config.label_decay, config.rounds))
+    if arm != "oracle":
+        config = config.updated({"label_budget": labels})
     folder = f"{name}-{arm}-L{labels}-s{seed}"
     store = fresh_store(folder)
     try:
         labels_before = count_labels(store)
-        (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
+        select_seconds = (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
         sft = heldout_score(store, list_policies(store)[0], config, eval_samples)
         final = heldout_score(store, latest_policy(store), config, eval_samples)
         used = count_labels(store) - labels_before
@@ -162,7 +182,8 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
         store.close()
         shutil.rmtree(WORK / folder, ignore_errors=True)
     row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": sft, "final": final,
-           "gain": final - sft, "labels_used": used, "seconds": time.perf_counter() - started}
+           "gain": final - sft, "labels_used": used, "seconds": time.perf_counter() - started,
+           "select_seconds": statistics.fmean(select_seconds) if select_seconds else 0.0}
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {sft:+.3f} -> {final:+.3f} (gain {row['gain']:+.3f}), "
           f"{used} labels, {row['seconds']:.0f} s", flush=True)
     return row
@@ -197,16 +218,27 @@ def summarise(rows: list[dict]) -> list[dict]:
         table.append({"arm": arm, "labels": labels, "seeds": len(group), "gain": gain, "gain_ci95": half,
                       "of_oracle": gain / ceiling if ceiling else float("nan"),
                       "vs_oracle": paired(rows, arm, labels, "oracle", 0) if arm != "oracle" else None,
-                      "vs_random": paired(rows, arm, labels, "random", labels) if arm not in ("oracle", "random") else None,
+                      "vs_random": (paired(rows, arm, labels, "random", labels)
+                                    if arm not in ("oracle", "random") else None),
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
+                      "select_seconds": statistics.fmean(r.get("select_seconds", 0.0) for r in group),
                       "seconds": statistics.fmean(r["seconds"] for r in group)})
     return table
 
 
-def fewest_labels(table: list[dict], arm: str, share: float) -> int | None:
-    """The smallest budget at which `arm` reaches `share` of the oracle's gain (None: never)."""
-    hits = [t["labels"] for t in table if t["arm"] == arm and t["of_oracle"] >= share]
-    return min(hits) if hits else None
+def labels_to_reach(table: list[dict], arm: str, share: float) -> str:
+    """The labels at which `arm`'s mean gain reaches `share` of the oracle's, interpolated linearly between the two
+    budgets around the first crossing ("≤ B" when the smallest budget B already reaches it; "not reached" with the
+    best share otherwise)."""
+    points = sorted((t["labels"], t["of_oracle"]) for t in table if t["arm"] == arm)
+    if not points:
+        return "—"
+    if points[0][1] >= share:
+        return f"≤ {points[0][0]}"
+    for (low, low_share), (high, high_share) in zip(points, points[1:], strict=False):
+        if high_share >= share:
+            return f"{low + (high - low) * (share - low_share) / (high_share - low_share):.0f}"
+    return f"not reached (best {max(s for _, s in points):.0%})"
 
 
 def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
@@ -218,8 +250,8 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     budgets = sorted({t["labels"] for t in table if t["arm"] != "oracle"})
-    for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"),
-                              (axes[1], seconds_per_label / 60, f"annotator minutes ({seconds_per_label:g} s a label)")):
+    minutes = f"annotator minutes ({seconds_per_label:g} s a label)"
+    for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"), (axes[1], seconds_per_label / 60, minutes)):
         for oracle in (t for t in table if t["arm"] == "oracle"):
             axis.axhline(oracle["gain"], color="black", label="oracle PPO (no labels)")
             axis.axhspan(oracle["gain"] - oracle["gain_ci95"], oracle["gain"] + oracle["gain_ci95"], color="black",
@@ -251,11 +283,14 @@ def main() -> None:
     from trainers.loop.config import LoopConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 300], help="labels in total over all rounds")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 150, 300],
+                        help="labels in total over all rounds (the loop's --label-budget)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=["oracle", "random", "noisy"])
+    parser.add_argument("--arms", nargs="+", choices=[*ARMS, "all"], default=list(DEFAULT_ARMS),
+                        help="all: every arm (each selector, disagreement, both noisy arms, grpo)")
     parser.add_argument("--rounds", type=int, default=None, help="R: rounds (default: the loop's)")
-    parser.add_argument("--ppo-iterations", type=int, default=None, help="M: iterations per round (default: the loop's)")
+    parser.add_argument("--policy-iterations", "--ppo-iterations", type=int, default=None,
+                        help="M: PPO (or GRPO) iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
     parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
     parser.add_argument("--config", type=json.loads, default={},
@@ -263,6 +298,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     parser.add_argument("--name", default="label_efficiency", help="file name of the PNG and JSON under bench/out/")
     args = parser.parse_args()
+    if "all" in args.arms:
+        args.arms = list(ARMS)
 
     given = {"rounds": args.rounds, "policy_iterations": args.policy_iterations}
     settings = {**args.config, **{name: value for name, value in given.items() if value is not None}}
@@ -281,21 +318,22 @@ def main() -> None:
     (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "settings": defaults.to_dict(), "runs": rows,
                                                        "table": table}, indent=2))
     plot(table, OUT / f"{args.name}.png", args.seconds_per_label)
-    print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations (batch {defaults.policy_batch_size}, "
-          f"β {defaults.kl_coef}, LR {defaults.policy_lr}), {defaults.prompts_per_round} prompts x "
-          f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
-          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}; gain on 20 held-out prompts x {args.eval_samples}; "
-          f"seeds {args.seeds}; ± is a 95% t-interval\n")
+    print(f"\nDemo, {defaults.rounds} rounds x {defaults.policy_iterations} iterations (batch "
+          f"{defaults.policy_batch_size}, β {defaults.kl_coef}, LR {defaults.policy_lr}), {defaults.prompts_per_round} "
+          f"prompts x K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
+          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}, selector {defaults.selector} by default; gain on "
+          f"20 held-out prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval\n")
     print("| arm | label budget | labels used | seeds | gain | share of oracle PPO gain | minus oracle (paired) | "
-          "minus random (paired) | seconds per run |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "minus random (paired) | selection s/round | seconds per run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
-        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | {t['gain']:+.3f} ± {t['gain_ci95']:.3f} "
-              f"| {t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | {difference(t['vs_random'])} | {t['seconds']:.0f} |")
+        print(f"| {t['arm']} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | {t['gain']:+.3f} ± "
+              f"{t['gain_ci95']:.3f} | {t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
+              f"{difference(t['vs_random'])} | {t['select_seconds']:.2f} | {t['seconds']:.0f} |")
+    print("\n| arm | labels to reach 90% of oracle PPO | labels to reach 75% |\n|---|---:|---:|")
     for arm in (a for a in ARMS[1:] if a in args.arms):
-        for share in (0.9, 0.75):
-            print(f"fewest labels reaching {share:.0%} of oracle PPO, {arm}: {fewest_labels(table, arm, share) or 'not reached'}")
+        print(f"| {arm} | {labels_to_reach(table, arm, 0.9)} | {labels_to_reach(table, arm, 0.75)} |")
     print(f"\nwrote {OUT / args.name}.png and .json")
 
 
