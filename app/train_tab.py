@@ -30,8 +30,10 @@ from trainers.loop.config import (
     Annotator,
     LoopConfig,
     OnWarning,
+    first_round_labels,
     job_settings,
     policy_job_kind,
+    schedule_line,
     settings_from_json,
 )
 from trainers.loop.presets import DEMO, Preset, model_preset, project_preset, project_presets
@@ -42,9 +44,9 @@ from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 
 TITLE = "Train"
 # the form's LoopConfig fields, in the order it sends them
-FORM = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "selector", "ensemble", "kl_coef",
-        "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta", "label_decay",
-        "audit_share", "reward_patience", "reward_warm_start", "on_warning")
+FORM = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "policy_iterations", "selector", "ensemble",
+        "kl_coef", "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta",
+        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning")
 WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "ensemble", "reward_epochs",
          "group_size", "reward_patience")
 LOG_LINES = 12
@@ -86,6 +88,7 @@ def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str,
     settings.update({name: value for name, value in zip(FORM, values, strict=True)})
     for name in WHOLE:
         settings[name] = int(settings[name])
+    settings["label_budget"] = int(settings["label_budget"]) if settings["label_budget"] else None  # blank: from N
     return LoopConfig.from_dict(settings).updated(settings_from_json(advanced))
 
 
@@ -165,6 +168,7 @@ class TrainLayout:
     rounds: gr.Number
     samples_per_prompt: gr.Number
     labels_per_round: gr.Number
+    label_budget: gr.Number
     policy_iterations: gr.Number
     ensemble: gr.Number
     kl_coef: gr.Number
@@ -190,6 +194,7 @@ class TrainLayout:
     logs: gr.Textbox
     timer: gr.Timer  # on while the shown job is active
     chosen: gr.Markdown  # which preset the project's model gets, and why
+    schedule: gr.Markdown  # the labels each round collects with the form's counts
 
     @property
     def form(self) -> list:
@@ -217,6 +222,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
                   for name, label, minimum in (("rounds", "Rounds", 1),
                                                ("samples_per_prompt", "K: samples per prompt", 2),
                                                ("labels_per_round", "N: labels in round 1 (then × label_decay)", 1),
+                                               ("label_budget", "B: labels of all rounds (blank: from N)", 0),
                                                ("policy_iterations", iterations_label(defaults.algorithm), 1),
                                                ("ensemble", "Reward ensemble size", 1))]
     with gr.Row():
@@ -235,6 +241,8 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
                                     minimum=0)
         reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label="Warm-start the reward model")
         on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning, label="On a failure warning")
+    schedule = gr.Markdown(schedule_text(defaults.rounds, defaults.labels_per_round, defaults.label_budget,
+                                         defaults.label_decay), elem_id="train-schedule")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
         advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
     with gr.Row():
@@ -244,7 +252,8 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
-                       advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen)
+                       advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen,
+                       schedule)
 
 
 @dataclass(frozen=True)
@@ -345,6 +354,20 @@ def limits_line(store: Store, policy_path: str, response_length: int, state: tup
         return markdown_literal(str(exc))
 
 
+def schedule_text(rounds, labels_per_round, label_budget, label_decay) -> str:
+    """The labels each round collects with the form's counts (audit pairs included): N, N x decay, ..., or the N the
+    budget B gives."""
+    try:
+        rounds, decay = int(rounds), float(label_decay)
+        if rounds < 1 or not 0 < decay <= 1:
+            raise ValueError
+        first = first_round_labels(int(label_budget), decay, rounds) if label_budget else int(labels_per_round)
+    except (TypeError, ValueError):
+        return "**Labels:** set the rounds, N (or B) and a label decay in (0, 1] to see how many each round collects."
+    source = f"N = {first} from the budget B = {int(label_budget)}" if label_budget else f"N = {first}"
+    return f"**Labels:** {schedule_line(first, decay, rounds)} ({source}; audit pairs included)."
+
+
 def fill_preset(name: str, presets: dict[str, LoopConfig] | None = None) -> list:
     """The form's values of a preset (of the project's `presets`; the demo's alone when None), in FORM order."""
     config = (presets or {DEMO: LoopConfig()})[name]
@@ -398,6 +421,9 @@ def build(studio: Studio) -> list[Refresh]:
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(bind(on_preset, studio), ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
+    counts = [ui.rounds, ui.labels_per_round, ui.label_budget, ui.label_decay]
+    for count in counts:
+        count.change(schedule_text, counts, ui.schedule, **private)
     for changed in (ui.preset, ui.advanced):
         changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
     job_buttons = ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY))

@@ -8,7 +8,10 @@ Arms, each with the same rounds and label schedule and the same seeds:
 - **random** (RM + PPO): the headless preference loop with the loop's defaults, the oracle annotator labelling random
   pairs (the label schedule: N, N x label_decay, ... summing to the budget), a reward model, then R rounds x M PPO
   iterations.
-- **noisy**: the same with an annotator who votes at random 10% of the time (`oracle_noise` 0.1, Christiano et al.).
+- **thompson**, **info_gain**, **diverse**, **d_optimal**: the same as random with the posterior selectors choosing
+  the pairs (double Thompson sampling, information gain, diversity, D-optimal design; `labeling/selection.py`).
+- **noisy**: the loop's default selector with an annotator who votes at random 10% of the time (`oracle_noise` 0.1,
+  Christiano et al.); **noisy_random**: the same on random pairs.
 - **disagreement**: the same as random with an ensemble of 2 reward models choosing the pairs they disagree on most.
 - **grpo** (RM + GRPO): the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32).
 - **dpo** (iterative DPO): the same labels' schedule on random pairs of the newest policy's samples, each round DPO on
@@ -20,14 +23,16 @@ Arms, each with the same rounds and label schedule and the same seeds:
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
 the same prompt (the k-th against the k-th; a tie counts half), beside the loop's own figure from its blind win-rate
-pairs (24 a version, judged by its oracle annotator, noise included). Each arm gets its mean with a 95% t-interval
-over seeds, its share of the oracle's mean gain, and its paired differences (same seeds, 95% t-intervals) to the
-oracle, RM + PPO, RM + GRPO and DPO. Compute: each run's seconds in the reward-model and policy phases are measured
-and shown. Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/. Prints a table and
-which arm wins at each budget; writes bench/out/<name>.png (gain against labels and against annotator minutes) and
-.json.
+pairs (24 a version, judged by its oracle annotator, noise included). Each arm gets its mean with a 95% t-interval over
+seeds, its share of the oracle's mean gain, and its paired differences (same seeds, 95% t-intervals) to the oracle, RM +
+PPO, RM + GRPO and DPO, and the labels at which it reaches 90% and 75% of the oracle's gain (interpolated between
+budgets). Compute: each run's seconds in the reward-model and policy phases, and in each round's pair selection, are
+measured and shown. Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/. Prints a
+table and which arm wins at each budget; writes bench/out/<name>.png (gain against labels and against annotator minutes)
+and .json.
 
-    python bench/label_efficiency.py                                   # oracle, random, noisy at 100 and 300 labels
+    python bench/label_efficiency.py                            # oracle, random, d_optimal, noisy at 100, 150, 300
+    python bench/label_efficiency.py --arms all --budgets 150 300     # every selector, both noisy arms, GRPO, DPO
     python bench/label_efficiency.py --budgets 300 --seeds 0 --arms oracle random      # a quick look
     python bench/label_efficiency.py --arms oracle random grpo dpo dpo_ties           # RM + PPO/GRPO against DPO
     python bench/label_efficiency.py --arms dpo --rounds 2 --budgets 100 --seeds 0 1 2  # a 2-round DPO loop
@@ -38,7 +43,6 @@ which arm wins at each budget; writes bench/out/<name>.png (gain against labels 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -56,16 +60,20 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
-ARMS = ("oracle", "random", "noisy", "disagreement", "grpo", "dpo", "dpo_ties")
-ARM_SETTINGS = {"oracle": {}, "random": {}, "noisy": {"oracle_noise": 0.1},
+SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
+ARMS = ("oracle", "random", *SELECTORS, "disagreement", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties")
+ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
+                "noisy": {"oracle_noise": 0.1}, "noisy_random": {"oracle_noise": 0.1, "selector": "random"},
                 "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # 8 prompts x G=4: PPO's 32
                 # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
-                "dpo": {"algorithm": "dpo", "audit_share": 0.0},
-                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "dpo_train_ties": True}}
+                "dpo": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random"},
+                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True}}
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
-             "disagreement": "RM + PPO, disagreement",
+             "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
+             **{s: f"RM + PPO, {s}" for s in SELECTORS},
              "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5"}
+DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -114,16 +122,26 @@ def oracle_win_rate(final: list[float], sft: list[float]) -> float:
     return win_rate([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(final, sft, strict=True)]).rate
 
 
-def run_loop(store, config) -> dict[str, float]:
+def run_loop(store, config) -> dict:
     """The headless loop, in this process, as the worker would run it; returns the seconds its reward-model and
-    policy phases took."""
+    policy phases took, and each round's pair selection (candidates, features and the selector's choice; not the
+    sampling) under "select"."""
     from storage import JobStatus
     from storage import jobs as job_rows
-    from trainers.loop.rounds import Loop
+    from trainers.loop import rounds
+
+    spent, choose = [], rounds.choose_pairs
+
+    def timed_choose(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return choose(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
 
     seconds = {"reward": 0.0, "policy": 0.0}
 
-    class TimedLoop(Loop):
+    class TimedLoop(rounds.Loop):
         def train_reward(self, g):
             started = time.perf_counter()
             super().train_reward(g)
@@ -136,12 +154,16 @@ def run_loop(store, config) -> dict[str, float]:
 
     job_id = job_rows.create_job(store, "loop", config.to_dict())
     job_rows.claim_job(store, job_id, os.getpid())
-    TimedLoop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
+    rounds.choose_pairs = timed_choose
+    try:
+        TimedLoop(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
+    finally:
+        rounds.choose_pairs = choose
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
-    return seconds
+    return {**seconds, "select": spent}
 
 
-def run_oracle_ppo(store, config) -> dict[str, float]:
+def run_oracle_ppo(store, config) -> dict:
     """R rounds of M PPO iterations on the normalised oracle, with the loop's PPO settings."""
     import torch
 
@@ -178,26 +200,28 @@ def run_oracle_ppo(store, config) -> dict[str, float]:
                              value_head=value_head)
         train_policy(store, run, trainer=trainer)
         seconds["policy"] += time.perf_counter() - started
-    return seconds
+    return {**seconds, "select": []}
 
 
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
             name: str) -> dict:
     """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, win_rate, loop_win_rate,
-    labels_used, seconds} (win_rate: oracle-judged on the bench's held-out samples; loop_win_rate: the loop's own
-    blind win-rate pairs, judged by its oracle annotator; None for the oracle arm); its store is a folder named after
-    the bench run `name` too, so two benches with other names can run side by side."""
+    labels_used, seconds, reward_seconds, policy_seconds, select_seconds (per round)} (win_rate: oracle-judged on the
+    bench's held-out samples; loop_win_rate: the loop's own blind win-rate pairs, judged by its oracle annotator; None
+    for the oracle arm); its store is a folder named after the bench run `name` too, so two benches with other names
+    can run side by side."""
     import torch
 
     from labeling.winrate import winrate_report
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
-    from trainers.loop.config import LoopConfig, first_round_labels
+    from trainers.loop.config import LoopConfig
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
     config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
-    config = dataclasses.replace(config, labels_per_round=first_round_labels(labels, config.label_decay, config.rounds))
+    if arm != "oracle":
+        config = config.updated({"label_budget": labels})
     folder = f"{name}-{arm}-L{labels}-s{seed}"
     store = fresh_store(folder)
     try:
@@ -214,7 +238,8 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
            "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
            "labels_used": used, "seconds": time.perf_counter() - started,
-           "reward_seconds": phases["reward"], "policy_seconds": phases["policy"]}
+           "reward_seconds": phases["reward"], "policy_seconds": phases["policy"],
+           "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0}
     loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {row['sft']:+.3f} -> {row['final']:+.3f} (gain "
           f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {row['seconds']:.0f} s",
@@ -262,14 +287,23 @@ def summarise(rows: list[dict]) -> list[dict]:
                          else None for other in VERSUS},
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
                       **{name: statistics.fmean(r.get(name, float("nan")) for r in group)
-                         for name in ("seconds", "reward_seconds", "policy_seconds")}})
+                         for name in ("seconds", "reward_seconds", "policy_seconds", "select_seconds")}})
     return table
 
 
-def fewest_labels(table: list[dict], arm: str, share: float) -> int | None:
-    """The smallest budget at which `arm` reaches `share` of the oracle's gain (None: never)."""
-    hits = [t["labels"] for t in table if t["arm"] == arm and t["of_oracle"] >= share]
-    return min(hits) if hits else None
+def labels_to_reach(table: list[dict], arm: str, share: float) -> str:
+    """The labels at which `arm`'s mean gain reaches `share` of the oracle's, interpolated linearly between the two
+    budgets around the first crossing ("≤ B" when the smallest budget B already reaches it; "not reached" with the
+    best share otherwise)."""
+    points = sorted((t["labels"], t["of_oracle"]) for t in table if t["arm"] == arm)
+    if not points:
+        return "—"
+    if points[0][1] >= share:
+        return f"≤ {points[0][0]}"
+    for (low, low_share), (high, high_share) in zip(points, points[1:], strict=False):
+        if high_share >= share:
+            return f"{low + (high - low) * (share - low_share) / (high_share - low_share):.0f}"
+    return f"not reached (best {max(s for _, s in points):.0%})"
 
 
 def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
@@ -281,9 +315,8 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     budgets = sorted({t["labels"] for t in table if t["arm"] != "oracle"})
-    for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"),
-                              (axes[1], seconds_per_label / 60,
-                               f"annotator minutes ({seconds_per_label:g} s a label)")):
+    minutes = f"annotator minutes ({seconds_per_label:g} s a label)"
+    for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"), (axes[1], seconds_per_label / 60, minutes)):
         for oracle in (t for t in table if t["arm"] == "oracle"):
             axis.axhline(oracle["gain"], color="black", label="oracle PPO (no labels)")
             axis.axhspan(oracle["gain"] - oracle["gain_ci95"], oracle["gain"] + oracle["gain_ci95"], color="black",
@@ -344,12 +377,14 @@ def main() -> None:
     from trainers.loop.config import LoopConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 300], help="labels in total over all rounds")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 150, 300],
+                        help="labels in total over all rounds (the loop's --label-budget)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=["oracle", "random", "noisy"])
+    parser.add_argument("--arms", nargs="+", choices=[*ARMS, "all"], default=list(DEFAULT_ARMS),
+                        help="all: every arm (each selector, disagreement, both noisy arms, grpo)")
     parser.add_argument("--rounds", type=int, default=None, help="R: rounds (default: the loop's)")
     parser.add_argument("--policy-iterations", "--ppo-iterations", type=int, default=None,
-                        help="M: PPO/GRPO iterations per round (default: the loop's)")
+                        help="M: PPO (or GRPO) iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
     parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
     parser.add_argument("--config", type=json.loads, default={},
@@ -357,6 +392,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     parser.add_argument("--name", default="label_efficiency", help="file name of the PNG and JSON under bench/out/")
     args = parser.parse_args()
+    if "all" in args.arms:
+        args.arms = list(ARMS)
 
     given = {"rounds": args.rounds, "policy_iterations": args.policy_iterations}
     settings = {**args.config, **{name: value for name, value in given.items() if value is not None}}
@@ -380,12 +417,13 @@ def main() -> None:
           f"{defaults.policy_epochs} epochs a round over all labels so far (batch {defaults.dpo_batch_size}, "
           f"β {defaults.dpo_beta}, LR {defaults.policy_lr}); {defaults.prompts_per_round} prompts x "
           f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
-          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}; gain and oracle-judged win rate on 20 held-out "
+          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}, selector {defaults.selector} by default; gain and "
+          f"oracle-judged win rate on 20 held-out "
           f"prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval over seeds\n")
     print("| arm | label budget | labels used | seeds | gain | win rate vs SFT (oracle-judged) | loop's win-rate pairs "
           "| share of oracle PPO gain | minus oracle (paired) | minus RM + PPO (paired) | minus RM + GRPO (paired) | "
-          "minus DPO (paired) | seconds per run (reward model, policy) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "minus DPO (paired) | selection s/round | seconds per run (reward model, policy) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
         judged = "—" if t["loop_win_rate"] is None else f"{t['loop_win_rate'][0]:.0%} ± {t['loop_win_rate'][1]:.0%}"
@@ -393,11 +431,11 @@ def main() -> None:
               f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['win_rate']:.0%} ± {t['win_rate_ci95']:.0%} | {judged} | "
               f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
               + " | ".join(difference(t[f"vs_{other}"]) for other in VERSUS)
-              + f" | {t['seconds']:.0f} ({t['reward_seconds']:.0f}, {t['policy_seconds']:.0f}) |")
+              + f" | {t['select_seconds']:.2f} | {t['seconds']:.0f} ({t['reward_seconds']:.0f}, "
+              f"{t['policy_seconds']:.0f}) |")
+    print("\n| arm | labels to reach 90% of oracle PPO | labels to reach 75% |\n|---|---:|---:|")
     for arm in (a for a in ARMS[1:] if a in args.arms):
-        for share in (0.9, 0.75):
-            reached = fewest_labels(table, arm, share) or "not reached"
-            print(f"fewest labels reaching {share:.0%} of oracle PPO, {arm}: {reached}")
+        print(f"| {arm} | {labels_to_reach(table, arm, 0.9)} | {labels_to_reach(table, arm, 0.75)} |")
     for line in winners(table):
         print(line)
     print(f"\nwrote {OUT / args.name}.png and .json")

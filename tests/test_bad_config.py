@@ -52,6 +52,12 @@ BAD = [
     (f'{{"response_length": {DEMO_CONTEXT * 10}}}', "response_length is 640 but the policy's context holds 64"),
     ('{"annotator": "human", "prompts_per_round": 2, "samples_per_prompt": 2, "labels_per_round": 50}',
      "labels_per_round is 50 but a round queues at most 2 pairs"),
+    ('{"label_budget": 150, "labels_per_round": 50}', "give label_budget (the labels of the whole loop) or "
+                                                       "labels_per_round (the first round's), not both"),
+    ('{"label_budget": 2}', "label_budget must be at least 1 label per round (3), got 2"),
+    ('{"label_budget": 0}', "label_budget must be at least 1 label per round (3), got 0"),
+    ('{"label_budget": "150"}', "loop setting 'label_budget' must be int | None, got '150'"),
+    ('{"label_budget": 2000}', "labels_per_round is 1439 but a round queues at most 288 pairs"),
 ]
 
 

@@ -122,6 +122,24 @@ def test_loop_options_then_json_on_top():
         loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "1"]))
 
 
+def test_a_label_budget_sets_the_first_rounds_labels_and_refuses_labels_per_round_beside_it():
+    parser = parser_of(loop_cli.add_arguments)
+    config = loop_cli.config_from_args(parser.parse_args(["--label-budget", "150"]))
+    assert (config.label_budget, config.labels_per_round) == (150, 108)  # 108 + 32 + 10 at label_decay 0.3
+    assert config.schedule == "108 + 32 + 10 = 150 labels over 3 rounds"
+    flat = loop_cli.config_from_args(parser.parse_args(["--label-budget", "150", "--label-decay", "1"]))
+    assert flat.labels_per_round == 50 and flat.schedule == "50 + 50 + 50 = 150 labels over 3 rounds"
+    preset = LoopConfig(label_budget=300)  # a budget beneath is replaced by the N given, and the other way round
+    assert loop_cli.config_from_args(parser.parse_args(["--labels-per-round", "20"]), preset).label_budget is None
+    assert loop_cli.config_from_args(parser.parse_args(["--label-budget", "60"]), LoopConfig(labels_per_round=5)
+                                     ).labels_per_round == 43
+    assert "100 + 30 + 9 = 139 labels over 3 rounds" in option_help(parser, "--labels-per-round")
+    assert "audit pairs included" in option_help(parser, "--label-budget")
+    with pytest.raises(InvalidInput, match="^give label_budget .* or labels_per_round .*, not both$"):
+        loop_cli.config_from_args(parser.parse_args(["--label-budget", "150", "--labels-per-round", "50"]))
+    assert LoopConfig.from_dict(config.to_dict()) == config  # a stored job reads back the same
+
+
 def test_the_old_policy_setting_names_still_work_on_the_command_line():
     loop = parser_of(loop_cli.add_arguments).parse_args(["--ppo-iterations", "7", "--ppo-lr", "3e-4"])
     assert given_options(loop, LoopConfig) == {"policy_iterations": 7, "policy_lr": 3e-4}

@@ -177,6 +177,18 @@ def test_the_label_schedule_decays_from_the_first_rounds_labels():
     assert first_round_labels(300, 0.5, 3) == 171  # 171 + 86 + 43 = 300
     assert first_round_labels(300, 0.3, 3) == 216  # 216 + 65 + 19 = 300
     assert first_round_labels(0, 0.5, 3) == 1
+    assert first_round_labels(10**12, 1.0, 4) == 250_000_000_000  # by bisection: a huge budget answers at once
+
+
+def test_a_label_budget_is_split_over_the_rounds_by_the_schedule():
+    config = LoopConfig(label_budget=150)
+    assert config.labels_per_round == 108 and config.schedule == "108 + 32 + 10 = 150 labels over 3 rounds"
+    assert LoopConfig().schedule == "100 + 30 + 9 = 139 labels over 3 rounds"
+    assert LoopConfig(rounds=1, label_budget=7).schedule == "7 = 7 labels over 1 round"
+    assert config.updated({"labels_per_round": 20}).label_budget is None  # N given: it replaces the budget
+    assert config.updated({"rounds": 2}).schedule == "115 + 34 = 149 labels over 2 rounds"  # closest (116: 151)
+    with pytest.raises(InvalidInput, match="not both"):
+        config.updated({"labels_per_round": 20, "label_budget": 100})
 
 
 def test_the_reward_model_keeps_one_validation_split_warm_starts_and_stops_early_when_asked():

@@ -1,9 +1,23 @@
-"""Pair selection: candidates, the seeded random selector and the ensemble-disagreement selector."""
+"""Pair selection: candidates, the seeded random selector, the ensemble-disagreement selector, and the posterior
+selectors' scores on hand-computed cases (double Thompson sampling, information gain, BAL-PM-style diversity,
+D-optimal design)."""
 
 import numpy as np
 import pytest
 
-from labeling.selection import Candidate, candidate_pairs, disagreement_scores, select_by_disagreement, select_random
+from labeling.selection import (
+    Candidate,
+    candidate_pairs,
+    d_optimal_order,
+    disagreement_scores,
+    information_gain,
+    select_by_disagreement,
+    select_by_information_gain,
+    select_d_optimal,
+    select_diverse,
+    select_double_thompson,
+    select_random,
+)
 from storage.errors import InvalidInput
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.pairs import add_pairs, list_pairs
@@ -85,3 +99,102 @@ def test_disagreement_selector_puts_the_most_disputed_pairs_first():
     assert {p.selector for p in pairs} == {"disagreement"} and {p.round for p in pairs} == {3}
     with pytest.raises(ValueError):
         select_by_disagreement(candidates[:3], probs)
+
+
+def one_prompt(n_responses: int, prompt_id: int = 1, first_id: int = 1) -> list[Candidate]:
+    gens = [gen(first_id + i, prompt_id, f"response {first_id + i}") for i in range(n_responses)]
+    return candidate_pairs(gens)
+
+
+def test_double_thompson_pairs_the_best_response_of_one_seeded_draw_with_the_best_partner_under_another():
+    candidates = one_prompt(3)  # responses 1, 2, 3: pairs (1,2), (1,3), (2,3)
+    rewards = np.array([[3.0, 2.0, 1.0],   # draw 0: 1 > 2 > 3
+                        [1.0, 2.0, 3.0]])  # draw 1: 3 > 2 > 1
+    # by hand: (first draw, second draw) -> a = best under the first; b = a's best partner under the second
+    expected = {(0, 0): (1, 2), (0, 1): (1, 3), (1, 0): (1, 3), (1, 1): (2, 3)}
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        rng.permutation([1])  # the pass's prompt order (one prompt)
+        draws = (int(rng.integers(2)), int(rng.integers(2)))
+        [pair] = select_double_thompson(candidates, rewards, [1, 2, 3], n=1, seed=seed, round=4)
+        assert (pair.first_id, pair.second_id) == expected[draws]
+        assert pair.selector == "thompson" and pair.round == 4
+    assert select_double_thompson(candidates, rewards, [1, 2, 3], n=3, seed=3) == \
+        select_double_thompson(candidates, rewards, [1, 2, 3], n=3, seed=3)
+
+
+def test_double_thompson_with_a_certain_reward_model_compares_its_two_best_responses_one_prompt_at_a_time():
+    candidates = one_prompt(4, prompt_id=1, first_id=1) + one_prompt(3, prompt_id=2, first_id=11)
+    rewards = np.tile([0.0, 5.0, 1.0, 4.0, 9.0, 7.0, 8.0], (3, 1))  # every draw the same: 2 > 4 > 3 > 1; 11 > 13 > 12
+    pairs = select_double_thompson(candidates, rewards, [1, 2, 3, 4, 11, 12, 13], n=3, seed=0)
+    keys = [(p.first_id, p.second_id) for p in pairs]
+    assert sorted(keys[:2]) == [(2, 4), (11, 13)]  # one pair per prompt per pass: each prompt's best two
+    assert keys[2] in {(2, 3), (11, 12)}  # the next pass: the best response against its best remaining partner
+    assert [p.score for p in pairs] == sorted((p.score for p in pairs), reverse=True)
+    with pytest.raises(ValueError):
+        select_double_thompson(candidates, rewards[:, :3], [1, 2, 3])
+
+
+def test_information_gain_is_zero_for_a_certain_pair_and_for_a_coin_toss_all_draws_agree_on():
+    probs = np.array([[1.0, 0.9, 0.5, 0.9],
+                      [1.0, 0.9, 0.5, 0.1]])
+    h_09 = -(0.9 * np.log(0.9) + 0.1 * np.log(0.1))  # 0.3251 nats
+    assert information_gain(probs) == pytest.approx([0.0, 0.0, 0.0, np.log(2) - h_09])
+    assert information_gain(probs)[3] == pytest.approx(0.368064, abs=1e-6)
+    with pytest.raises(InvalidInput):
+        information_gain(probs[:1])
+
+
+def test_information_gain_selector_puts_the_pair_the_draws_dispute_first():
+    candidates = [Candidate(gen(2 * i + 1, i, "a"), gen(2 * i + 2, i, "b")) for i in range(3)]
+    probs = np.array([[0.99, 0.9, 0.6],
+                      [0.99, 0.1, 0.4]])
+    pairs = select_by_information_gain(candidates, probs, n=2, round=1)
+    assert [p.prompt_id for p in pairs] == [1, 2] and {p.selector for p in pairs} == {"info_gain"}
+
+
+def test_d_optimal_picks_the_direction_the_labels_know_least_then_updates_what_it_knows():
+    precision = np.diag([10.0, 1.0])  # the labels so far pin the first feature down, not the second
+    diffs = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    order, gains = d_optimal_order(diffs, np.full(3, 0.25), precision, n=3)
+    # gains log(1 + w zᵀΛ⁻¹z): second axis log(1 + 0.25 / 1) first; then, Λ[1,1] = 1.25, log(1 + 0.25 / 1.25) for
+    # the same direction again, still above the first axis' log(1 + 0.25 / 10)
+    assert order == [1, 2, 0]
+    assert gains == pytest.approx([np.log(1.25), np.log(1.2), np.log(1.025)])
+    candidates = [Candidate(gen(2 * i + 1, i, "a"), gen(2 * i + 2, i, "b")) for i in range(3)]
+    pairs = select_d_optimal(candidates, diffs, np.full(3, 0.25), precision, n=2, round=2)
+    assert [p.prompt_id for p in pairs] == [1, 2] and [p.score for p in pairs] == pytest.approx(gains[:2])
+    assert {p.selector for p in pairs} == {"d_optimal"}
+
+
+def test_d_optimal_weights_a_direction_by_its_fisher_information():
+    diffs = np.array([[1.0, 0.0], [0.0, 1.0]])
+    order, _ = d_optimal_order(diffs, np.array([0.25, 0.01]), np.eye(2), n=1)  # the second pair is all but decided
+    assert order == [0]
+
+
+def test_diverse_selector_spreads_the_batch_over_prompts_before_taking_a_second_pair_of_one():
+    candidates = one_prompt(3, prompt_id=1, first_id=1)[:2] + one_prompt(2, prompt_id=2, first_id=11)
+    probs = np.array([[0.9, 0.9, 0.8],
+                      [0.1, 0.1, 0.2]])  # the second prompt's pair is a little less disputed
+    features = {1: np.array([0.0, 0.0]), 2: np.array([3.0, 4.0])}
+    by_gain = select_by_information_gain(candidates, probs)
+    assert [p.prompt_id for p in by_gain] == [1, 1, 2]
+    pairs = select_diverse(candidates, probs, features, n=3, round=5)
+    assert [p.prompt_id for p in pairs] == [1, 2, 1]
+    gain = information_gain(probs) / information_gain(probs).mean()
+    assert pairs[0].score == pytest.approx(gain[0] + np.log(1e6))  # nothing taken yet: the distance term's cap
+    assert {p.selector for p in pairs} == {"diverse"}
+    labelled_near_1 = np.array([[0.0, 0.0]])  # prompt 1 was labelled before: prompt 2 comes first
+    assert [p.prompt_id for p in select_diverse(candidates, probs, features, labelled_near_1, n=1)] == [2]
+
+
+def test_every_selector_refuses_a_negative_count():
+    candidates = one_prompt(3)
+    probs = np.full((2, 3), 0.5)
+    with pytest.raises(InvalidInput):
+        select_by_information_gain(candidates, probs, n=-1)
+    with pytest.raises(InvalidInput):
+        select_d_optimal(candidates, np.eye(3)[:, :2], np.ones(3), np.eye(2), n=-1)
+    with pytest.raises(InvalidInput):
+        select_double_thompson(candidates, np.ones((2, 3)), [1, 2, 3], n=-1)

@@ -106,6 +106,23 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
 
 
+def test_a_label_budget_in_the_form_sets_n_and_the_form_says_what_each_round_collects(studio, store):
+    values = train_tab.fill_preset("demo")
+    assert values[train_tab.FORM.index("label_budget")] is None
+    values[train_tab.FORM.index("label_budget")] = 40.0
+    train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "policy_batch_size": 8}),
+                       *values)
+    [job] = job_rows.list_jobs(store)
+    # 28 + 8 + 3 = 39 labels: the N field gave way
+    assert (job.config["label_budget"], job.config["labels_per_round"]) == (40, 28)
+    assert train_tab.schedule_text(3, 100, None, 0.3) == \
+        "**Labels:** 100 + 30 + 9 = 139 labels over 3 rounds (N = 100; audit pairs included)."
+    assert train_tab.schedule_text(3, 100, 150, 0.3) == \
+        "**Labels:** 108 + 32 + 10 = 150 labels over 3 rounds (N = 108 from the budget B = 150; audit pairs included)."
+    assert train_tab.schedule_text(3, None, None, 0.3).startswith("**Labels:** set the rounds, N (or B)")
+    assert train_tab.schedule_text(3, 100, None, 0).startswith("**Labels:** set the rounds")
+
+
 def test_the_newest_job_is_shown(studio, store):
     empty = train_tab.newest_job(studio)
     assert (empty.status, empty.logs, empty.timer.active) == ("No job yet.", "", False)
@@ -126,7 +143,8 @@ def test_the_job_buttons_are_named_outputs(studio):
         ui = train_tab.layout()
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer]
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt",
-                                         "N: labels in round 1 (then × label_decay)", "M: PPO iterations",
+                                         "N: labels in round 1 (then × label_decay)",
+                                         "B: labels of all rounds (blank: from N)", "M: PPO iterations",
                                          "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",

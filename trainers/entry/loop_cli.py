@@ -1,9 +1,10 @@
 """`python app.py loop`: the same rounds as the Train tab's Start loop, in the terminal, with a progress bar.
 
-Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round`, `--annotator`, `--selector`, `--ensemble`,
-`--policy-iterations`, `--seed`, ...), its help the field's; `--config JSON` sets any of them on top. What is left
-out comes from the project's preset (`trainers.loop.presets`: the demo's defaults, as the help shows them, or the
-real-model settings chosen from the project's model), printed when the loop starts.
+Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round` or `--label-budget`, `--annotator`,
+`--selector`, `--ensemble`, `--policy-iterations`, `--seed`, ...), its help the field's; `--config JSON` sets any of
+them on top. What is left out comes from the project's preset (`trainers.loop.presets`: the demo's defaults, as the
+help shows them, or the real-model settings chosen from the project's model), printed when the loop starts with the
+labels each round collects.
 `--selector disagreement` without `--ensemble` trains an ensemble of 3. `--accelerate-config FILE` starts the job
 through the launcher (each training phase under `accelerate launch`) and follows it here. Imports nothing heavy at
 module level (app.py builds its parser from here)."""
@@ -48,7 +49,8 @@ def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None)
 
 def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     """The loop's settings on this store: the project's preset (said in one line), the options on top; checked
-    against the store (prompts, policy, context) before any job row is written."""
+    against the store (prompts, policy, context) before any job row is written; the labels each round collects said
+    in one line too."""
     from ..loop.presets import project_preset
     from ..loop.prompt_use import check_against_store
 
@@ -56,6 +58,7 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     config = config_from_args(args, preset.config)
     check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
+    print(f"labels: {config.schedule} (audit pairs included)")
     return config
 
 

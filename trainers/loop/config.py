@@ -41,9 +41,22 @@ def labels_in_round(first: int, decay: float, index: int) -> int:
 
 
 def first_round_labels(total: int, decay: float, rounds: int) -> int:
-    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`."""
-    return min(range(1, max(1, total) + 1),
-               key=lambda n: abs(sum(labels_in_round(n, decay, i) for i in range(rounds)) - total))
+    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`
+    (the smaller N on a tie). The schedule's sum grows with N, so N is found by bisection."""
+    def schedule_sum(n: int) -> int:
+        return sum(labels_in_round(n, decay, i) for i in range(rounds))
+
+    low, high = 1, max(1, total)  # the first N whose sum reaches `total` lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if schedule_sum(middle) < total else (low, middle)
+    return min((n for n in (low - 1, low) if n >= 1), key=lambda n: abs(schedule_sum(n) - total))
+
+
+def schedule_line(first: int, decay: float, rounds: int) -> str:
+    """The label schedule in words: "100 + 30 + 9 = 139 labels over 3 rounds"."""
+    counts = [labels_in_round(first, decay, i) for i in range(rounds)]
+    return f"{' + '.join(map(str, counts))} = {sum(counts)} labels over {rounds} round{'s' * (rounds != 1)}"
 
 
 def round_seed(seed: int, round: int) -> int:
@@ -56,7 +69,13 @@ class LoopConfig:
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
-    labels_per_round: int = field(default=100, metadata={"help": "N: new labels collected in the first round"})
+    labels_per_round: int = field(default=100, metadata={
+        "help": f"N: new labels collected in the first round, then N x label_decay^i in round i (audit pairs "
+                f"included); the defaults give {schedule_line(100, 0.3, 3)}; or give label_budget instead"})
+    label_budget: int | None = field(default=None, metadata={
+        "help": "B: the labels that train over the whole loop (audit pairs included), split over the rounds by the "
+                "schedule (N, N x label_decay, ...: the N whose schedule sums closest to B); instead of "
+                "labels_per_round"})
     label_decay: float = field(default=0.3, metadata={
         "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
@@ -66,7 +85,8 @@ class LoopConfig:
     oracle: str = field(default=DEFAULT_ORACLE, metadata={"help": "module:function scoring a text"})
     oracle_noise: float = field(default=0.0, metadata={"help": "probability the oracle answers at random"})
     selector: str = field(default=Selector.RANDOM.value, metadata={
-        "help": "pair selector: random, or where the reward-model ensemble disagrees", "choices": Selector})
+        "help": "pair selector: random, disagreement (an ensemble's), or a posterior one on the reward model's last "
+                "layer: thompson, info_gain, diverse, d_optimal", "choices": Selector})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=RewardConfig.learning_rate, metadata={
@@ -122,6 +142,12 @@ class LoopConfig:
         "help": "win-rate pairs per version against the previous version too, for the leaderboard (0: none)"})
 
     def __post_init__(self):
+        if self.label_budget is not None:
+            if not isinstance(self.label_budget, int) or self.label_budget < max(1, self.rounds):
+                raise InvalidInput(f"label_budget must be at least 1 label per round ({self.rounds}), got "
+                                   f"{self.label_budget}")
+            object.__setattr__(self, "labels_per_round",  # N, from the budget: what every reader of N uses
+                               first_round_labels(self.label_budget, self.label_decay, self.rounds))
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
@@ -215,8 +241,21 @@ class LoopConfig:
         return cls.from_dict(settings_from_json(text))
 
     def updated(self, values: dict) -> "LoopConfig":
-        """These settings with `values` (user input: old names accepted, unknown ones refused) on top."""
-        return LoopConfig.from_dict({**self.to_dict(), **renamed_settings(values, self.RENAMED, "loop")})
+        """These settings with `values` (user input: old names accepted, unknown ones refused) on top. A label budget
+        and a first round's labels are two ways to say how many labels: `values` gives one (it replaces the other's
+        setting here), never both."""
+        values = renamed_settings(values, self.RENAMED, "loop")
+        if "labels_per_round" in values and values.get("label_budget") is not None:
+            raise InvalidInput("give label_budget (the labels of the whole loop) or labels_per_round (the first "
+                               "round's), not both")
+        if "labels_per_round" in values:
+            values = {**values, "label_budget": None}
+        return LoopConfig.from_dict({**self.to_dict(), **values})
+
+    @property
+    def schedule(self) -> str:
+        """The labels each round collects, in words ("100 + 30 + 9 = 139 labels over 3 rounds")."""
+        return schedule_line(self.labels_per_round, self.label_decay, self.rounds)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -238,14 +277,14 @@ def settings_from_json(text: str) -> dict:
 
 
 def _type_ok(annotation: str, value) -> bool:
-    """Does a JSON value fit a field annotation ("int", "float", "str", "bool", "float | None")?"""
+    """Does a JSON value fit a field annotation ("int", "float", "str", "bool", "float | None", "int | None")?"""
     if value is None:
         return "None" in annotation
     if isinstance(value, bool):
         return annotation == "bool"
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
-    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation])
+    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation.removesuffix(" | None")])
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:

@@ -1,7 +1,7 @@
 """The human-preference loop (Christiano et al. 2017), round after round, resumable at every step.
 
-One round g: (1) sample K responses per prompt from the newest policy; (2) queue pairs (random, or where the
-reward-model ensemble disagrees most), plus a reserve so annotators never run dry while the round trains;
+One round g: (1) sample K responses per prompt from the newest policy; (2) queue pairs (by the selector:
+`trainers.loop.selecting`), plus a reserve so annotators never run dry while the round trains;
 (3) collect N labels (the oracle annotator labels them, or the loop waits for people in the UI); (4) train the
 reward model on all labels so far; (5) PPO (or GRPO, `algorithm`) for M iterations against it; (6) register policy
 g, evaluate it on the held-out prompts (`trainers.loop.evaluation`) and store the round's summary. Each version's blind
@@ -22,7 +22,6 @@ import time
 import torch
 
 from labeling.audit_pairs import agreement
-from labeling.selection import Selector, candidate_pairs, select_by_disagreement
 from labeling.winrate import version_names
 from storage import Store
 from storage import jobs as job_rows
@@ -30,10 +29,9 @@ from storage.audit_pairs import audit_votes
 from storage.errors import InvalidInput
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.metrics import last_step, log_metrics, read_metrics
-from storage.pairs import list_pairs
 from storage.policies import latest_policy, list_policies
 from storage.prompts import excluded_prompt_ids
-from storage.reward_models import latest_reward_models, list_reward_models
+from storage.reward_models import list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
@@ -63,7 +61,8 @@ from .failure_warnings import (
     winrate_warnings,
 )
 from .prompt_use import check_against_store
-from .sampling import SamplingConfig, random_pairs, sample_policy
+from .sampling import SamplingConfig, sample_policy
+from .selecting import choose_pairs
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
 HUMAN_POLL_S = 2.0
@@ -198,18 +197,7 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
-        wanted = labels + config.queue_reserve
-        ensemble = latest_reward_models(self.store)
-        if config.selector == Selector.DISAGREEMENT and len(ensemble) >= 2:
-            from ..reward.scorer import RewardScorer, pair_probabilities
-
-            queued = [(p.first_id, p.second_id) for p in list_pairs(self.store)]
-            candidates = candidate_pairs(samples, exclude=queued)
-            scorer = RewardScorer.from_dirs([m.path for m in ensemble])
-            probs = pair_probabilities(scorer, candidates, contents)
-            regular = select_by_disagreement(candidates, probs, wanted, round=g)
-        else:
-            regular = random_pairs(self.store, samples, wanted, seed, g)
+        regular = choose_pairs(self.store, config, samples, contents, labels + config.queue_reserve, seed, g)
         queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g)
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:

@@ -39,6 +39,38 @@ def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_m
     return out.logits[:, 0]
 
 
+def score_head(model: PreTrainedModel) -> torch.nn.Linear:
+    """The reward model's linear score head (`score` in transformers' sequence classifiers of causal LMs)."""
+    head = getattr(model, "score", None)
+    if not isinstance(head, torch.nn.Linear) or head.out_features != 1:
+        raise ValueError(f"{type(model).__name__} has no linear `score` head with one output; the posterior "
+                         "selectors read the head's input, so use the random or disagreement selector")
+    return head
+
+
+def sequence_features(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The last-layer features (the score head's input) at the token `sequence_scores` scores, (N, d): the head's
+    weights times these are the scores, which is checked."""
+    captured = []
+    handle = score_head(model).register_forward_hook(lambda module, args, output: captured.append(args[0]))
+    try:
+        scores = sequence_scores(model, input_ids, attention_mask)  # (N,)
+    finally:
+        handle.remove()
+    hidden = captured[0]  # (N, T, d)
+    pad_id = model.config.get_text_config().pad_token_id
+    if pad_id is None:
+        last = torch.full((len(input_ids),), input_ids.shape[1] - 1, device=hidden.device)
+    else:  # transformers scores the rightmost token that is not padding
+        positions = torch.arange(input_ids.shape[1], device=hidden.device)
+        last = (positions * (input_ids != pad_id).to(hidden.device, torch.long)).argmax(-1)  # (N,)
+    features = hidden[torch.arange(len(input_ids), device=hidden.device), last]  # (N, d)
+    head = score_head(model)
+    assert torch.allclose(head(features)[:, 0].float(), scores.float(), atol=1e-3, rtol=1e-3), \
+        f"{type(model).__name__} scores another token than its last non-pad one"
+    return features
+
+
 @contextlib.contextmanager
 def quiet_loading() -> Iterator[None]:
     """Silence transformers' loading warnings and progress bars for the duration (they are expected here)."""
@@ -107,6 +139,24 @@ class RewardScorer:
                 out[k, start:start + len(input_ids)] = sequence_scores(
                     model, input_ids.to(self.device), attention_mask.to(self.device)).float()
         return out
+
+    @torch.no_grad()
+    def features(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
+        """Each member's last-layer features of each prompt and response (the input of its score head): (K, N, d)."""
+        rows = self.chat.sequences_ids(list(prompts), list(responses))
+        parts = []
+        for start in range(0, len(rows), self.batch_size):
+            input_ids, attention_mask = pad_right(rows[start:start + self.batch_size], self.pad_id)
+            parts.append(torch.stack([sequence_features(model, input_ids.to(self.device),
+                                                        attention_mask.to(self.device)).float()
+                                      for model in self.models]))
+        if not parts:
+            return torch.empty((self.size, 0, score_head(self.models[0]).in_features), device=self.device)
+        return torch.cat(parts, dim=1)
+
+    def heads(self) -> torch.Tensor:
+        """Each member's score-head weights, (K, d): raw score = head · features."""
+        return torch.stack([score_head(model).weight[0].detach().float() for model in self.models])
 
     def score(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
         """Normalised rewards (N,): mean over members of (score - mean) / std."""
