@@ -41,7 +41,7 @@ from labeling.selection import (
 )
 from storage import Store
 from storage.errors import InvalidInput
-from storage.labels import labeled_pairs
+from storage.labels import training_labels
 from storage.pairs import NewPair, list_pairs
 from storage.policies import latest_policy
 from storage.reward_models import latest_reward_models
@@ -122,7 +122,8 @@ class PosteriorView:
         first = [column[c.first.id] for c in candidates]
         second = [column[c.second.id] for c in candidates]
         candidate_diffs = features[:, first] - features[:, second]  # (K, P, d)
-        labelled = [lp for lp in labeled_pairs(store) if lp.outcome.target(True) is not None]
+        labelled = [lp for lp in training_labels(store)  # those that trained it: none of excluded prompts
+                    if lp.outcome.target(True) is not None and not lp.prompt_excluded]
         pair_texts = [lp.prompt_content for lp in labelled]
         both = scorer.features(pair_texts * 2, [lp.first for lp in labelled] + [lp.second for lp in labelled])
         labelled_diffs = (both[:, :len(labelled)] - both[:, len(labelled):]).cpu().numpy()  # (K, n, d)
