@@ -114,11 +114,16 @@ def part_round(model: Path, overrides: dict) -> None:
     db = new_project(OUT / "round", model, seed=0)
     started = time.perf_counter()
     _, clock = run_loop(db, rounds=1, seed=0, overrides=overrides)
-    total = time.perf_counter() - started
-    print("\n| phase | wall s | share of the round |\n|---|---:|---:|")
+    phase_table(clock, time.perf_counter() - started, rounds=1)
+    print(f"\npeak RSS {peak_rss_mb():.0f} MB")
+
+
+def phase_table(clock: PhaseClock, total: float, rounds: int) -> None:
+    """Each phase's wall time per round and its share of the loop's time."""
+    print(f"\n| phase | wall s per round (mean of {rounds}) | share |\n|---|---:|---:|")
     for name, seconds in clock.phases.items():
-        print(f"| {name} | {seconds:.0f} | {seconds / total:.0%} |")
-    print(f"| **round** | **{total:.0f}** | 100% |\n\npeak RSS {peak_rss_mb():.0f} MB")
+        print(f"| {name} | {seconds / rounds:.0f} | {seconds / total:.0%} |")
+    print(f"| **round** | **{total / rounds:.0f}** | 100% |")
 
 
 def oracle_series(db: Path, job_id: int) -> list[float]:
@@ -149,11 +154,12 @@ def part_learn(model: Path, seeds: list[int], rounds: int, overrides: dict) -> N
     for seed in seeds:
         db = new_project(OUT / f"learn-seed{seed}", model, seed=seed)
         started = time.perf_counter()
-        job_id, _ = run_loop(db, rounds=rounds, seed=seed, overrides=overrides)
+        job_id, clock = run_loop(db, rounds=rounds, seed=seed, overrides=overrides)
         series = oracle_series(db, job_id)
         gains.append(series[-1] - series[0])
         print(f"seed {seed}: held-out oracle {' -> '.join(f'{v:+.3f}' for v in series)} (gain {gains[-1]:+.3f}), "
               f"{time.perf_counter() - started:.0f} s", flush=True)
+        phase_table(clock, time.perf_counter() - started, rounds)
         show_samples(db)
     mean, half = interval(gains)
     print("\n| seeds | rounds | labels | gain (mean ± 95% t-interval) | per seed |\n|---:|---:|---:|---|---|")
