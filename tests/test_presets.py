@@ -42,11 +42,11 @@ def test_the_size_is_read_from_the_safetensors_headers(tmp_path):
 
 
 def test_the_demo_and_tiny_models_keep_the_demo_settings(demo_store, tiny_llama_dir):
-    from app import train_tab
+    from app import train_form
     from app.context import Studio
 
     assert project_preset(demo_store).name == DEMO and project_preset(demo_store).config == LoopConfig()
-    assert train_tab.project_form(Studio(demo_store))[0] == DEMO
+    assert train_form.project_form(Studio(demo_store))[0] == DEMO
     assert model_parameters(tiny_llama_dir) < TINY_PARAMETERS
     assert model_preset(str(tiny_llama_dir)).name == DEMO and model_preset(None).config == LoopConfig()
 
@@ -90,11 +90,11 @@ def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_st
 
 
 def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
-    from app import train_tab
+    from app import train_form, train_tab
     from app.context import Studio
 
-    name, *values, chosen = train_tab.project_form(Studio(real_store))
+    name, *values, chosen = train_form.project_form(Studio(real_store))
     assert name == REAL and "**real model (LoRA)**" in chosen and "LoRA" in chosen
-    assert values == train_tab.fill_preset(REAL, {REAL: project_preset(real_store).config})
+    assert values == train_form.fill_preset(REAL, {REAL: project_preset(real_store).config})
     config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"seed": 3}', *values)
     assert config.lora and config.response_length == 256 and config.seed == 3  # fields off the form come too

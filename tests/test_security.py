@@ -17,7 +17,7 @@ import psutil
 import pytest
 from gradio_client import Client, handle_file
 
-from app import train_tab
+from app import train_form
 from app.cli import build_parser
 from app.limits import MAX_UPLOAD_MB
 from app.server import serve
@@ -102,7 +102,7 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
     for args, endpoint in (((json.dumps({"rounds": 1}),), "/start_loop"), ((1,), "/stop_job"), ((1,), "/resume_job")):
         with pytest.raises(Exception, match="only an admin"):
             alice.predict(*args, api_name=endpoint)
-    with pytest.raises(Exception, match="training prompts"):  # an admin passes the check (then meets the settings)
+    with pytest.raises(Exception, match="the store has no policy"):  # an admin passes the check, then meets the store's
         owner.predict(json.dumps({"rounds": 1}), api_name="/start_loop")
     with pytest.raises(Exception, match="job 1 does not exist"):
         owner.predict(1, api_name="/stop_job")
@@ -111,7 +111,7 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
     handlers = {index: fn for index, fn in app.fns.items() if fn.name in ADMIN_HANDLERS}
     assert {fn.name for fn in handlers.values()} == ADMIN_HANDLERS
     for index, fn in handlers.items():
-        data = ["demo", "{}", *train_tab.fill_preset("demo")][:len(fn.inputs)]
+        data = ["demo", "{}", *train_form.fill_preset("demo")][:len(fn.inputs)]
         event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s1",
                                                           "event_data": None, "trigger_id": None}).json()["event_id"]
         with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s1"}) as stream:
@@ -125,14 +125,14 @@ def test_the_train_tab_start_button_works_for_an_admin(studio, store):
     app, url = studio
     http = signed_in(url, "owner")
     [index] = [i for i, fn in app.fns.items() if fn.name == "on_start" and fn.api_name == "on_start"]  # Start loop
-    data = ["demo", '{"prompts_per_round": 5, "labels_per_round": 8}', *train_tab.fill_preset("demo")]
+    data = ["demo", '{"prompts_per_round": 5, "labels_per_round": 8}', *train_form.fill_preset("demo")]
     event = http.post("/gradio_api/queue/join", json={"fn_index": index, "data": data, "session_hash": "s2",
                                                       "event_data": None, "trigger_id": None}).json()["event_id"]
     with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s2"}) as stream:
         done = next(json.loads(line[6:]) for line in stream.iter_lines()
                     if line.startswith("data: ") and '"process_completed"' in line and event in line)
     # the handler ran (it used to fail before reaching the studio's code) and met the store's check of the settings
-    assert done["success"] is False and "training prompts" in done["output"]["error"], done
+    assert done["success"] is False and "the store has no policy" in done["output"]["error"], done
     assert job_rows.list_jobs(store) == []
 
 

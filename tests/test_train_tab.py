@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import train_tab
+from app import train_form, train_tab
 from app.auth import Users
 from storage import jobs as job_rows
 from storage.types import JobStatus
@@ -82,14 +82,14 @@ def test_the_app_writes_no_job_row_itself():
 
 
 def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
-    values = train_tab.fill_preset("demo")
-    assert values == [getattr(LoopConfig(), name) for name in train_tab.FORM]
-    values[train_tab.FORM.index("rounds")] = 2.0  # a float, as gr.Number sends it
-    values[train_tab.FORM.index("labels_per_round")] = 8.0
-    values[train_tab.FORM.index("label_decay")] = 0.5
-    values[train_tab.FORM.index("reward_patience")] = 2.0
-    values[train_tab.FORM.index("reward_warm_start")] = True
-    values[train_tab.FORM.index("on_warning")] = "pause"
+    values = train_form.fill_preset("demo")
+    assert values == [getattr(LoopConfig(), name) for name in train_form.FORM]
+    values[train_form.FORM.index("rounds")] = 2.0  # a float, as gr.Number sends it
+    values[train_form.FORM.index("labels_per_round")] = 8.0
+    values[train_form.FORM.index("label_decay")] = 0.5
+    values[train_form.FORM.index("reward_patience")] = 2.0
+    values[train_form.FORM.index("reward_warm_start")] = True
+    values[train_form.FORM.index("on_warning")] = "pause"
     settings = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8})
     shown = train_tab.on_start(studio, "loop", OWNER, "demo", settings, *values)
     [job] = job_rows.list_jobs(store)
@@ -101,26 +101,26 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     assert shown.progress == '<progress max="1" value="0.000" style="width:100%"></progress>'
     with pytest.raises(gr.Error, match="only an admin"):
         train_tab.on_start(studio, "ppo", ALICE, "demo", "{}", *values)
-    values[train_tab.FORM.index("label_decay")] = 0.0
+    values[train_form.FORM.index("label_decay")] = 0.0
     with pytest.raises(gr.Error, match=r"label_decay must be in \(0, 1\]"):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
 
 
 def test_a_label_budget_in_the_form_sets_n_and_the_form_says_what_each_round_collects(studio, store):
-    values = train_tab.fill_preset("demo")
-    assert values[train_tab.FORM.index("label_budget")] is None
-    values[train_tab.FORM.index("label_budget")] = 40.0
+    values = train_form.fill_preset("demo")
+    assert values[train_form.FORM.index("label_budget")] is None
+    values[train_form.FORM.index("label_budget")] = 40.0
     train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps({"prompts_per_round": 8, "policy_batch_size": 8}),
                        *values)
     [job] = job_rows.list_jobs(store)
     # 28 + 8 + 3 = 39 labels: the N field gave way
     assert (job.config["label_budget"], job.config["labels_per_round"]) == (40, 28)
-    assert train_tab.schedule_text(3, 100, None, 0.3) == \
+    assert train_form.schedule_text(3, 100, None, 0.3) == \
         "**Labels:** 100 + 30 + 9 = 139 labels over 3 rounds (N = 100; audit pairs included)."
-    assert train_tab.schedule_text(3, 100, 150, 0.3) == \
+    assert train_form.schedule_text(3, 100, 150, 0.3) == \
         "**Labels:** 108 + 32 + 10 = 150 labels over 3 rounds (N = 108 from the budget B = 150; audit pairs included)."
-    assert train_tab.schedule_text(3, None, None, 0.3).startswith("**Labels:** set the rounds, N (or B)")
-    assert train_tab.schedule_text(3, 100, None, 0).startswith("**Labels:** set the rounds")
+    assert train_form.schedule_text(3, None, None, 0.3).startswith("**Labels:** set the rounds, N (or B)")
+    assert train_form.schedule_text(3, 100, None, 0).startswith("**Labels:** set the rounds")
 
 
 def test_the_newest_job_is_shown(studio, store):
@@ -153,14 +153,14 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning"]
     assert ui.run_policy.value == "Run PPO now"
-    button, iterations, lr = train_tab.on_algorithm("grpo")  # the labels follow the chosen optimiser
+    button, iterations, lr = train_form.on_algorithm("grpo")  # the labels follow the chosen optimiser
     assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")
 
 
 def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(studio, store):
-    values = train_tab.fill_preset("demo")
-    values[train_tab.FORM.index("algorithm")] = "dpo"
-    values[train_tab.FORM.index("dpo_beta")] = 0.2
+    values = train_form.fill_preset("demo")
+    values[train_form.FORM.index("algorithm")] = "dpo"
+    values[train_form.FORM.index("dpo_beta")] = 0.2
     small = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8})
     loop = train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     job = job_rows.list_jobs(store)[0]
@@ -172,9 +172,9 @@ def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(stu
     assert job.kind == "dpo" and job.config["settings"]["dpo_beta"] == 0.2
     assert run_now.status.startswith(f"**Job {job.id}** (dpo) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
-    button, iterations, lr = train_tab.on_algorithm("dpo")
+    button, iterations, lr = train_form.on_algorithm("dpo")
     assert (button.value, lr.label) == ("Run DPO now", "DPO LR") and "DPO runs epochs" in iterations.label
-    values[train_tab.FORM.index("dpo_beta")] = 0.0
+    values[train_form.FORM.index("dpo_beta")] = 0.0
     with pytest.raises(gr.Error, match="dpo_beta .DPO's β. must be a positive number, got 0.0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     api = train_tab.api_start_loop(studio, json.dumps({**SMALL, "algorithm": "dpo", "dpo_loss_type": "ipo"}), OWNER)
@@ -182,9 +182,9 @@ def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(stu
 
 
 def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
-    values = train_tab.fill_preset("demo")
-    values[train_tab.FORM.index("algorithm")] = "grpo"
-    values[train_tab.FORM.index("group_size")] = 6.0
+    values = train_form.fill_preset("demo")
+    values[train_form.FORM.index("algorithm")] = "grpo"
+    values[train_form.FORM.index("group_size")] = 6.0
     small = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8})
     loop = train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     job = job_rows.list_jobs(store)[0]
@@ -197,7 +197,7 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     assert job.kind == "ppo" and (settings["algorithm"], settings["group_size"]) == ("grpo", 6)
     assert run_now.status.startswith(f"**Job {job.id}** (grpo) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
-    values[train_tab.FORM.index("group_size")] = 1.0
+    values[train_form.FORM.index("group_size")] = 1.0
     with pytest.raises(gr.Error, match="group_size must be at least 2"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
 
@@ -205,7 +205,7 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
 
 def test_the_tab_shows_the_token_limits_and_how_many_prompts_and_labels_the_loop_leaves_out(demo_store):
     from app.context import Studio
-    from app.train_tab import show_limits
+    from app.train_form import show_limits
     from storage.preferences import Preference, import_preferences
     from storage.prompts import PromptSelection, add_prompts, set_excluded
 
@@ -267,22 +267,22 @@ def test_the_limits_render_each_template_and_prompt_set_once_and_a_hostile_templ
     monkeypatch.setattr(PromptBudget, "counts", lambda budget, prompts: rendered.append(len(prompts)) or
                         counts(budget, prompts))
     studio = Studio(store)
-    first = train_tab.show_limits(studio)
-    assert "prompts up to" in first and train_tab.show_limits(studio) == first  # opening the tab again...
+    first = train_form.show_limits(studio)
+    assert "prompts up to" in first and train_form.show_limits(studio) == first  # opening the tab again...
     assert rendered == [50]  # ...rendered nothing again
     add_prompts(store, ["one more prompt, the longest of them all"])
-    assert "training prompts: 51 of 51 used" in train_tab.show_limits(studio)
+    assert "training prompts: 51 of 51 used" in train_form.show_limits(studio)
     assert rendered == [50, 51]  # a new prompt set: rendered again
     set_excluded(store, PromptSelection(ids=(51,)))
-    assert "training prompts: 50 of 51 used; 1 excluded" in train_tab.show_limits(studio)
+    assert "training prompts: 50 of 51 used; 1 excluded" in train_form.show_limits(studio)
     assert rendered == [50, 51, 50]  # an exclusion: counted again
     (folder / "chat_template.jinja").write_text(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
     started = time.monotonic()
-    shown = train_tab.show_limits(studio)
+    shown = train_form.show_limits(studio)
     assert time.monotonic() - started < 10 and "\n" not in shown
     assert shown.startswith("**Limits:** the model's chat template was stopped: it ")  # too many steps, or too long
-    assert train_tab.show_limits(studio) == shown and rendered == [50, 51, 50, 50]  # the template changed: once
+    assert train_form.show_limits(studio) == shown and rendered == [50, 51, 50, 50]  # the template changed: once
 
 
 def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):

@@ -1,0 +1,118 @@
+"""The Train tab's form: its fields (`FORM`), the presets that fill it (the project's own on page load, and why),
+the labels each round collects, the token limits the settings give on the newest policy (with the prompts and
+labels a loop would use and leave out), and the labels that name the chosen policy optimiser."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import gradio as gr
+
+from storage import Store
+from storage.errors import InvalidInput
+from storage.labels import count_labels
+from storage.policies import latest_policy
+from storage.prompts import count_prompts, excluded_prompt_ids
+from trainers.loop.config import LoopConfig, first_round_labels, schedule_line, settings_from_json
+from trainers.loop.presets import DEMO, Preset, project_preset, project_presets
+from trainers.loop.prompt_use import label_use, loop_prompts
+from trainers.policy.config import Algorithm
+
+from .context import Studio, markdown_literal
+
+# the form's LoopConfig fields, in the order it sends them
+FORM = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "policy_iterations", "selector", "ensemble",
+        "kl_coef", "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta",
+        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning")
+LIMIT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = "{}") -> str:
+    """The token limits the settings give on the newest policy, and how many prompts and labels the loop would use
+    and leave out (nothing is truncated: a prompt or a labelled pair over them is left out, counted)."""
+    policy = latest_policy(studio.store)
+    if policy is None:
+        return "**Limits:** no policy yet; start a project with `python app.py init` (or the demo: `init --demo`)."
+    try:
+        settings = {**project_presets(studio.store)[preset_name].to_dict(), **settings_from_json(advanced_json)}
+    except InvalidInput:
+        return "**Limits:** fix the advanced settings' JSON to see them."
+    store = studio.store
+    state = (count_prompts(store), excluded_prompt_ids(store), count_labels(store), folder_state(policy.path))
+    return f"**Limits:** {limits_line(store, policy.path, int(settings['response_length']), state)}"
+
+
+def folder_state(path: str) -> tuple:
+    """What changes when the files that set a policy's limits change (its config, tokenizer and chat template)."""
+    files = [Path(path) / name for name in LIMIT_FILES]
+    return tuple((file.stat().st_mtime_ns, file.stat().st_size) if file.is_file() else None for file in files)
+
+
+@functools.lru_cache(maxsize=16)
+def limits_line(store: Store, policy_path: str, response_length: int, state: tuple) -> str:
+    """The limits of a policy folder for a response length, with the prompts and labels the loop would use and
+    leave out; `state` names what they depend on (prompt count, excluded ids, label count, the policy's files), so
+    they are counted through the chat template once, not at every opening of the tab. A template or config the
+    studio refuses is its one line."""
+    try:
+        labels = label_use(store)
+        lines = loop_prompts(store, policy_path, response_length).lines() + ([labels.line()] if labels else [])
+        return markdown_literal("; ".join(lines)) + "."
+    except InvalidInput as exc:
+        return markdown_literal(str(exc))
+
+
+def schedule_text(rounds, labels_per_round, label_budget, label_decay) -> str:
+    """The labels each round collects with the form's counts (audit pairs included): N, N x decay, ..., or the N the
+    budget B gives."""
+    try:
+        rounds, decay = int(rounds), float(label_decay)
+        if rounds < 1 or not 0 < decay <= 1:
+            raise ValueError
+        first = first_round_labels(int(label_budget), decay, rounds) if label_budget else int(labels_per_round)
+    except (TypeError, ValueError):
+        return "**Labels:** set the rounds, N (or B) and a label decay in (0, 1] to see how many each round collects."
+    source = f"N = {first} from the budget B = {int(label_budget)}" if label_budget else f"N = {first}"
+    return f"**Labels:** {schedule_line(first, decay, rounds)} ({source}; audit pairs included)."
+
+
+def fill_preset(name: str, presets: dict[str, LoopConfig] | None = None) -> list:
+    """The form's values of a preset (of the project's `presets`; the demo's alone when None), in FORM order."""
+    config = (presets or {DEMO: LoopConfig()})[name]
+    return [getattr(config, field) for field in FORM]
+
+
+def on_preset(studio: Studio, name: str) -> list:
+    return fill_preset(name, project_presets(studio.store))
+
+
+def project_form(studio: Studio) -> list:
+    """On page load: the preset chosen for the project's model, its values in the form, and why it was chosen."""
+    preset = project_preset(studio.store)
+    return [preset.name, *fill_preset(preset.name, project_presets(studio.store)), chosen_line(preset)]
+
+
+def chosen_line(preset: Preset) -> str:
+    return f"Starting settings for this project's model: **{preset.name}** ({markdown_literal(preset.reason)})."
+
+
+def run_now_label(algorithm: str) -> str:
+    """The policy-optimisation button names the chosen optimiser: "Run PPO now", "Run GRPO now" or "Run DPO now"."""
+    return f"Run {algorithm.upper()} now"
+
+
+def iterations_label(algorithm: str) -> str:
+    if algorithm == Algorithm.DPO:
+        return "M: iterations (PPO/GRPO; DPO runs epochs)"
+    return f"M: {algorithm.upper()} iterations"
+
+
+def lr_label(algorithm: str) -> str:
+    return f"{algorithm.upper()} LR"
+
+
+def on_algorithm(algorithm: str) -> tuple[gr.Button, gr.Number, gr.Number]:
+    """The run button and the policy settings' labels name the chosen optimiser."""
+    return (gr.Button(run_now_label(algorithm)), gr.Number(label=iterations_label(algorithm)),
+            gr.Number(label=lr_label(algorithm)))
