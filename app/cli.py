@@ -9,29 +9,22 @@ only when a subcommand that needs them runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import getpass
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from labeling.importing import check_prompt_file
 from storage import Store, StudioError
 from storage.audit import AuditAction
-from storage.errors import Conflict, InvalidInput
-from storage.policies import latest_policy
-from storage.prompts import count_prompts
+from storage.errors import InvalidInput
 
+from .init_cli import PROMPT_FORMATS, seed_demo, store_is_empty
 from .limits import IDLE_TIMEOUT_MIN, LOGIN_BACKOFF_MAX_S, MAX_UPLOAD_MB
 from .prompts_cli import changes_asked as prompts_changes_asked
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBCOMMANDS = {}
-PROMPT_FORMATS = ".jsonl/.jsonl.gz/.parquet (`prompt`: text or {role, content} turns, or `messages`), .csv (`prompt` " \
-                 "column) or .txt (one per line)"
 AUDITED: dict[str, AuditAction] = {}  # subcommands that are admin actions, recorded in the store's audit trail
 AUDITED_IF: dict[str, Callable[[argparse.Namespace], bool]] = {}  # ... when their arguments ask for a change
 LOCAL_ARGUMENTS = ("command", "run", "db")  # not part of what an audit row says was done
@@ -56,10 +49,6 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default="studio.db", help="store file (created if missing)")
 
 
-def store_is_empty(store: Store) -> bool:
-    return count_prompts(store) == 0 and latest_policy(store) is None
-
-
 def open_store(args: argparse.Namespace) -> Store:
     """Open (and migrate) the store, once the command's --accelerate-config (if any) is known good. Only `serve`
     seeds the demo (into an empty store, unless --no-demo), so a project's store never receives demo prompts or the
@@ -72,44 +61,6 @@ def open_store(args: argparse.Namespace) -> Store:
     if getattr(args, "seed_demo", False) and store_is_empty(store):
         seed_demo(store, "retry, or pass --no-demo")
     return store
-
-
-def seed_demo(store: Store, retry: str) -> None:
-    """Seed the demo into the empty `store` in a child process (torch stays out of this one); `retry` tells what to
-    do when that fails."""
-    seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())],
-                          cwd=ROOT)
-    if seed.returncode != 0:
-        raise StudioError(f"seeding the demo into {store.path} failed (see above); {retry}")
-
-
-@contextlib.contextmanager
-def new_or_unchanged_store(path: str) -> Iterator[Store]:
-    """The store at `path`; when the command fails and the store did not exist before, it is removed again (with
-    the data folder it made), so a refused command leaves nothing behind."""
-    existed = Path(path).exists()
-    store = Store(path)
-    data_dir_existed = store.data_dir.exists()
-    try:
-        yield store
-    except BaseException:
-        store.close()
-        if not existed:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{store.path}{suffix}").unlink(missing_ok=True)
-            if not data_dir_existed:
-                shutil.rmtree(store.data_dir, ignore_errors=True)
-        raise
-
-
-def read_text_file(path: str, what: str) -> str:
-    """A UTF-8 text file's contents, or one line saying why it cannot be read."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInput(f"{what} file {path} does not exist; check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"cannot read the {what} file {path} ({exc}); give a UTF-8 text file") from None
 
 
 @subcommand("serve", "serve the studio in the browser (default)")
@@ -159,64 +110,10 @@ def serve_arguments(parser: argparse.ArgumentParser):
 @subcommand("init", "start a project on your own model (policy v0, reward base, prompts and guidelines), or the demo",
             audit=AuditAction.PROJECT_STARTED)
 def init_arguments(parser: argparse.ArgumentParser):
-    parser.add_argument("--db", required=True, help="a new store file for the project")
-    start = parser.add_mutually_exclusive_group(required=True)
-    start.add_argument("--policy", metavar="MODEL",
-                       help="a local Hugging Face causal LM folder (save_pretrained), or a GGUF file (or a folder "
-                            "holding one) converted once into the data folder: policy v0 and the PPO reference")
-    start.add_argument("--demo", action="store_true",
-                       help="seed the embedded demo (prompts, the demo policy, a queue of pairs) as the first serve "
-                            "does, to label in the browser or run `loop` headless")
-    parser.add_argument("--reward-base", metavar="MODEL",
-                        help="the folder (or GGUF file) reward models start from (default: the policy); its own "
-                             "tokenizer is fine")
-    parser.add_argument("--prompts", metavar="FILE", help="training prompts (" + PROMPT_FORMATS + ")")
-    parser.add_argument("--heldout", metavar="FILE", help="held-out prompts for evaluation (same formats)")
-    parser.add_argument("--guidelines", metavar="FILE.md",
-                        help="labelling guidelines (markdown) shown on the Label tab")
-    parser.add_argument("--allow-pickle", action="store_true",
-                        help="convert pickle-only weights (pytorch_model.bin) once into a safetensors copy")
+    from . import init_cli
 
-    def run(args: argparse.Namespace) -> int:
-        if args.demo:
-            return init_demo(args)
-        from trainers.loop.project import start_project
-
-        for path in (args.prompts, args.heldout):
-            if path is not None:
-                check_prompt_file(path)
-        guidelines = read_text_file(args.guidelines, "guidelines") if args.guidelines else None
-        with new_or_unchanged_store(args.db) as store:
-            result = start_project(store, args.policy, reward_base=args.reward_base, prompts=args.prompts,
-                                   heldout=args.heldout, guidelines=guidelines, allow_pickle=args.allow_pickle)
-        for note in result.notes:
-            print(note)
-        print(f"project started in {store.path}: policy v0 is {result.init.policy_path}; "
-              f"{result.prompts} prompts, {result.heldout} held out")
-        if result.budget is not None:
-            print(f"prompts fit {result.budget.limit} tokens (the context of {result.budget.context} less "
-                  f"{result.budget.response_length} response tokens); serve it with python app.py serve --db {args.db}")
-        return 0
-
-    return run
-
-
-def init_demo(args: argparse.Namespace) -> int:
-    """`init --demo`: the demo seeded into a new (or empty) store, as the first `serve` seeds it."""
-    given = [option for option, value in (("--reward-base", args.reward_base), ("--prompts", args.prompts),
-                                          ("--heldout", args.heldout), ("--guidelines", args.guidelines),
-                                          ("--allow-pickle", args.allow_pickle)) if value]
-    if given:
-        raise InvalidInput(f"--demo seeds the demo's own model and prompts, so {given[0]} does not apply; leave it "
-                           "out, or start your own project with --policy MODEL")
-    with new_or_unchanged_store(args.db) as store:
-        if not store_is_empty(store):
-            raise Conflict(f"the store {store.path} already holds a policy or prompts; init --demo seeds a new "
-                           "store: give it a new --db path")
-        seed_demo(store, "retry init --demo")
-    print(f"demo project started in {store.path}: {count_prompts(store)} prompts and the demo policy as v0, pairs "
-          f"queued; label them with python app.py serve --db {args.db}, or run python app.py loop --db {args.db}")
-    return 0
+    init_cli.add_arguments(parser)
+    return init_cli.run
 
 
 @subcommand("import-prompts", "load prompts from a .jsonl(.gz), .parquet, .csv or .txt file",
@@ -336,50 +233,22 @@ def export_arguments(parser: argparse.ArgumentParser):
     return export_cli.run
 
 
-def read_new_password() -> str:
-    """The new password, typed twice (hidden) at a terminal, or two lines of stdin from a script."""
-    if sys.stdin.isatty():
-        first, second = getpass.getpass("password: "), getpass.getpass("password again: ")
-    else:
-        first, second = sys.stdin.readline().rstrip("\r\n"), sys.stdin.readline().rstrip("\r\n")
-    if first != second:
-        raise InvalidInput("the two passwords differ; nothing was written, run the command again")
-    if not first:
-        raise InvalidInput("the password is empty; nothing was written, choose a password")
-    return first
-
-
 @subcommand("add-user", "add a user to an auth file or set a user's password (asked twice; a salted hash is stored)")
 def add_user_arguments(parser: argparse.ArgumentParser):
+    from . import users_cli
+
     parser.add_argument("--auth", required=True, help="auth file (created, readable by you only, if missing)")
     parser.add_argument("name", help="the user's login name")
     parser.add_argument("--admin", action="store_true", help="may run jobs, import, export and edit the guidelines")
-
-    def run(args: argparse.Namespace) -> int:
-        from app.auth import add_user, check_user_name, parse_auth_file
-
-        check_user_name(args.name)
-        if Path(args.auth).exists():
-            parse_auth_file(Path(args.auth))  # a broken file is reported before the password is asked
-        new = add_user(args.auth, args.name, read_new_password(), admin=args.admin)
-        role = "admin" if args.admin else "annotator"
-        print(f"{'added' if new else 'updated'} {role} {args.name} in {args.auth}")
-        return 0
-
-    return run
+    return users_cli.run_add_user
 
 
 @subcommand("hash-auth", "replace the plain-text passwords of an auth file by salted scrypt hashes, in place")
 def hash_auth_arguments(parser: argparse.ArgumentParser):
+    from . import users_cli
+
     parser.add_argument("file", help="auth file of `name:password[:admin]` lines")
-
-    def run(args: argparse.Namespace) -> int:
-        from app.auth import hash_auth_file
-
-        print(f"hashed {hash_auth_file(args.file)} plain-text passwords in {args.file}")
-        return 0
-
-    return run
+    return users_cli.run_hash_auth
 
 
 @subcommand("audit", "write the store's audit trail (who did what, when) as a CSV file",
