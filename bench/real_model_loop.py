@@ -9,8 +9,9 @@ chat questions, and a rule that prefers answers of about 30 words without markdo
 real-model preset (`trainers/loop/presets.py`) with `BENCH_SETTINGS` on top, which shrink a round to fit a CPU;
 `--config JSON` overrides them.
 
-    python bench/real_model_loop.py --part round                   # one round: its phases' times and peak RSS
-    python bench/real_model_loop.py --part learn --seeds 0 1 2     # 3 rounds x 100 labels per seed
+    python bench/real_model.py --part round                   # one round: its phases' times and peak RSS
+    python bench/real_model.py --part learn --seeds 0 1 2     # 3 rounds x 100 labels per seed
+    python bench/real_model_loop.py --part learn --seeds 0    # the same, from here
 """
 
 from __future__ import annotations
