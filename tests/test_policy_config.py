@@ -29,7 +29,8 @@ def test_refuses_bf16_on_a_cpu():
     ({"num_mini_batches": 3}, "must divide the batch size (4 prompts), so that no mini-batch splits a group of 3"),
     ({"init_kl_coef": -0.1}, "the KL coefficient β (init_kl_coef) must be 0 or more"),
     ({"loss_norm": "mean"}, "unknown loss_norm 'mean'; use sequence or token"),
-    ({"algorithm": "dpo"}, "unknown algorithm 'dpo'; use ppo or grpo"),
+    ({"algorithm": "dpo"}, "DPO trains on the labelled pairs without a rollout, so it is its own command"),
+    ({"algorithm": "kto"}, "unknown algorithm 'kto'; use ppo or grpo"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_setting(overrides, message):
     with pytest.raises(PolicySetupError) as error:
