@@ -57,13 +57,22 @@ def trained(tmp_path_factory, demo_template, one_thread):
 
 # ---- training -----------------------------------------------------------------------------------------------------
 
-def test_on_the_demo_200_oracle_labels_give_085_validation_accuracy(trained):
+def validation_accuracy(store, seed: int, folder) -> float:
+    """The validation accuracy of a reward model trained with `seed` (its split and start) on a copy of `store`."""
+    copy_store(store.path, folder / f"seed-{seed}.db")
+    copy = Store(folder / f"seed-{seed}.db")
+    return train_reward_model(copy, RewardConfig(seed=seed)).metrics[0]["val_accuracy"]
+
+
+def test_on_the_demo_200_oracle_labels_give_085_validation_accuracy(trained, tmp_path):
     store, job_id, result, _ = trained
     [model] = list_reward_models(store)
     assert result.reward_model_ids == [model.id] and model.labels_used == 200 == result.labels_used
     assert model.job_id == job_id and model.ensemble_size == 1 and model.ensemble_index == 0
     assert result.train_pairs == 160 and result.val_pairs == 40
-    assert model.metrics["val_accuracy"] >= 0.85
+    # 40 validation pairs a seed: one seed's accuracy moves by ~0.07 with the split, so the claim is the seeds' mean
+    accuracies = [model.metrics["val_accuracy"]] + [validation_accuracy(store, seed, tmp_path) for seed in (1, 2)]
+    assert np.mean(accuracies) >= 0.85, accuracies
     assert model.metrics["train_loss"] < 0.69  # below chance (ln 2)
     assert set(model.metrics) >= {"val_loss", "val_accuracy", "val_tie_logloss", "train_loss", "train_accuracy"}
 

@@ -135,7 +135,14 @@ def vote_ids_unique(store) -> bool:
 
 
 def labels_count(store) -> int:
-    return store.db().execute("SELECT count(*) FROM labels").fetchone()[0]
+    """Every stored label row but the win-rate judgements (the loop adds the final version's when it ends)."""
+    return store.db().execute("SELECT count(*) FROM labels WHERE pair_id NOT IN (SELECT pair_id FROM winrate_pairs)"
+                              ).fetchone()[0]
+
+
+def winrate_judgements_per_pair(store) -> list[int]:
+    return [n for (n,) in store.db().execute("SELECT count(*) FROM labels WHERE pair_id IN (SELECT pair_id FROM "
+                                             "winrate_pairs) GROUP BY pair_id")]
 
 
 def assert_whole_loop(store, job_id: int, algorithm: str, labels_before: int) -> None:
@@ -155,6 +162,7 @@ def assert_whole_loop(store, job_id: int, algorithm: str, labels_before: int) ->
     [summary] = [r["summary"] for r in list_rounds(store, job_id)]
     assert summary["kl"] == kl[-1]["value"]
     assert labels_count(store) == labels_before
+    assert winrate_judgements_per_pair(store) == [1] * LoopConfig().winrate_pairs  # the final version's, each once
     assert vote_ids_unique(store)
     assert store.db().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
