@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from functools import partial
 from pathlib import Path
 
@@ -225,4 +226,37 @@ def test_worker_killed_in_the_policy_phase_and_while_writing_the_policy_resumes_
     assert_whole_loop(store, job_id, algorithm, labels_before)
 
 
+def test_a_dpo_worker_killed_mid_run_resumes_from_its_last_complete_checkpoint(seeded_store):
+    """Killed during step 11 of 24 (checkpoints every 4 steps): the resumed worker starts from checkpoint 8, so the
+    first 8 steps' metrics are the first worker's and steps 9 on are logged again, each once; the new version is
+    whole."""
+    from dataclasses import asdict
 
+    from storage.preferences import Preference, import_preferences
+    from tests.policy_helpers import PROMPTS
+    from trainers.policy.dpo_config import DPORun
+
+    store = seeded_store
+    import_preferences(store, [Preference(p, " great and good .", " bad and awful .") for p in PROMPTS], "prefs", 0.0)
+    run = DPORun(settings={"batch_size": 1, "epochs": 3, "save_every": 4, "sample_evals": 1, "sample_prompts": 2,
+                           "response_length": 6, "learning_rate": 1e-3})
+    job_id = job_rows.create_job(store, "dpo", asdict(run))
+    try:
+        run_dying_worker(store, job_id, "trainers.policy.dpo:StudioDPOTrainer._compute_loss", nth=11)
+        killed = time.time()
+        assert_interrupted(store, job_id)
+        assert len(list_policies(store)) == 1
+        resume_job(store, job_id)
+        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
+    finally:
+        stop_worker(store, job_id)
+    job = job_rows.get_job(store, job_id)
+    assert job.status is JobStatus.COMPLETED, job.error
+    assert len(list_policies(store)) == 2 and partial_checkpoints(store) == []
+    assert_complete_checkpoints(store)
+    logged = store.db().execute("SELECT step, created FROM metrics WHERE job_id = ? AND name = 'dpo/loss'"
+                                " ORDER BY step", [job_id]).fetchall()
+    assert [step for step, _ in logged] == list(range(1, 25))  # each step once, none missing
+    assert all(created < killed for step, created in logged if step <= 8)  # kept from before the kill
+    assert all(created > killed for step, created in logged if step > 8)  # trained again after checkpoint 8
+    assert not (store.data_dir / "dpo" / f"job-{job_id}").exists()
