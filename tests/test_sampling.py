@@ -127,6 +127,42 @@ def test_per_token_logprobs_of_a_full_forward_equal_the_sampling_distributions(n
     torch.testing.assert_close(forward * mask, torch.stack(seen, 1) * mask, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("cache", ["static", "dynamic"])
+def test_a_prompt_several_rows_share_is_read_once_and_each_row_samples_on_its_own(cache, tiny_qwen_dir, monkeypatch):
+    model, tokenizer, chat, prompts = _model("qwen2", tiny_qwen_dir)
+    pad = tokenizer.pad_token_id
+    query, query_mask = left_pad(chat.prompts_ids([prompts[i] for i in (0, 1, 0, 2, 1, 0)]), pad)
+    if cache == "dynamic":
+        monkeypatch.setattr(sampling, "new_cache", lambda model, length: sampling.DynamicCache(config=model.config))
+    seen = _recording_draws(monkeypatch)
+    batches = []
+    model.register_forward_pre_hook(lambda _, args, kwargs: batches.append(kwargs["input_ids"].shape[0]),
+                                    with_kwargs=True)
+    torch.manual_seed(0)
+    raw = sample_ids(model, query, query_mask, 10, 1.0, 1.0, 0, chat.end_ids, pad)
+    assert batches[0] == 3 and batches[1] == 6  # three distinct prompts read, then six rows decoded
+    assert not torch.equal(raw[0], raw[2]) and not torch.equal(raw[2], raw[5])  # copies draw their own tokens
+    responses, mask, _ = cut_at_end(raw, chat.end_ids, pad)
+    ids = torch.cat([query, responses], 1)
+    full_mask = torch.cat([query_mask, mask.long()], 1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
+    forward = sampler_logprobs(logits[:, query.shape[1] - 1:-1], responses, 1.0, pad)
+    torch.testing.assert_close(forward * mask, torch.stack(seen, 1) * mask, atol=1e-4, rtol=1e-4)
+
+
+def test_distinct_rows_by_hand():
+    ids = torch.tensor([[0, 1, 2], [3, 4, 5], [0, 1, 2], [0, 0, 9]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1]])
+    first, copies = sampling.distinct_rows(ids, mask)
+    assert torch.equal(ids[first][copies], ids) and torch.equal(mask[first][copies], mask) and len(first) == 3
+    assert sorted(first.tolist()) == [0, 1, 3]  # the first row of each prompt
+    other_mask = mask.clone()
+    other_mask[2, 0] = 0  # the same ids, padded otherwise: another prompt
+    assert len(sampling.distinct_rows(ids, other_mask)[0]) == 4
+    assert sampling.distinct_rows(ids[1:], mask[1:])[0].tolist() == [0, 1, 2]  # nothing repeats: every row, in order
+
+
 def test_a_fixed_seed_gives_the_same_samples_and_another_seed_others(tiny_qwen_dir):
     model, tokenizer, chat, prompts = _model("qwen2", tiny_qwen_dir)
     query, query_mask = left_pad(chat.prompts_ids(prompts), tokenizer.pad_token_id)
@@ -154,6 +190,41 @@ def test_rows_that_end_are_padded_and_the_loop_stops_when_all_have_ended(tiny_qw
 
     plan = iter([[end] * 4])
     assert sample_ids(model, query, query_mask, 8, 1.0, 1.0, 0, chat.end_ids, pad).tolist() == [[end]] * 4
+
+
+@pytest.mark.parametrize("cache", ["static", "dynamic"])
+def test_rows_that_end_leave_the_batch_and_the_others_keep_their_distributions(cache, tiny_qwen_dir, monkeypatch):
+    """Once a quarter of the batch has ended the model computes only the rest (the cache's rows dropped with them),
+    and each running row's logits stay those a full forward over its prompt and tokens gives."""
+    model, tokenizer, chat, prompts = _model("qwen2", tiny_qwen_dir)
+    pad, end = tokenizer.pad_token_id, chat.end_ids[0]
+    query, query_mask = left_pad(chat.prompts_ids(prompts), pad)
+    if cache == "dynamic":
+        monkeypatch.setattr(sampling, "new_cache", lambda model, length: sampling.DynamicCache(config=model.config))
+    plan = iter([[5, 6, end, 7], [8, 9, 1, 10], [end, 11, 1, 12], [1, 13, 1, 14], [1, end, 1, 15], [1, 1, 1, 16]])
+    seen = []
+
+    def planned(logits, *args):
+        seen.append(logits.log_softmax(-1))
+        return torch.tensor(next(plan))
+
+    monkeypatch.setattr(sampling, "draw", planned)
+    batches = []
+    model.register_forward_pre_hook(lambda _, args, kwargs: batches.append(kwargs["input_ids"].shape[0]),
+                                    with_kwargs=True)
+    raw = sample_ids(model, query, query_mask, 6, 1.0, 1.0, 0, chat.end_ids, pad)
+    # row 2 ends at step 0 (a quarter of 4 rows), row 0 at step 2 (one of 3), row 1 at step 4 (one of 2): each leaves
+    assert batches == [4, 3, 3, 2, 2, 1]
+    responses, mask, _ = cut_at_end(raw, chat.end_ids, pad)
+    assert mask.sum(1).tolist() == [3, 5, 1, 6]
+    ids = torch.cat([query, responses], 1)
+    full_mask = torch.cat([query_mask, mask.long()], 1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
+    forward = logits[:, query.shape[1] - 1:-1].log_softmax(-1)  # (B, R, V)
+    for step, sampled in enumerate(seen):
+        running = mask[:, step].bool()
+        torch.testing.assert_close(sampled[running], forward[running, step], atol=1e-4, rtol=1e-4)
 
 
 # ----- the trainers' rollouts -------------------------------------------------------------------------------------
