@@ -10,7 +10,7 @@ real-model preset (`trainers/loop/presets.py`) with `BENCH_SETTINGS` on top, whi
 `--config JSON` overrides them.
 
     python bench/real_model.py --part round                   # one round: its phases' times and peak RSS
-    python bench/real_model.py --part learn --seeds 0 1 2     # 3 rounds x 100 labels per seed
+    python bench/real_model.py --part learn --seeds 0 1 2     # 3 rounds x 64 labels per seed
     python bench/real_model_loop.py --part learn --seeds 0    # the same, from here
 """
 
@@ -36,7 +36,7 @@ from bench.label_efficiency import interval  # noqa: E402
 OUT = ROOT / "bench" / "out" / "real_model"
 ORACLE = "bench.chat_prompts:concise_score"
 HELDOUT = 24  # held-out prompts: the evaluation samples each of them twice, per version
-BENCH_SETTINGS = {"prompts_per_round": 24, "samples_per_prompt": 4, "labels_per_round": 100, "queue_reserve": 10,
+BENCH_SETTINGS = {"prompts_per_round": 16, "samples_per_prompt": 4, "labels_per_round": 64, "queue_reserve": 10,
                   "response_length": 128, "policy_iterations": 8, "policy_batch_size": 8, "policy_mini_batches": 2,
                   "annotator": "oracle", "oracle": ORACLE}
 
