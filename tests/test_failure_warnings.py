@@ -122,7 +122,8 @@ def test_people_preferring_the_sft_policy_warn_under_the_versions_round_and_paus
 # ---- the broken-run suite's fast subset -------------------------------------------------------------------------
 
 def test_a_loop_without_a_kl_anchor_warns_in_its_first_round(demo_template, tmp_path):
-    result = run_arm("no_kl", 0, tmp_path / "no_kl", extra=FAST, template=demo_template)
+    # 8 iterations: at 4, whether the policy has drifted far enough by the round's end depends on the seed
+    result = run_arm("no_kl", 0, tmp_path / "no_kl", extra={**FAST, "policy_iterations": 8}, template=demo_template)
     assert result["status"] == "completed"
     assert any(f["round"] == 1 for f in result["fired"]), result["fired"]  # KL per token or the oracle, by seed
 
