@@ -190,10 +190,10 @@ def print_tables(runs: dict[str, list[dict]], args: argparse.Namespace, trl_vers
         for measure in measures.values():
             mine = [measure(r) for r in runs[worker]]
             ratios = [a / measure(t) for a, t in zip(mine, runs["trl"], strict=True)]  # run i against TRL's run i
-            cells += [f"{np.median(mine):.1f}", f"{np.median(ratios):.2f}"]
+            cells += [f"{np.median(mine):.3g}", f"{np.median(ratios):.2f}"]
         print(f"| {label.format(version=trl_version)} | {' | '.join(cells)} |")
     print("\nEach run, episodes/s: " + "; ".join(
-        f"{worker} " + ", ".join(f"{r['episodes_per_s']:.1f}" for r in rs) for worker, rs in runs.items()))
+        f"{worker} " + ", ".join(f"{r['episodes_per_s']:.3g}" for r in rs) for worker, rs in runs.items()))
     if args.profile:
         phases = sorted(runs["ours"], key=measures["speed"])[len(runs["ours"]) // 2]["profile"]
         print("\nWhere our iteration's time goes (the median run; seconds per iteration):\n\n| phase | s | share |\n"

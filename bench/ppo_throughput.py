@@ -284,7 +284,7 @@ def main() -> None:
     for worker, (label, baseline) in runs.items():
         r, t = results[worker], results[baseline]
         added, trl_added = r["train_peak_mb"] - r["loaded_rss_mb"], t["train_peak_mb"] - t["loaded_rss_mb"]
-        print(f"| {label} | {r['episodes_per_s']:.1f} | {r['episodes_per_s'] / t['episodes_per_s']:.2f} | "
+        print(f"| {label} | {r['episodes_per_s']:.3g} | {r['episodes_per_s'] / t['episodes_per_s']:.2f} | "
               f"{r['peak_rss_mb']:.0f} | {r['peak_rss_mb'] / t['peak_rss_mb']:.2f} | {added:.0f} | "
               f"{added / trl_added:.2f} |")
     (work / f"results-{policy.name}.json").write_text(json.dumps(results, indent=2))
