@@ -41,8 +41,12 @@ def test_cli_policy_option_trains_that_version(seeded_store):
     assert (first.parent_id, second.parent_id) == (sft.id, sft.id) and (first.round, second.round) == (1, 1)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store, algorithm):
+@pytest.mark.parametrize("algorithm, ending", [(algorithm, "cancelled") for algorithm in ALGORITHMS] +
+                         [("ppo", "killed")])
+def test_cli_resumes_a_cancelled_or_killed_job_to_the_end(seeded_store, algorithm, ending):
+    """Killed: the worker died (out of memory, say) and the row still says running; the resume finds it dead."""
+    import subprocess
+    import sys
     from dataclasses import asdict
 
     from storage.jobs import finish_job
@@ -54,12 +58,15 @@ def test_cli_resumes_a_cancelled_job_to_the_end(seeded_store, algorithm):
     settings.update({"group_size": GROUP_SIZE} if algorithm == "grpo" else {})
     run = PolicyRun(iterations=3, reward="oracle", policy_id=1, settings=settings)
     job_id = create_job(seeded_store, "ppo", asdict(run))
-    claim_job(seeded_store, job_id, pid=1)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    claim_job(seeded_store, job_id, pid=int(gone.stdout) if ending == "killed" else 1)
     with pytest.raises(JobCancelled):
         train_policy(seeded_store, run, job_id, listener=CancelAt(seeded_store, job_id, 1))
     assert torch.load(state_dir(seeded_store, job_id) / STATE_FILE, weights_only=True)["iteration"] == 1
     assert len(list_policies(seeded_store)) == 1  # nothing registered
-    finish_job(seeded_store, job_id, JobStatus.CANCELLED)
+    if ending == "cancelled":
+        finish_job(seeded_store, job_id, JobStatus.CANCELLED)
+    assert get_job(seeded_store, job_id).status.value == ("running" if ending == "killed" else "cancelled")
 
     assert cli("ppo", "--db", str(seeded_store.path), "--resume", str(job_id)) == 0
     assert get_job(seeded_store, job_id).status.value == "completed"
