@@ -104,6 +104,15 @@ def _model(name, tiny_qwen_dir):
     return model, tokenizer, ChatFormat.from_tokenizer(tokenizer, model_end_ids(model)), prompts
 
 
+def _response_logits(model, query, query_mask, responses, mask) -> torch.Tensor:
+    """The logits a full forward over prompts and responses gives at each response position (the trainers' pass)."""
+    full_mask = torch.cat([query_mask, mask.long()], 1)
+    with torch.no_grad():
+        logits = model(input_ids=torch.cat([query, responses], 1), attention_mask=full_mask,
+                       position_ids=position_ids(full_mask)).logits
+    return logits[:, query.shape[1] - 1:-1]  # (B, R, V)
+
+
 @pytest.mark.parametrize("cache", ["static", "dynamic"])
 @pytest.mark.parametrize("name", ["qwen2", "demo gpt2"])
 def test_per_token_logprobs_of_a_full_forward_equal_the_sampling_distributions(name, cache, tiny_qwen_dir,
@@ -119,11 +128,7 @@ def test_per_token_logprobs_of_a_full_forward_equal_the_sampling_distributions(n
     raw = sample_ids(model, query, query_mask, 16, 0.7, 1.0, 0, chat.end_ids, pad)
     responses, mask, ended = cut_at_end(raw, chat.end_ids, pad)
     assert mask.sum() > 20 and len(seen) == raw.shape[1]
-    ids = torch.cat([query, responses], 1)
-    full_mask = torch.cat([query_mask, mask.long()], 1)
-    with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
-    forward = sampler_logprobs(logits[:, query.shape[1] - 1:-1], responses, 0.7, pad)
+    forward = sampler_logprobs(_response_logits(model, query, query_mask, responses, mask), responses, 0.7, pad)
     torch.testing.assert_close(forward * mask, torch.stack(seen, 1) * mask, atol=1e-4, rtol=1e-4)
 
 
@@ -143,11 +148,7 @@ def test_a_prompt_several_rows_share_is_read_once_and_each_row_samples_on_its_ow
     assert batches[0] == 3 and batches[1] == 6  # three distinct prompts read, then six rows decoded
     assert not torch.equal(raw[0], raw[2]) and not torch.equal(raw[2], raw[5])  # copies draw their own tokens
     responses, mask, _ = cut_at_end(raw, chat.end_ids, pad)
-    ids = torch.cat([query, responses], 1)
-    full_mask = torch.cat([query_mask, mask.long()], 1)
-    with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
-    forward = sampler_logprobs(logits[:, query.shape[1] - 1:-1], responses, 1.0, pad)
+    forward = sampler_logprobs(_response_logits(model, query, query_mask, responses, mask), responses, 1.0, pad)
     torch.testing.assert_close(forward * mask, torch.stack(seen, 1) * mask, atol=1e-4, rtol=1e-4)
 
 
@@ -217,11 +218,7 @@ def test_rows_that_end_leave_the_batch_and_the_others_keep_their_distributions(c
     assert batches == [4, 3, 3, 2, 2, 1]
     responses, mask, _ = cut_at_end(raw, chat.end_ids, pad)
     assert mask.sum(1).tolist() == [3, 5, 1, 6]
-    ids = torch.cat([query, responses], 1)
-    full_mask = torch.cat([query_mask, mask.long()], 1)
-    with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
-    forward = logits[:, query.shape[1] - 1:-1].log_softmax(-1)  # (B, R, V)
+    forward = _response_logits(model, query, query_mask, responses, mask).log_softmax(-1)  # (B, R, V)
     for step, sampled in enumerate(seen):
         running = mask[:, step].bool()
         torch.testing.assert_close(sampled[running], forward[running, step], atol=1e-4, rtol=1e-4)
