@@ -185,12 +185,13 @@ def print_tables(runs: dict[str, list[dict]], args: argparse.Namespace, trl_vers
     print("|---|---|---|---|---|---|---|")
     measures = {"speed": lambda r: r["episodes_per_s"], "peak": lambda r: r["peak_rss_mb"],
                 "added": lambda r: r["train_peak_mb"] - r["loaded_rss_mb"]}
+    formats = {"speed": ".3g", "peak": ".0f", "added": ".0f"}
     for worker, label in RUNS.items():
         cells = []
-        for measure in measures.values():
+        for name, measure in measures.items():
             mine = [measure(r) for r in runs[worker]]
             ratios = [a / measure(t) for a, t in zip(mine, runs["trl"], strict=True)]  # run i against TRL's run i
-            cells += [f"{np.median(mine):.3g}", f"{np.median(ratios):.2f}"]
+            cells += [f"{np.median(mine):{formats[name]}}", f"{np.median(ratios):.2f}"]
         print(f"| {label.format(version=trl_version)} | {' | '.join(cells)} |")
     print("\nEach run, episodes/s: " + "; ".join(
         f"{worker} " + ", ".join(f"{r['episodes_per_s']:.3g}" for r in rs) for worker, rs in runs.items()))
