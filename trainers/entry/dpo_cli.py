@@ -25,7 +25,7 @@ from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import reap_orphans
+from ..jobs.launcher import requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.dpo_config import DPOConfig, DPORun
@@ -128,8 +128,7 @@ def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
     from .worker import run_job as run_claimed_job
 
     if args.resume is not None:
-        reap_orphans(store)  # a worker that died (killed, out of memory) left its job running
-        job_id = job_rows.requeue_job(store, args.resume).id
+        job_id = requeue(store, args.resume).id
     else:
         job_id = job_rows.create_job(store, JobKind.DPO.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())

@@ -22,7 +22,7 @@ from storage import jobs as job_rows
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import reap_orphans
+from ..jobs.launcher import requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig, settings_from_json
 from .options import add_options, given_options
@@ -79,8 +79,7 @@ def run_here(args: argparse.Namespace, store: Store) -> int:
     from .worker import run_job
 
     if args.resume is not None:
-        reap_orphans(store)  # a worker that died (killed, out of memory) left its job running
-        job_id = job_rows.requeue_job(store, args.resume).id
+        job_id = requeue(store, args.resume).id
     else:
         job_id = job_rows.create_job(store, JobKind.LOOP.value, project_config(args, store).to_dict())
     job = job_rows.claim_job(store, job_id, os.getpid())

@@ -25,7 +25,7 @@ from storage.errors import InvalidInput
 from storage.types import Job, JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import reap_orphans
+from ..jobs.launcher import requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.config import Algorithm, PolicyConfig, PolicyRun
@@ -130,8 +130,7 @@ def run_here(args: argparse.Namespace, store: Store, run: PolicyRun) -> int:
               f"{run.config.response_length} response tokens (python app.py prompts --db {store.path} lists them)")
     trainer = build_trainer(plan)  # every check, models loaded, before the job row
     if args.resume is not None:
-        reap_orphans(store)  # a worker that died (killed, out of memory) left its job running
-        job_id = job_rows.requeue_job(store, args.resume).id
+        job_id = requeue(store, args.resume).id
     else:
         job_id = job_rows.create_job(store, JobKind.POLICY.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())

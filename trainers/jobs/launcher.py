@@ -61,15 +61,21 @@ def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config
 def resume_job(store: Store, job_id: int, accelerate_config: str | Path | None = None) -> Job:
     """Offer a cancelled, failed, interrupted or paused job to a new worker; it continues from its last completed step,
     under `accelerate_config` when given, else under the config it ran with (read again: it may have changed)."""
-    reap_orphans(store)
     recorded = job_rows.get_job(store, job_id).launch
     path = accelerate_config if accelerate_config is not None else (recorded or {}).get("config_file")
     launch = read_launch_config(path).to_dict() if path is not None else None
-    job_rows.requeue_job(store, job_id)
+    requeue(store, job_id)
     if launch != recorded:
         job_rows.set_launch(store, job_id, launch)
     launch_worker(store, job_id)
     return job_rows.get_job(store, job_id)
+
+
+def requeue(store: Store, job_id: int) -> Job:
+    """Queue a cancelled, failed, interrupted or paused job again, for a worker here or a launched one; a job whose
+    worker died (killed, out of memory) while its row still says running is found first and counts as interrupted."""
+    reap_orphans(store)
+    return job_rows.requeue_job(store, job_id)
 
 
 def stop_job(store: Store, job_id: int) -> Job:
