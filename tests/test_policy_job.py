@@ -58,8 +58,11 @@ def test_cli_resumes_a_cancelled_or_killed_job_to_the_end(seeded_store, algorith
     settings.update({"group_size": GROUP_SIZE} if algorithm == "grpo" else {})
     run = PolicyRun(iterations=3, reward="oracle", policy_id=1, settings=settings)
     job_id = create_job(seeded_store, "ppo", asdict(run))
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    claim_job(seeded_store, job_id, pid=int(gone.stdout) if ending == "killed" else 1)
+    pid = 1  # alive
+    if ending == "killed":  # the pid of a process that has exited
+        pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                 text=True).stdout)
+    claim_job(seeded_store, job_id, pid=pid)
     with pytest.raises(JobCancelled):
         train_policy(seeded_store, run, job_id, listener=CancelAt(seeded_store, job_id, 1))
     assert torch.load(state_dir(seeded_store, job_id) / STATE_FILE, weights_only=True)["iteration"] == 1

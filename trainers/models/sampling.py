@@ -80,10 +80,10 @@ def distinct_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tupl
     is `input_ids` again, and the same for the mask; both are every row in order when no prompt repeats."""
     _, copies = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
     rows = torch.arange(len(copies), device=copies.device)
-    if int(copies.max()) + 1 == len(copies):
+    count = int(copies.max()) + 1
+    if count == len(copies):
         return rows, rows
-    first = torch.full((int(copies.max()) + 1,), len(copies), device=copies.device)
-    first = first.scatter_reduce(0, copies, rows, reduce="amin")
+    first = torch.full((count,), len(copies), device=copies.device).scatter_reduce(0, copies, rows, reduce="amin")
     return first, copies
 
 
