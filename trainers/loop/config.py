@@ -90,7 +90,7 @@ class LoopConfig:
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=RewardConfig.learning_rate, metadata={
-        "help": "reward-model learning rate (demo: 5e-4; real models: ~1e-5)"})
+        "help": "reward-model learning rate (demo: 1e-3; real models: ~1e-5)"})
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
     reward_warm_start: bool = field(default=False, metadata={
         "help": "start each round's reward model from the previous round's instead of the SFT policy"})

@@ -18,9 +18,9 @@ class RewardConfig:
 
     epochs: float = field(default=12.0, metadata={
         "help": "Passes over the training labels (demo: 12; real models: 1-2)."})
-    learning_rate: float = field(default=5e-4, metadata={
-        "help": "Peak AdamW learning rate, linear decay (demo: 5e-4, measured by bench/label_efficiency.py; real "
-                "models: ~1e-5)."})
+    learning_rate: float = field(default=1e-3, metadata={
+        "help": "Peak AdamW learning rate, linear decay (demo: 1e-3, measured by bench/reward_quality.py and "
+                "bench/label_efficiency.py; real models: ~1e-5)."})
     batch_size: int = field(default=16, metadata={"help": "Labelled pairs per optimiser step and device."})
     weight_decay: float = field(default=0.1, metadata={
         "help": "AdamW weight decay (regularises the small label sets)."})
