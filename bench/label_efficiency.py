@@ -99,9 +99,8 @@ def fresh_store(name: str):
     return Store(folder / "studio.db")
 
 
-def heldout_scores(store, policy, config, samples: int) -> list[float]:
-    """Oracle scores of `policy` on the held-out prompts (`samples` each, fixed seed), prompt by prompt."""
-    from labeling.synthetic import load_scorer
+def heldout_samples(store, policy, config, samples: int, seed: int = EVAL_SEED) -> tuple[list[str], list[str]]:
+    """(prompt, response) texts of `policy` on the held-out prompts, `samples` each, prompt by prompt."""
     from storage.prompts import list_prompts
     from trainers.models.generation import HFGenerator
     from trainers.models.loading import load_policy, load_tokenizer
@@ -109,9 +108,17 @@ def heldout_scores(store, policy, config, samples: int) -> list[float]:
     prompts = [p.text for p in list_prompts(store, heldout=True)]
     generator = HFGenerator(load_policy(policy.path), load_tokenizer(policy.path))
     groups = generator.generate(prompts, samples, config.response_length, config.temperature, config.top_p,
-                                seed=EVAL_SEED)
+                                seed=seed)
+    return ([prompt for prompt, group in zip(prompts, groups, strict=True) for _ in group],
+            [s.text for group in groups for s in group])
+
+
+def heldout_scores(store, policy, config, samples: int) -> list[float]:
+    """Oracle scores of `policy` on the held-out prompts (`samples` each, fixed seed), prompt by prompt."""
+    from labeling.synthetic import load_scorer
+
     oracle = load_scorer(config.oracle)
-    return [oracle(s.text) for group in groups for s in group]
+    return [oracle(text) for text in heldout_samples(store, policy, config, samples)[1]]
 
 
 def oracle_win_rate(final: list[float], sft: list[float]) -> float:
@@ -122,10 +129,10 @@ def oracle_win_rate(final: list[float], sft: list[float]) -> float:
     return win_rate([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(final, sft, strict=True)]).rate
 
 
-def run_loop(store, config) -> dict:
-    """The headless loop, in this process, as the worker would run it; returns the seconds its reward-model and
-    policy phases took, and each round's pair selection (candidates, features and the selector's choice; not the
-    sampling) under "select"."""
+def run_loop(store, config, loop=None) -> dict:
+    """The headless loop (`loop`, a `trainers.loop.rounds.Loop` subclass, or that class), in this process, as the
+    worker would run it; returns the seconds its reward-model and policy phases took, and each round's pair selection
+    (candidates, features and the selector's choice; not the sampling) under "select"."""
     from storage import JobStatus
     from storage import jobs as job_rows
     from trainers.loop import rounds
@@ -141,7 +148,7 @@ def run_loop(store, config) -> dict:
 
     seconds = {"reward": 0.0, "policy": 0.0}
 
-    class TimedLoop(rounds.Loop):
+    class TimedLoop(loop or rounds.Loop):
         def train_reward(self, g):
             started = time.perf_counter()
             super().train_reward(g)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import random
 import shutil
 import statistics
@@ -30,7 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.label_efficiency import OUT, WORK, fresh_store, interval, seeded_template  # noqa: E402
+from bench.label_efficiency import (  # noqa: E402
+    OUT,
+    WORK,
+    fresh_store,
+    heldout_samples,
+    interval,
+    run_loop,
+    seeded_template,
+)
 
 SELECTORS = ("random", "thompson", "info_gain", "diverse", "d_optimal")
 BOUNDS = ("oracle_untied", "oracle_margin")
@@ -65,14 +72,9 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, name: str) -> dict
     import torch
 
     from labeling.synthetic import load_scorer
-    from storage import JobStatus
-    from storage import jobs as job_rows
     from storage.policies import list_policies
-    from storage.prompts import list_prompts
     from trainers.loop import rounds
     from trainers.loop.config import LoopConfig
-    from trainers.models.generation import HFGenerator
-    from trainers.models.loading import load_policy, load_tokenizer
     from trainers.reward.scorer import RewardScorer
 
     torch.set_num_threads(1)
@@ -92,18 +94,10 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, name: str) -> dict
 
     choose = rounds.choose_pairs
     try:
-        job_id = job_rows.create_job(store, "loop", config.to_dict())
-        job_rows.claim_job(store, job_id, os.getpid())
         if arm in BOUNDS:
             rounds.choose_pairs = oracle_choice(arm, oracle)
-        RewardRound(store, job_rows.get_job(store, job_id), log=lambda line: None).run()
-        job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
-        sft = list_policies(store)[0]
-        prompts = [p.text for p in list_prompts(store, heldout=True)]
-        groups = HFGenerator(load_policy(sft.path), load_tokenizer(sft.path)).generate(
-            prompts, HELDOUT_SAMPLES, config.response_length, config.temperature, config.top_p, seed=HELDOUT_SEED)
-        texts = [s.text for group in groups for s in group]
-        rows = [prompt for prompt, group in zip(prompts, groups, strict=True) for _ in group]
+        run_loop(store, config, RewardRound)
+        rows, texts = heldout_samples(store, list_policies(store)[0], config, HELDOUT_SAMPLES, HELDOUT_SEED)
         scores = RewardScorer.from_store(store).score(rows, texts).numpy()
     finally:
         rounds.choose_pairs = choose  # the worker process runs other arms next
