@@ -83,7 +83,8 @@ def run_ours(args: argparse.Namespace) -> None:
 
 def profile_ours(trainer, iterations: int = 3) -> dict[str, float]:
     """Seconds per iteration in each phase of our GRPO step, over `iterations` more iterations."""
-    phases = {"generate": (trainer.backend, "generate_ids"), "reference forward": (trainer, "_reference_logprobs"),
+    phases = {"generate (the sampler keeps the old log-probs)": (trainer.backend, "sample"),
+              "reference forward": (trainer, "_reference_logprobs"),
               "reward model": (trainer, "_score"), "update (forward + backward + step, 2 passes)": (trainer, "_update")}
     seconds = dict.fromkeys(phases, 0.0)
 
@@ -104,7 +105,7 @@ def profile_ours(trainer, iterations: int = 3) -> dict[str, float]:
         trainer.step()
         trainer.iteration += 1
     total = time.perf_counter() - started
-    seconds["rest: policy forward in the rollout, log-probs, advantages, metrics"] = total - sum(seconds.values())
+    seconds["rest: advantages, KL, metrics"] = total - sum(seconds.values())
     return {name: value / iterations for name, value in {**seconds, "iteration": total}.items()}
 
 

@@ -14,7 +14,7 @@ from trainers.models.chat_format import ChatFormat
 from trainers.models.generation import left_pad, model_end_ids
 from trainers.models.loading import load_policy, load_tokenizer
 from trainers.models.sampling import draw, sample_ids, sampling_logits
-from trainers.policy.ppo_math import sampler_logprobs
+from trainers.policy.ppo_math import entropy_from_logits, sampler_logprobs
 from trainers.policy.rollout import cut_at_end, position_ids
 
 NEG = -torch.inf
@@ -254,3 +254,45 @@ def test_rollout_logprobs_are_those_of_the_distribution_sampled(algorithm, prese
     rollout = trainer.rollout(CHATS, trainer.prompt_ids)
     assert len(set(rollout.query_mask.sum(1).tolist())) == len(CHATS) and rollout.mask.sum() > 8
     torch.testing.assert_close(rollout.logprobs, torch.stack(seen, 1) * rollout.mask, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_the_rollout_keeps_the_samplers_log_probs_entropies_and_values_a_forward_pass_gives_back(algorithm, lora,
+                                                                                                  tiny_qwen_dir):
+    """The rollout takes the old log-probs, entropies and (PPO) values from the sampler's own steps instead of a
+    second forward pass: they are what the trainers' forward over prompts and responses gives, rows that ended early
+    (and left the sampler's batch) and GRPO's repeated prompts included."""
+    from trainers.policy.grpo import GRPOTrainer
+    from trainers.policy.ppo import PPOTrainer
+
+    tokenizer = load_tokenizer(tiny_qwen_dir)
+    config = small_config(algorithm=algorithm, response_length=12, temperature=0.7, lora=lora,
+                          **({"group_size": 2} if algorithm == "grpo" else {}))
+    trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, load_policy(tiny_qwen_dir), tokenizer,
+                                                                   CHATS, count_great)
+    model = trainer.policy_model
+    if algorithm == "ppo":  # a critic that is not zero, so its values say something
+        torch.nn.init.normal_(model.value_head.weight, std=0.5)
+    rows = [i for i in range(len(CHATS)) for _ in range(config.episodes_per_prompt)]
+    passes = []
+    hook = model.register_forward_hook(lambda *_: passes.append(1))
+    torch.manual_seed(3)
+    rollout = trainer.rollout([CHATS[i] for i in rows], [trainer.prompt_ids[i] for i in rows])
+    hook.remove()
+    assert passes == []  # no forward pass of the trained model besides the sampler's steps
+    mask = rollout.mask
+    assert len(set(mask.sum(1).tolist())) > 1 and rollout.ended.any()  # some rows ended before others
+    input_ids = torch.cat([rollout.query, rollout.responses], 1)
+    attention_mask = torch.cat([rollout.query_mask, mask.long()], 1)
+    with torch.no_grad():
+        logits, values = model(input_ids, attention_mask, position_ids(attention_mask), rollout.query.shape[1])
+    torch.testing.assert_close(rollout.logprobs, trainer._logprobs(logits, rollout.responses) * mask,
+                               atol=1e-4, rtol=1e-4)
+    entropy = entropy_from_logits(trainer._sampling_logits(logits))
+    torch.testing.assert_close(rollout.entropy, entropy * mask, atol=1e-4, rtol=1e-4)
+    if algorithm == "ppo":
+        assert values.abs().max() > 0.1
+        torch.testing.assert_close(rollout.values, values * mask, atol=1e-4, rtol=1e-4)
+    else:
+        assert rollout.values is None

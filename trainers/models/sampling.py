@@ -8,9 +8,11 @@ copy of the cache per step), reads a prompt that several rows share once (K samp
 prompt's keys and values are copied to its rows), draws from `sampling_logits` by inverting the cumulative
 distribution with one uniform per row (`torch.multinomial` on a 49k vocabulary spends ~10x longer drawing its random
 numbers), drops the rows that have ended from the model's batch once a quarter of it has (their keys and values with
-them) and stops as soon as every row has ended. Hugging Face `generate` is not used: nothing from a checkpoint's
-generation config (a repetition penalty, n-gram blocking, its own top-k) can reach the sampler, and its per-step
-machinery (logits processors, stopping criteria, cache bookkeeping) is not paid for.
+them) and stops as soon as every row has ended. An observer sees each step's logits, draws and last hidden states,
+so a rollout keeps its log-probs (and its critic's inputs) without a second forward pass over the responses. Hugging
+Face `generate` is not used: nothing from a checkpoint's generation config (a repetition penalty, n-gram blocking,
+its own top-k) can reach the sampler, and its per-step machinery (logits processors, stopping criteria, cache
+bookkeeping) is not paid for.
 
 The distribution per token is softmax(`sampling_logits`): the logits divided by the temperature, the pad token ruled
 out, then top-k and top-p as Hugging Face's warpers apply them. At top-p 1 and top-k 0 this is exactly what
@@ -24,11 +26,13 @@ stream as `generate`'s.
 from __future__ import annotations
 
 import inspect
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
 from transformers import DynamicCache, StaticCache
+
+Observer = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]  # (logits (B, V), drawn (B,), hidden (B, H))
 
 
 def sampling_logits(logits: torch.Tensor, temperature: float, pad_id: int, top_k: int = 0,
@@ -87,11 +91,22 @@ def distinct_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tupl
     return first, copies
 
 
+def _in_batch(values: torch.Tensor, rows: torch.Tensor, batch: int) -> torch.Tensor:
+    """The model's output for its rows `rows` (A, ...) as a (batch, ...) tensor, zeros for the rows out of it."""
+    if len(rows) == batch:
+        return values
+    return values.new_zeros(batch, *values.shape[1:]).index_copy_(0, rows, values)
+
+
 @torch.no_grad()
 def sample_ids(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
-               temperature: float, top_p: float, top_k: int, end_ids: Sequence[int], pad_id: int) -> torch.Tensor:
+               temperature: float, top_p: float, top_k: int, end_ids: Sequence[int], pad_id: int,
+               observe: Observer | None = None) -> torch.Tensor:
     """Left-padded prompts (B, P) -> sampled ids (B, R), R <= `max_new_tokens`: each row until its first end id,
-    the pad after it; the loop stops when every row has ended. The model should be in eval mode."""
+    the pad after it; the loop stops when every row has ended. The model should be in eval mode. With `observe`,
+    every step calls `observe(logits, drawn, hidden)`: the model's (B, V) logits the step drew from, the (B,) tokens
+    drawn (the pad in rows that had ended) and the (B, H) last hidden states that gave the logits (zeros, and zero
+    logits, in rows that had left the batch)."""
     batch, width = input_ids.shape
     device = input_ids.device
     cache = new_cache(model, width + max_new_tokens)
@@ -107,14 +122,19 @@ def sample_ids(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     rows = torch.arange(batch, device=device)  # the rows still in the model's batch
     distinct, copies = distinct_rows(input_ids, attention_mask)
     prompt_mask = (mask if static else attention_mask)[distinct]
-    logits = model(input_ids=input_ids[distinct], attention_mask=prompt_mask, position_ids=positions[distinct],
-                   use_cache=True, logits_to_keep=1, **{keyword: cache}).logits[:, -1]  # (U, V)
+    hidden_states = observe is not None
+    output = model(input_ids=input_ids[distinct], attention_mask=prompt_mask, position_ids=positions[distinct],
+                   use_cache=True, logits_to_keep=1, output_hidden_states=hidden_states, **{keyword: cache})
+    logits = output.logits[:, -1]  # (U, V)
+    hidden = output.hidden_states[-1][:, -1] if hidden_states else None  # (U, H)
     if len(distinct) < batch:
         cache.reorder_cache(copies)
-        logits = logits[copies]  # (B, V)
+        logits, hidden = logits[copies], hidden[copies] if hidden_states else None  # (B, V), (B, H)
     for step in range(max_new_tokens):
         chosen = draw(logits, temperature, pad_id, top_k, top_p).masked_fill(ended, pad_id)  # (B,)
         tokens[:, step] = chosen
+        if observe is not None:
+            observe(logits, chosen, hidden)
         ended |= torch.isin(chosen, ends)
         if step == max_new_tokens - 1 or bool(ended.all()):
             return tokens[:, :step + 1]
@@ -124,9 +144,9 @@ def sample_ids(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
             cache.reorder_cache(kept)
             rows, mask, next_position = rows[kept], mask[kept], next_position[kept]
         seen = width + step + 1
-        kept_logits = model(input_ids=chosen[rows, None], attention_mask=mask if static else mask[:, :seen],
-                            position_ids=next_position + step, use_cache=True, logits_to_keep=1,
-                            **{keyword: cache}).logits[:, -1]  # (A, V)
-        logits = kept_logits if len(rows) == batch else kept_logits.new_zeros(
-            batch, kept_logits.shape[-1]).index_copy_(0, rows, kept_logits)  # dropped rows: drawn, then padded
+        output = model(input_ids=chosen[rows, None], attention_mask=mask if static else mask[:, :seen],
+                       position_ids=next_position + step, use_cache=True, logits_to_keep=1,
+                       output_hidden_states=hidden_states, **{keyword: cache})
+        logits = _in_batch(output.logits[:, -1], rows, batch)  # (B, V); dropped rows: drawn, then padded
+        hidden = _in_batch(output.hidden_states[-1][:, -1], rows, batch) if hidden_states else None
     return tokens  # max_new_tokens == 0 is refused by the callers; here for completeness

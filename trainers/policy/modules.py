@@ -26,6 +26,10 @@ class PolicyModel(nn.Module):
                              use_cache=False, logits_to_keep=input_ids.shape[1] - response_start + 1)
         return output.logits[:, :-1], None
 
+    def values(self, hidden: torch.Tensor) -> torch.Tensor | None:
+        """The values of states given as last hidden states (B, R, H): none without a critic."""
+        return None
+
 
 class PolicyWithValueHead(PolicyModel):
     """The actor and the critic: a causal LM and a zero-initialised scalar head on its last hidden state."""
@@ -43,4 +47,8 @@ class PolicyWithValueHead(PolicyModel):
                              output_hidden_states=True, use_cache=False,
                              logits_to_keep=input_ids.shape[1] - response_start + 1)
         hidden = output.hidden_states[-1][:, response_start - 1:-1]  # (B, R, H)
-        return output.logits[:, :-1], self.value_head(hidden).squeeze(-1).float()
+        return output.logits[:, :-1], self.values(hidden)
+
+    def values(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The critic's values (B, R) of states given as last hidden states (B, R, H)."""
+        return self.value_head(hidden).squeeze(-1).float()

@@ -54,7 +54,7 @@ from .ppo_math import (
     sampler_logprobs,
     sampling_logits,
 )
-from .rollout import Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
+from .rollout import HFRolloutBackend, Rollout, RolloutBackend, cut_at_end, make_rollout_backend, position_ids
 from .setup import check_reward_model, check_tokenizer, enable_activation_checkpointing, with_lora
 
 RewardFn = Callable[[list[PromptInput], list[str]], torch.Tensor]  # e.g. a trainers.reward.scorer.RewardScorer
@@ -250,17 +250,23 @@ class PolicyOptimizer:
         """Sample one response per row and record everything the update needs."""
         device = self.accelerator.device
         query, query_mask = (t.to(device) for t in left_pad(prompt_ids, self.tokenizer.pad_token_id))
+        config, pad = self.config, self.tokenizer.pad_token_id
+        sampling = (query, query_mask, config.response_length, config.temperature, config.top_p, config.top_k)
         with self.accelerator.autocast():
-            raw = self.backend.generate_ids(query, query_mask, self.config.response_length, self.config.temperature,
-                                            self.config.top_p, self.config.top_k)
-            responses, mask, ended = cut_at_end(raw, self.chat.end_ids, self.tokenizer.pad_token_id)
+            sampled = self.backend.sample(*sampling) if isinstance(self.backend, HFRolloutBackend) else None
+            raw = sampled.responses if sampled is not None else self.backend.generate_ids(*sampling)
+            responses, mask, ended = cut_at_end(raw, self.chat.end_ids, pad)
             input_ids = torch.cat([query, responses], dim=1)  # (B, P + R)
             attention_mask = torch.cat([query_mask, mask.long()], dim=1)
             positions = position_ids(attention_mask)
             start = query.shape[1]
-            logits, values = self.policy_model(input_ids, attention_mask, positions, start)
-            logprobs = self._logprobs(logits, responses)
-            entropy = entropy_from_logits(self._sampling_logits(logits))
+            if sampled is not None:  # the studio's sampler kept what a forward pass over the responses would give
+                logprobs, entropy = sampled.logprobs, sampled.entropy
+                values = self.policy_model.values(sampled.hidden)
+            else:
+                logits, values = self.policy_model(input_ids, attention_mask, positions, start)
+                logprobs = self._logprobs(logits, responses)
+                entropy = entropy_from_logits(self._sampling_logits(logits))
             ref_logprobs = self._reference_logprobs(input_ids, attention_mask, positions, start, responses)
             scores = self._score(prompts, responses, mask)
         return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask,

@@ -42,9 +42,21 @@ class RolloutBackend(Protocol):
     def sync_weights(self, policy: nn.Module) -> None: ...
 
 
+@dataclass
+class Sampled:
+    """Responses (B, R) with what the sampler computed drawing them, per token: the log-prob and the entropy under the
+    trainers' sampling distribution (temperature, no pad) and (B, R, H) the last hidden states the logits came from."""
+
+    responses: torch.Tensor
+    logprobs: torch.Tensor
+    entropy: torch.Tensor
+    hidden: torch.Tensor
+
+
 class HFRolloutBackend:
     """Batched sampling from the live policy with the studio's sampler (`sample_ids`, the one the label sampler
-    uses), so no weight sync is needed; only the studio's settings shape it."""
+    uses), so no weight sync is needed; only the studio's settings shape it. `sample` also keeps the log-probs,
+    entropies and hidden states of the sampler's own steps, which a forward pass over the responses would give again."""
 
     def __init__(self, policy: nn.Module, pad_id: int, end_ids: Sequence[int]):
         self.policy, self.pad, self.end_ids = policy, pad_id, tuple(end_ids)
@@ -52,6 +64,20 @@ class HFRolloutBackend:
     def generate_ids(self, query, query_mask, max_new_tokens, temperature, top_p, top_k=0):
         return sample_ids(self.policy, query, query_mask, max_new_tokens, temperature, top_p, top_k, self.end_ids,
                           self.pad)  # (B, R)
+
+    def sample(self, query, query_mask, max_new_tokens, temperature, top_p, top_k=0) -> Sampled:
+        """`generate_ids` with each step's log-prob of the drawn token, entropy and last hidden state (values in the
+        rows after their end are placeholders)."""
+        logprobs, entropy, hidden = [], [], []
+
+        def observe(logits, drawn, state):
+            logprobs.append(sampler_logprobs(logits[:, None], drawn[:, None], temperature, self.pad)[:, 0])
+            entropy.append(entropy_from_logits(sampling_logits(logits, temperature, self.pad)))
+            hidden.append(state)
+
+        responses = sample_ids(self.policy, query, query_mask, max_new_tokens, temperature, top_p, top_k,
+                               self.end_ids, self.pad, observe)
+        return Sampled(responses, torch.stack(logprobs, 1), torch.stack(entropy, 1), torch.stack(hidden, 1))
 
     def sync_weights(self, policy: nn.Module) -> None:
         pass
