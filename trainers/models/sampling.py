@@ -65,7 +65,7 @@ def draw(logits: torch.Tensor, temperature: float, pad_id: int, top_k: int, top_
     return torch.searchsorted(cumulative, uniform, right=True).clamp_(max=logits.shape[-1] - 1).squeeze(1)
 
 
-def _cache_keyword(model: nn.Module) -> str:
+def cache_keyword(model: nn.Module) -> str:
     """The name the model's forward gives the KV cache (`cache` in recent transformers, `past_key_values` before)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
@@ -111,7 +111,7 @@ def sample_ids(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     device = input_ids.device
     cache = new_cache(model, width + max_new_tokens)
     static = isinstance(cache, StaticCache)
-    keyword = _cache_keyword(model)
+    keyword = cache_keyword(model)
     mask = torch.ones(batch, width + max_new_tokens, dtype=attention_mask.dtype, device=device)  # (B, P + R)
     mask[:, :width] = attention_mask
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # real tokens only, as in training

@@ -44,7 +44,7 @@ from ..reporting import JobCancelled, Reporter, stop_requested
 from .checkpoint import has_state, load_state, save_policy, save_state
 from .config import Algorithm, PolicyConfig, PolicySetupError
 from .kl_control import make_kl_controller
-from .modules import PolicyModel
+from .modules import PolicyModel, response_pass
 from .ppo_math import (
     correlation,
     entropy_from_logits,
@@ -214,15 +214,13 @@ class PolicyOptimizer:
         return sampler_logprobs(logits, tokens, self.config.temperature, self.tokenizer.pad_token_id)
 
     def _reference_logprobs(self, input_ids, attention_mask, positions, response_start, responses) -> torch.Tensor:
-        keep = input_ids.shape[1] - response_start + 1
+        inputs = (input_ids, attention_mask, positions, response_start)
         if self.config.lora:
             with self.policy_model.policy.disable_adapter():
-                logits = self.policy_model.policy(input_ids=input_ids, attention_mask=attention_mask,
-                                                  position_ids=positions, logits_to_keep=keep).logits
+                logits, _ = response_pass(self.policy_model.policy, *inputs)
         else:
-            logits = self.reference(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                                    logits_to_keep=keep).logits
-        return self._logprobs(logits[:, :-1], responses)
+            logits, _ = response_pass(self.reference, *inputs)
+        return self._logprobs(logits, responses)
 
     def response_texts(self, responses: torch.Tensor, mask: torch.Tensor) -> list[str]:
         """The sampled responses as text (what people label and the reward reads), end ids left out."""

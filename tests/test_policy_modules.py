@@ -1,0 +1,102 @@
+"""The policy optimisers' forward (`trainers.policy.modules.response_pass`): rows that share a prompt (GRPO's
+groups) read it once and get the outputs and gradients a forward over each whole row gives; LoRA, the reference with
+adapters disabled and gradient checkpointing (where every row is read whole) included."""
+
+import pytest
+import torch
+
+from assets.build_demo import DEMO_POLICY_DIR
+from tests.test_sampling import CHATS
+from trainers.models.chat_format import ChatFormat
+from trainers.models.generation import left_pad, model_end_ids
+from trainers.models.loading import load_policy, load_tokenizer
+from trainers.policy.modules import PolicyModel, PolicyWithValueHead, response_pass
+from trainers.policy.rollout import position_ids
+from trainers.policy.setup import with_lora
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _grouped_batch(path, group=3, response=5):
+    """Every prompt of CHATS `group` times in consecutive rows, each row with its own response (shorter ones padded
+    after their end), as a GRPO rollout lays them out: (input_ids, attention_mask, positions, response_start)."""
+    tokenizer = load_tokenizer(path)
+    chat = ChatFormat.from_tokenizer(tokenizer, model_end_ids(load_policy(path)))
+    prompts = CHATS if tokenizer.chat_template else [c[0]["content"] for c in CHATS]
+    ids = [row for row in chat.prompts_ids(prompts) for _ in range(group)]
+    query, query_mask = left_pad(ids, tokenizer.pad_token_id)
+    generator = torch.Generator().manual_seed(0)
+    responses = torch.randint(5, 100, (len(ids), response), generator=generator)
+    mask = torch.ones_like(responses)
+    mask[::2, -2:] = 0  # every other row ended early: pads after
+    responses = responses.masked_fill(mask == 0, tokenizer.pad_token_id)
+    attention_mask = torch.cat([query_mask, mask], 1)
+    return torch.cat([query, responses], 1), attention_mask, position_ids(attention_mask), query.shape[1]
+
+
+def _whole_rows(model, input_ids, attention_mask, positions, start):
+    """The plain forward over every whole row (what `response_pass` must give back)."""
+    output = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                   output_hidden_states=True, use_cache=False)
+    return output.logits[:, start - 1:-1], output.hidden_states[-1][:, start - 1:-1]
+
+
+@pytest.mark.parametrize("name", ["qwen2", "demo gpt2"])
+def test_rows_sharing_a_prompt_read_it_once_and_get_the_outputs_of_whole_rows(name, tiny_qwen_dir):
+    path = {"qwen2": tiny_qwen_dir, "demo gpt2": DEMO_POLICY_DIR}[name]
+    model = load_policy(path).eval()
+    inputs = _grouped_batch(path)
+    tokens = []
+    model.register_forward_pre_hook(lambda _, args, kwargs: tokens.append(kwargs["input_ids"].numel()),
+                                    with_kwargs=True)
+    with torch.no_grad():
+        logits, hidden = response_pass(model, *inputs, hidden_states=True)
+    input_ids, _, _, start = inputs
+    assert tokens == [len(CHATS) * start, input_ids.shape[0] * (input_ids.shape[1] - start)]  # each prompt once
+    with torch.no_grad():
+        whole_logits, whole_hidden = _whole_rows(model, *inputs)
+    torch.testing.assert_close(logits, whole_logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(hidden, whole_hidden, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_the_critic(checkpointing,
+                                                                                          tiny_qwen_dir):
+    """Gradients into the adapters and the value head through a prompt read once equal those of whole rows, and the
+    reference (adapters disabled) shares prompts too; under gradient checkpointing every row is read whole."""
+    from trainers.policy.config import PolicyConfig
+
+    policy = with_lora(load_policy(tiny_qwen_dir), PolicyConfig(lora=True))
+    model = PolicyWithValueHead(policy)
+    torch.nn.init.normal_(model.value_head.weight, std=0.5)
+    for name, weight in policy.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(weight, std=0.1)  # adapters that change the outputs
+    if checkpointing:
+        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    inputs = _grouped_batch(tiny_qwen_dir)
+    input_ids, _, _, start = inputs
+    weights = torch.randn(input_ids.shape[0], input_ids.shape[1] - start, generator=torch.Generator().manual_seed(1))
+    trained = [p for p in model.parameters() if p.requires_grad]
+
+    def gradients(forward):
+        model.zero_grad(set_to_none=True)
+        logits, values = forward()
+        ((logits.log_softmax(-1)[..., 7] + values) * weights).sum().backward()
+        return [p.grad.clone() for p in trained]
+
+    tokens = []
+    hook = policy.get_base_model().register_forward_pre_hook(
+        lambda _, args, kwargs: tokens.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    shared = gradients(lambda: model(*inputs))
+    hook.remove()
+    assert len(tokens) == (1 if checkpointing else 2)  # whole rows, or the prompts then the responses
+    whole = gradients(lambda: (lambda out: (out[0], model.values(out[1])))(_whole_rows(policy, *inputs)))
+    assert len(trained) > 2 and all(g.abs().sum() > 0 for g in whole)
+    for a, b in zip(shared, whole, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+    with torch.no_grad(), policy.disable_adapter():
+        reference, _ = PolicyModel(policy)(*inputs)
+        plain, _ = _whole_rows(policy, *inputs)
+    torch.testing.assert_close(reference, plain, atol=1e-4, rtol=1e-4)
