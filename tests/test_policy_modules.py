@@ -92,7 +92,11 @@ def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_
     shared = gradients(lambda: model(*inputs))
     hook.remove()
     assert len(tokens) == (1 if checkpointing else 2)  # whole rows, or the prompts then the responses
-    whole = gradients(lambda: (lambda out: (out[0], model.values(out[1])))(_whole_rows(policy, *inputs)))
+    def whole_rows():
+        logits, hidden = _whole_rows(policy, *inputs)
+        return logits, model.values(hidden)
+
+    whole = gradients(whole_rows)
     assert len(trained) > 2 and all(g.abs().sum() > 0 for g in whole)
     for a, b in zip(shared, whole, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
