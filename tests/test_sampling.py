@@ -258,7 +258,8 @@ def test_rollout_logprobs_are_those_of_the_distribution_sampled(algorithm, prese
 
 @pytest.mark.parametrize("lora", [False, True])
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
-def test_the_rollout_keeps_the_samplers_log_probs_entropies_and_values_a_forward_pass_gives_back(algorithm, lora,
+@pytest.mark.parametrize("name", ["qwen2", "demo gpt2"])
+def test_the_rollout_keeps_the_samplers_log_probs_entropies_and_values_a_forward_pass_gives_back(name, algorithm, lora,
                                                                                                   tiny_qwen_dir):
     """The rollout takes the old log-probs, entropies and (PPO) values from the sampler's own steps instead of a
     second forward pass: they are what the trainers' forward over prompts and responses gives, rows that ended early
@@ -266,19 +267,18 @@ def test_the_rollout_keeps_the_samplers_log_probs_entropies_and_values_a_forward
     from trainers.policy.grpo import GRPOTrainer
     from trainers.policy.ppo import PPOTrainer
 
-    tokenizer = load_tokenizer(tiny_qwen_dir)
+    policy, tokenizer, _, prompts = _model(name, tiny_qwen_dir)
     config = small_config(algorithm=algorithm, response_length=12, temperature=0.7, lora=lora,
                           **({"group_size": 2} if algorithm == "grpo" else {}))
-    trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, load_policy(tiny_qwen_dir), tokenizer,
-                                                                   CHATS, count_great)
+    trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, policy, tokenizer, prompts, count_great)
     model = trainer.policy_model
     if algorithm == "ppo":  # a critic that is not zero, so its values say something
         torch.nn.init.normal_(model.value_head.weight, std=0.5)
-    rows = [i for i in range(len(CHATS)) for _ in range(config.episodes_per_prompt)]
+    rows = [i for i in range(len(prompts)) for _ in range(config.episodes_per_prompt)]
     passes = []
     hook = model.register_forward_hook(lambda *_: passes.append(1))
     torch.manual_seed(3)
-    rollout = trainer.rollout([CHATS[i] for i in rows], [trainer.prompt_ids[i] for i in rows])
+    rollout = trainer.rollout([prompts[i] for i in rows], [trainer.prompt_ids[i] for i in rows])
     hook.remove()
     assert passes == []  # no forward pass of the trained model besides the sampler's steps
     mask = rollout.mask
