@@ -98,3 +98,17 @@ def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
     assert values == train_form.fill_preset(REAL, {REAL: project_preset(real_store).config})
     config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"seed": 3}', *values)
     assert config.lora and config.response_length == 256 and config.seed == 3  # fields off the form come too
+
+
+def test_the_train_reward_command_takes_the_projects_preset_where_options_are_left_out(real_store):
+    from trainers.entry import reward_cli
+    from trainers.reward.config import RewardConfig
+
+    parser = reward_cli.argparse.ArgumentParser()
+    reward_cli.add_arguments(parser)
+    preset = project_preset(real_store).config
+    config = reward_cli.config_from_args(parser.parse_args([]), preset)
+    assert (config.epochs, config.learning_rate, config.batch_size) == (1.0, 1e-5, 8)  # a real model's, not 12 at 1e-3
+    given = reward_cli.config_from_args(parser.parse_args(["--lr", "3e-5", "--epochs", "2"]), preset)
+    assert (given.epochs, given.learning_rate, given.batch_size) == (2.0, 3e-5, 8)  # what is given wins
+    assert reward_cli.config_from_args(parser.parse_args([]), LoopConfig()) == RewardConfig()  # the demo's

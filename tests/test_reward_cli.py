@@ -32,6 +32,7 @@ def test_train_reward_command_trains_registers_and_prints_validation_metrics(sto
     result = app("train-reward", "--db", str(store.path), "--epochs", "1", "--lr", "1e-3", "--ensemble", "2")
     assert result.returncode == 0, result.stderr
     assert "trained on 60 labels (48 training pairs, 12 validation pairs)" in result.stdout
+    assert "settings: the 'demo' preset (a tiny model" in result.stdout  # which preset gave what was left out
     assert result.stdout.count("val_accuracy") == 2 and "member 2/2" in result.stdout
     assert "reward model" in result.stderr  # the progress bar
     [job] = list_jobs(store)

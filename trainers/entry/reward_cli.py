@@ -2,7 +2,9 @@
 
 The run is a `reward` job like the Train tab's (metrics, cancel, end state in the store), executed in this process
 with a progress bar; bad input fails in one line before the job is created. Options are generated from
-`RewardConfig` (help and defaults are the fields'); the README's short names are aliases: `--lr` for
+`RewardConfig` (help and defaults are the fields'; left out, the epochs, learning rate and batch size are the
+project's loop preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short
+names are aliases: `--lr` for
 `--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model starts from), `--drop-both-bad`
 for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the launcher (the training under
 `accelerate launch`) and follows it here. Imports nothing heavy at module level (app.py builds its parser from here).
@@ -22,11 +24,13 @@ from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.layer import JobKind
+from ..loop.config import LoopConfig
 from ..reporting import Reporter
 from ..reward.config import RewardConfig
 from .options import add_options, given_options
 
 SKIPPED = ("round",)  # set by the loop, not on the command line
+PRESET_DEFAULTS = ("epochs", "learning_rate", "batch_size")  # from the project's loop preset where left out
 ALIASES = {"learning_rate": ["--lr"], "init_policy_id": ["--policy"]}
 
 
@@ -37,8 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_accelerate_option(parser)
 
 
-def config_from_args(args: argparse.Namespace) -> RewardConfig:
-    return RewardConfig(**given_options(args, RewardConfig, skip=SKIPPED))
+def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> RewardConfig:
+    """The options given and, where left out, `PRESET_DEFAULTS` from the loop preset `preset` (the demo's when None,
+    which are `RewardConfig`'s own defaults)."""
+    from ..loop.config import reward_settings
+
+    given = given_options(args, RewardConfig, skip=SKIPPED)
+    loop = reward_settings(preset or LoopConfig())
+    return RewardConfig(**{**{name: loop[name] for name in PRESET_DEFAULTS if name not in given}, **given})
 
 
 class ProgressBar(Reporter):
@@ -57,12 +67,16 @@ class ProgressBar(Reporter):
 def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> int:
     """Check the settings, open the store (`open_store(args)`), check the labels and policy, then train as a job."""
     from ..jobs.reward_job import check_reward_inputs, train_reward_model
+    from ..loop.presets import project_preset
     from .worker import run_job
 
-    config = config_from_args(args)
-    config.check()
+    config_from_args(args).check()  # a bad option: one line before the store is opened
     store = open_store(args)
+    preset = project_preset(store)
+    config = config_from_args(args, preset.config)
+    config.check()
     check_reward_inputs(store, config)
+    print(preset.line)  # stdout: a bad input stays one line on stderr
     if args.accelerate_config is not None:
         job = launch_and_follow(store, JobKind.REWARD, dataclasses.asdict(config), args.accelerate_config)
         if job.status is not JobStatus.COMPLETED:
