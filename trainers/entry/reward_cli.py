@@ -4,10 +4,10 @@ The run is a `reward` job like the Train tab's (metrics, cancel, end state in th
 with a progress bar; bad input fails in one line before the job is created. Options are generated from
 `RewardConfig` (help and defaults are the fields'; left out, the epochs, learning rate and batch size are the
 project's loop preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short
-names are aliases: `--lr` for
-`--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model starts from), `--drop-both-bad`
-for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the launcher (the training under
-`accelerate launch`) and follows it here. Imports nothing heavy at module level (app.py builds its parser from here).
+names are aliases: `--lr` for `--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model
+starts from), `--drop-both-bad` for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the
+launcher (the training under `accelerate launch`) and follows it here. Imports nothing heavy at module level (app.py
+builds its parser from here).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.layer import JobKind
-from ..loop.config import LoopConfig
+from ..loop.config import LoopConfig, reward_settings
 from ..reporting import Reporter
 from ..reward.config import RewardConfig
 from .options import add_options, given_options
@@ -44,8 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> RewardConfig:
     """The options given and, where left out, `PRESET_DEFAULTS` from the loop preset `preset` (the demo's when None,
     which are `RewardConfig`'s own defaults)."""
-    from ..loop.config import reward_settings
-
     given = given_options(args, RewardConfig, skip=SKIPPED)
     loop = reward_settings(preset or LoopConfig())
     return RewardConfig(**{**{name: loop[name] for name in PRESET_DEFAULTS if name not in given}, **given})
