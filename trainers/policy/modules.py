@@ -26,6 +26,7 @@ def response_pass(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     checkpointing drops a layer's cache, so under it every row is read whole."""
     prompt = slice(0, response_start)
     distinct, copies = distinct_rows(input_ids[:, prompt], attention_mask[:, prompt])
+    # transformers' `is_activation_checkpointing` (named `is_gradient_checkpointing` before 5.2x), on any module
     checkpointing = torch.is_grad_enabled() and any(getattr(m, "gradient_checkpointing", False)
                                                     for m in model.modules())
     if len(distinct) == len(copies) or checkpointing:
@@ -34,14 +35,14 @@ def response_pass(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
         hidden = output.hidden_states[-1][:, response_start - 1:-1] if hidden_states else None
         return output.logits[:, :-1], hidden
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    cache = DynamicCache(config=base.config)
+    cache, keyword = DynamicCache(config=base.config), cache_keyword(model)
     head = model(input_ids=input_ids[distinct, prompt], attention_mask=attention_mask[distinct, prompt],
                  position_ids=position_ids[distinct, prompt], use_cache=True, logits_to_keep=1,
-                 output_hidden_states=hidden_states, **{cache_keyword(model): cache})
+                 output_hidden_states=hidden_states, **{keyword: cache})
     cache.reorder_cache(copies)  # each row gets its prompt's keys and values
     tail = model(input_ids=input_ids[:, response_start:], attention_mask=attention_mask,
                  position_ids=position_ids[:, response_start:], use_cache=True, output_hidden_states=hidden_states,
-                 **{cache_keyword(model): cache})
+                 **{keyword: cache})
     logits = torch.cat([head.logits[copies], tail.logits[:, :-1]], dim=1)  # the prompt's last position predicts token 0
     if not hidden_states:
         return logits, None
