@@ -14,6 +14,7 @@ from trainers.policy.ppo_math import (
     masked_mean,
     policy_loss,
     sampler_logprobs,
+    sampling_logits,
     token_rewards,
     value_loss,
     whiten,
@@ -157,6 +158,38 @@ def test_sampler_logprobs_rule_out_the_excluded_token_and_scale_by_temperature()
     logits, tokens = torch.randn(2, 3, 7, dtype=torch.float64), torch.randint(0, 6, (2, 3))
     plain = logprobs_from_logits((logits / 0.7).index_fill(-1, torch.tensor([6]), -math.inf), tokens)
     torch.testing.assert_close(sampler_logprobs(logits, tokens, 0.7, excluded=6).double(), plain.double())
+
+
+# probs (0.5, 0.3, 0.15, 0.05) over tokens 0-3 once the pad (token 4, whose logit is the largest) is ruled out
+NUCLEUS = torch.tensor([[[math.log(0.5), math.log(0.3), math.log(0.15), math.log(0.05), 5.0]]])
+
+
+@pytest.mark.parametrize("top_k, top_p, token, expected", [
+    (0, 0.7, 0, 0.5 / 0.8),  # top-p 0.7 keeps {0, 1} (mass 0.8): renormalised
+    (0, 0.7, 1, 0.3 / 0.8),
+    (2, 1.0, 0, 0.5 / 0.8),  # top-k 2 keeps the same two
+    (1, 1.0, 0, 1.0),        # top-k 1: the likeliest is certain
+    (3, 0.7, 1, 0.3 / 0.8),  # both: the smaller set
+    (0, 0.7, 2, 0.15 / 0.95),  # a token out of the set (sampled before an update moved it) is kept beside it
+    (1, 1.0, 3, 0.05 / 0.55),
+])
+def test_sampler_logprobs_under_top_k_and_top_p_renormalise_over_the_kept_set_by_hand(top_k, top_p, token,
+                                                                                        expected):
+    logprob = sampler_logprobs(NUCLEUS, torch.tensor([[token]]), 1.0, excluded=4, top_k=top_k, top_p=top_p)
+    assert logprob.item() == pytest.approx(math.log(expected), abs=1e-6)
+
+
+def test_the_truncated_distribution_has_the_kept_sets_entropy_and_finite_gradients_only_there():
+    logits = NUCLEUS.clone().requires_grad_(True)
+    scaled = sampling_logits(logits, 1.0, excluded=4, top_p=0.7, keep=torch.tensor([[0]]))
+    entropy = entropy_from_logits(scaled)
+    assert entropy.item() == pytest.approx(-(0.625 * math.log(0.625) + 0.375 * math.log(0.375)), abs=1e-6)
+    (entropy.sum() + scaled.log_softmax(-1)[0, 0, 0]).backward()
+    assert torch.isfinite(logits.grad).all()
+    assert logits.grad[0, 0, 2:].abs().max() == 0 and logits.grad[0, 0, :2].abs().max() > 0
+    at_two = sampler_logprobs(NUCLEUS.expand(3, 2, 5), torch.full((3, 2), 2), 2.0, excluded=4, top_p=0.7)
+    plain = sampler_logprobs(NUCLEUS.expand(3, 2, 5), torch.full((3, 2), 2), 2.0, excluded=4)
+    assert torch.all(at_two > plain)  # at temperature 2 as well: renormalised over a smaller set
 
 
 def test_explained_variance():

@@ -59,7 +59,7 @@ def test_a_real_model_gets_lora_small_rates_and_long_responses(store, tmp_path):
     config = preset.config
     assert config.lora and config.policy_lr == 1e-4 and config.reward_lr == 1e-5 and config.reward_epochs == 1
     assert config.response_length == 256 and config.temperature == 0.7
-    assert (config.top_p, config.top_k) == (1.0, 0)  # the log-prob side computes the sampler's distribution exactly
+    assert (config.top_p, config.top_k) == (1.0, 0)  # the distribution the model was tuned to, untruncated
     short = model_preset(str(fake_model_folder(tmp_path / "short", {"e": [50000, 600]}, context=512)))
     assert short.config.response_length == 128  # a quarter of the context, so prompts keep room
     assert real_model_config(7_000_000_000, 4096).policy_lr == 5e-5  # a bigger model, a gentler rate

@@ -3,6 +3,8 @@ Face's warpers; draws that follow it; per-token log-probs that a full forward (t
 back exactly, for left-padded prompts of different lengths, static and dynamic caches, PPO and GRPO rollouts, LoRA;
 fixed seeds; rows that end."""
 
+import math
+
 import pytest
 import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
@@ -235,18 +237,23 @@ def real_model_sampling() -> dict:
     return {name: settings[name] for name in ("temperature", "top_p", "top_k", "lora")}
 
 
-@pytest.mark.parametrize("preset", ["demo", "real model"])
+TOP_K_AND_TOP_P = {"temperature": 0.7, "top_p": 0.8, "top_k": 10, "lora": True}
+
+
+@pytest.mark.parametrize("preset", ["demo", "real model", "top-k and top-p"])
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 def test_rollout_logprobs_are_those_of_the_distribution_sampled(algorithm, preset, tiny_qwen_dir, monkeypatch):
     """The tiny Qwen2's generation config sets a repetition penalty, n-gram blocking, top-k and top-p: none reaches
     the sampler, so the old log-probs PPO and GRPO store are exactly those of the tokens' sampling distribution, under
-    the demo's sampling settings and the real-model preset's (temperature 0.7, LoRA)."""
+    the demo's sampling settings, the real-model preset's (temperature 0.7, LoRA) and a chat model's truncated
+    sampling (top-k 10, top-p 0.8: the log-probs of the renormalised distribution over the kept tokens)."""
     from trainers.policy.grpo import GRPOTrainer
     from trainers.policy.ppo import PPOTrainer
 
     tokenizer = load_tokenizer(tiny_qwen_dir)
     policy = load_policy(tiny_qwen_dir)
-    sampling = real_model_sampling() if preset == "real model" else {"temperature": 1.0, "lora": False}
+    sampling = {"demo": {"temperature": 1.0, "lora": False}, "real model": real_model_sampling(),
+                "top-k and top-p": TOP_K_AND_TOP_P}[preset]
     config = small_config(algorithm=algorithm, response_length=12, **sampling,
                           **({"group_size": 2} if algorithm == "grpo" else {}))
     trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, policy, tokenizer, CHATS, count_great)
@@ -256,19 +263,21 @@ def test_rollout_logprobs_are_those_of_the_distribution_sampled(algorithm, prese
     torch.testing.assert_close(rollout.logprobs, torch.stack(seen, 1) * rollout.mask, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("lora", [False, True])
+@pytest.mark.parametrize("lora", [False, True, "and top-k, top-p"])
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 @pytest.mark.parametrize("name", ["qwen2", "demo gpt2"])
 def test_the_rollout_keeps_the_samplers_log_probs_entropies_and_values_a_forward_pass_gives_back(name, algorithm, lora,
                                                                                                   tiny_qwen_dir):
     """The rollout takes the old log-probs, entropies and (PPO) values from the sampler's own steps instead of a
-    second forward pass: they are what the trainers' forward over prompts and responses gives, rows that ended early
-    (and left the sampler's batch) and GRPO's repeated prompts included."""
+    second forward pass: they are what the trainers' forward over prompts and responses gives (so the first update's
+    ratios start at 1), rows that ended early (and left the sampler's batch), GRPO's repeated prompts and truncated
+    sampling included."""
     from trainers.policy.grpo import GRPOTrainer
     from trainers.policy.ppo import PPOTrainer
 
     policy, tokenizer, _, prompts = _model(name, tiny_qwen_dir)
-    config = small_config(algorithm=algorithm, response_length=12, temperature=0.7, lora=lora,
+    sampling = TOP_K_AND_TOP_P if lora == "and top-k, top-p" else {"temperature": 0.7, "lora": lora}
+    config = small_config(algorithm=algorithm, response_length=12, **sampling,
                           **({"group_size": 2} if algorithm == "grpo" else {}))
     trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, policy, tokenizer, prompts, count_great)
     model = trainer.policy_model
@@ -289,10 +298,33 @@ def test_the_rollout_keeps_the_samplers_log_probs_entropies_and_values_a_forward
         logits, values = model(input_ids, attention_mask, position_ids(attention_mask), rollout.query.shape[1])
     torch.testing.assert_close(rollout.logprobs, trainer._logprobs(logits, rollout.responses) * mask,
                                atol=1e-4, rtol=1e-4)
-    entropy = entropy_from_logits(trainer._sampling_logits(logits))
+    entropy = entropy_from_logits(trainer._sampling_logits(logits, rollout.responses))
     torch.testing.assert_close(rollout.entropy, entropy * mask, atol=1e-4, rtol=1e-4)
     if algorithm == "ppo":
         assert values.abs().max() > 0.1
         torch.testing.assert_close(rollout.values, values * mask, atol=1e-4, rtol=1e-4)
     else:
         assert rollout.values is None
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_under_top_k_and_top_p_the_kl_to_the_reference_starts_at_0_and_training_stays_finite(algorithm,
+                                                                                           tiny_qwen_dir):
+    """The reference is scored as the policy is (the same truncation), so before any update, when the two are the
+    same model, their log-probs agree; two iterations of updates on truncated samples give finite losses and KL."""
+    from trainers.policy.grpo import GRPOTrainer
+    from trainers.policy.ppo import PPOTrainer
+
+    policy, tokenizer, _, prompts = _model("qwen2", tiny_qwen_dir)
+    config = small_config(algorithm=algorithm, response_length=12, learning_rate=1e-2, **TOP_K_AND_TOP_P,
+                          **({"group_size": 2} if algorithm == "grpo" else {}))
+    trainer = (GRPOTrainer if algorithm == "grpo" else PPOTrainer)(config, policy, tokenizer, prompts, count_great)
+    rows = [i for i in range(len(prompts)) for _ in range(config.episodes_per_prompt)]
+    torch.manual_seed(0)
+    rollout = trainer.rollout([prompts[i] for i in rows], [trainer.prompt_ids[i] for i in rows])
+    assert rollout.mask.sum() > 8
+    torch.testing.assert_close(rollout.ref_logprobs, rollout.logprobs, atol=1e-5, rtol=1e-5)
+    metrics = [trainer.step() for _ in range(2)]
+    values = [value for step in metrics for value in step.values() if isinstance(value, float)]
+    assert values and all(math.isfinite(value) for value in values)
+    assert metrics[-1][f"{algorithm}/kl"] != 0  # the updates moved the policy off the reference

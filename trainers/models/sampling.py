@@ -15,9 +15,9 @@ its own top-k) can reach the sampler, and its per-step machinery (logits process
 bookkeeping) is not paid for.
 
 The distribution per token is softmax(`sampling_logits`): the logits divided by the temperature, the pad token ruled
-out, then top-k and top-p as Hugging Face's warpers apply them. At top-p 1 and top-k 0 this is exactly what
-`trainers.policy.ppo_math.sampler_logprobs` scores. Results are deterministic for a torch seed, not the same random
-stream as `generate`'s.
+out, then top-k and top-p as Hugging Face's warpers apply them: what `trainers.policy.ppo_math.sampler_logprobs`
+scores, so PPO's and GRPO's log-probs are those of the tokens' distribution at any of these settings. Results are
+deterministic for a torch seed, not the same random stream as `generate`'s.
 
     responses = sample_ids(model, input_ids, attention_mask, max_new_tokens=24, temperature=1.0, top_p=1.0,
                            top_k=0, end_ids=(eos,), pad_id=pad)   # (B, R <= 24); pads after each row's end id

@@ -205,13 +205,18 @@ class PolicyOptimizer:
         start = k * per_iteration + self.accelerator.process_index * self.config.batch_size
         return order[start:start + self.config.batch_size].tolist()
 
-    def _sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """Temperature-scaled logits with the pad token ruled out, as the sampler saw them."""
-        return sampling_logits(logits, self.config.temperature, self.tokenizer.pad_token_id)
+    def _sampling_logits(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """The logits of the distribution the sampler drew `tokens` from (temperature, no pad, top-k, top-p)."""
+        config = self.config
+        return sampling_logits(logits, config.temperature, self.tokenizer.pad_token_id, config.top_k, config.top_p,
+                               keep=tokens)
 
     def _logprobs(self, logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """Log-probs of `tokens` as the sampler drew them (temperature, no pad), without copying the logits."""
-        return sampler_logprobs(logits, tokens, self.config.temperature, self.tokenizer.pad_token_id)
+        """Log-probs of `tokens` under the sampler's distribution (temperature, no pad, top-k, top-p); the
+        reference's too, so that the KL to it starts at 0 whatever the sampling settings."""
+        config = self.config
+        return sampler_logprobs(logits, tokens, config.temperature, self.tokenizer.pad_token_id, config.top_k,
+                                config.top_p)
 
     def _reference_logprobs(self, input_ids, attention_mask, positions, response_start, responses) -> torch.Tensor:
         inputs = (input_ids, attention_mask, positions, response_start)
@@ -264,7 +269,7 @@ class PolicyOptimizer:
             else:
                 logits, values = self.policy_model(input_ids, attention_mask, positions, start)
                 logprobs = self._logprobs(logits, responses)
-                entropy = entropy_from_logits(self._sampling_logits(logits))
+                entropy = entropy_from_logits(self._sampling_logits(logits, responses))
             ref_logprobs = self._reference_logprobs(input_ids, attention_mask, positions, start, responses)
             scores = self._score(prompts, responses, mask)
         return Rollout(query, query_mask, responses, mask, logprobs * mask, ref_logprobs * mask,
@@ -309,7 +314,7 @@ class PolicyOptimizer:
         logprobs = self._logprobs(logits, rollout.responses[idx])
         loss, stats = self.loss(rollout, targets, idx, logprobs, values)
         if config.ent_coef:
-            entropy = entropy_from_logits(self._sampling_logits(logits))
+            entropy = entropy_from_logits(self._sampling_logits(logits, rollout.responses[idx]))
             loss = loss - config.ent_coef * masked_mean(entropy, rollout.mask[idx])
         if config.max_approx_kl is not None:
             mean_kl = self.accelerator.reduce(stats["approx_kl"].reshape(1), reduction="mean").item()

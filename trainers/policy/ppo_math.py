@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..models.sampling import sampling_logits as truncated_logits
 from .config import KL_KINDS
 
 
@@ -139,20 +140,49 @@ def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Te
     return torch.gather(F.log_softmax(logits.float(), dim=-1), 2, tokens.unsqueeze(-1)).squeeze(-1)
 
 
-def sampler_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float, excluded: int) -> torch.Tensor:
-    """Log-probability of each token under the sampler's distribution: softmax(logits / temperature) with token
-    `excluded` (the pad) ruled out; (B, T, V), (B, T) -> (B, T). The same as `logprobs_from_logits` on logits whose
-    excluded column is -inf, without copying the (B, T, V) logits (logsumexp minus the excluded token's share)."""
+RULED_OUT = -1e9  # the logit of a token the sampler never draws: finite, so softmax, entropy and gradients stay finite
+
+
+def sampler_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float, excluded: int, top_k: int = 0,
+                     top_p: float = 1.0) -> torch.Tensor:
+    """Log-probability of each token under the sampler's distribution: softmax(`sampling_logits`); (B, T, V), (B, T)
+    -> (B, T). At top-k 0 and top-p 1 this is the softmax of logits / temperature with token `excluded` (the pad)
+    ruled out, computed without copying the (B, T, V) logits (logsumexp minus the excluded token's share)."""
+    if top_k or top_p < 1.0:
+        scaled = sampling_logits(logits, temperature, excluded, top_k, top_p, keep=tokens)
+        return scaled.log_softmax(-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     scaled = logits.float() if temperature == 1.0 else logits.float() / temperature
     log_total = torch.logsumexp(scaled, dim=-1)  # (B, T)
     log_kept = log_total + torch.log1p(-torch.exp(scaled[..., excluded] - log_total))
     return scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - log_kept
 
 
-def sampling_logits(logits: torch.Tensor, temperature: float, excluded: int) -> torch.Tensor:
-    """The logits the sampler drew from: scaled by 1/temperature, token `excluded` (the pad) ruled out (a copy)."""
+def sampling_logits(logits: torch.Tensor, temperature: float, excluded: int, top_k: int = 0, top_p: float = 1.0,
+                    keep: torch.Tensor | None = None) -> torch.Tensor:
+    """The logits the sampler drew from (a float32 copy, ruled-out tokens at `RULED_OUT`): scaled by 1/temperature,
+    token `excluded` (the pad) ruled out, then top-k and top-p as `trainers.models.sampling.sampling_logits` applies
+    them to these logits, except that the tokens `keep` (..., one per position: the sampled ones) are never ruled out
+    by them. Where these logits are the sampler's that is its distribution exactly, since it drew `keep` from its
+    kept set; after an update moved the logits, a drawn token that left the set keeps a finite log-prob (its ratio
+    is then clipped as any other) instead of -inf. The kept set is a step function of the logits, so gradients are
+    those of the renormalised distribution over it."""
     scaled = logits.float() / temperature
-    return scaled.index_fill(-1, torch.tensor([excluded], device=logits.device), -1e9)
+    if top_k or top_p < 1.0:
+        scaled = scaled.masked_fill(_ruled_out(scaled.detach(), excluded, top_k, top_p, keep), RULED_OUT)
+    return scaled.index_fill(-1, torch.tensor([excluded], device=logits.device), RULED_OUT)
+
+
+@torch.no_grad()
+def _ruled_out(scaled: torch.Tensor, excluded: int, top_k: int, top_p: float, keep: torch.Tensor | None,
+               rows: int = 256) -> torch.Tensor:
+    """Where top-k and top-p (the sampler's own definition) rule tokens out of tempered logits (..., V), `keep`
+    spared; a bool tensor, computed `rows` positions at a time (top-p sorts each position's vocabulary)."""
+    flat = scaled.reshape(-1, scaled.shape[-1])
+    out = torch.cat([torch.isinf(truncated_logits(flat[i:i + rows], 1.0, excluded, top_k, top_p))
+                     for i in range(0, max(1, len(flat)), rows)]).reshape(scaled.shape)
+    if keep is not None:
+        out.scatter_(-1, keep.unsqueeze(-1), False)
+    return out
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

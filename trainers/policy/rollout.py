@@ -45,7 +45,8 @@ class RolloutBackend(Protocol):
 @dataclass
 class Sampled:
     """Responses (B, R) with what the sampler computed drawing them, per token: the log-prob and the entropy under the
-    trainers' sampling distribution (temperature, no pad) and (B, R, H) the last hidden states the logits came from."""
+    distribution drawn from (temperature, no pad, top-k, top-p) and (B, R, H) the last hidden states the logits came
+    from."""
 
     responses: torch.Tensor
     logprobs: torch.Tensor
@@ -71,8 +72,9 @@ class HFRolloutBackend:
         logprobs, entropy, hidden = [], [], []
 
         def observe(logits, drawn, state):
-            logprobs.append(sampler_logprobs(logits[:, None], drawn[:, None], temperature, self.pad)[:, 0])
-            entropy.append(entropy_from_logits(sampling_logits(logits, temperature, self.pad)))
+            scaled = sampling_logits(logits, temperature, self.pad, top_k, top_p, keep=drawn)  # what `drawn` came from
+            logprobs.append(scaled.log_softmax(-1).gather(-1, drawn[:, None]).squeeze(-1))
+            entropy.append(entropy_from_logits(scaled))
             hidden.append(state)
 
         responses = sample_ids(self.policy, query, query_mask, max_new_tokens, temperature, top_p, top_k,
@@ -153,7 +155,8 @@ def sample_statistics(policy: nn.Module, chat: ChatFormat, pad_id: int, prompt_i
     """One sampled response per prompt (`prompt_ids`, from `chat`) of `policy`, and on them, as PPO logs its rollouts:
     `kl`, the mean sequence KL (k1 summed over each response) to `reference` (None: `policy` with its LoRA adapters
     disabled), `entropy` per token, `response_length`, `eos_rate`; with `score(texts) -> list[float]` also its mean,
-    `oracle_score`. Log-probs are the sampler's (temperature, no pad). Draws from torch's global RNG."""
+    `oracle_score`. Log-probs are the sampler's (`sampling`'s temperature, top-k and top-p; no pad). Draws from
+    torch's global RNG."""
     device = next(policy.parameters()).device
     backend = HFRolloutBackend(policy, pad_id, chat.end_ids)
     kls, entropies, lengths, ended_all, scores = [], [], [], [], []
@@ -171,9 +174,9 @@ def sample_statistics(policy: nn.Module, chat: ChatFormat, pad_id: int, prompt_i
                 ref_logits, _ = PolicyModel(policy)(*inputs)
         else:
             ref_logits, _ = PolicyModel(reference)(*inputs)
-        logprobs, ref_logprobs = (sampler_logprobs(x, responses, sampling.temperature, pad_id)
-                                  for x in (logits, ref_logits))
-        entropy = entropy_from_logits(sampling_logits(logits, sampling.temperature, pad_id))  # (B, R)
+        distribution = (sampling.temperature, pad_id, sampling.top_k, sampling.top_p)
+        logprobs, ref_logprobs = (sampler_logprobs(x, responses, *distribution) for x in (logits, ref_logits))
+        entropy = entropy_from_logits(sampling_logits(logits, *distribution, keep=responses))  # (B, R)
         kls.append(((logprobs - ref_logprobs) * mask).sum(dim=1).cpu())
         entropies.append((entropy * mask).sum().item())
         lengths.append(mask.sum(dim=1).cpu())
