@@ -13,6 +13,8 @@ Arms, each with the same rounds and label schedule and the same seeds:
 - **noisy**: the loop's default selector with an annotator who votes at random 10% of the time (`oracle_noise` 0.1,
   Christiano et al.); **noisy_random**: the same on random pairs.
 - **disagreement**: the same as random with an ensemble of 2 reward models choosing the pairs they disagree on most.
+- **versions**: the same as random with a wider pool from the second round on: the previous version's samples of the
+  round's prompts paired with the new ones as well (`pair_with_previous`).
 - **grpo** (RM + GRPO): the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32).
 - **dpo** (iterative DPO): the same labels' schedule on random pairs of the newest policy's samples, each round DPO on
   all labels so far from the newest policy against the SFT policy (`policy_epochs` epochs at `policy_lr`, β
@@ -61,9 +63,10 @@ OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
-ARMS = ("oracle", "random", *SELECTORS, "disagreement", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties")
+ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties")
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
+                "versions": {"selector": "random", "pair_with_previous": True},
                 "noisy": {"oracle_noise": 0.1}, "noisy_random": {"oracle_noise": 0.1, "selector": "random"},
                 "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # 8 prompts x G=4: PPO's 32
                 # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
@@ -71,6 +74,7 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True}}
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
+             "versions": "RM + PPO, random pairs across versions",
              **{s: f"RM + PPO, {s}" for s in SELECTORS},
              "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5"}
 DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator

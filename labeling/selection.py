@@ -1,7 +1,8 @@
 """Pair selection: which pairs of one policy's generations go to the label queue, in which order.
 
 Pure functions: generations in, `storage.pairs.NewPair`s out (ready for `storage.pairs.add_pairs`).
-`candidate_pairs` forms every pair of distinct responses to the same prompt; a selector scores the candidates
+`candidate_pairs` forms every pair of distinct responses to the same prompt (and, given an earlier version's
+responses, every pair of a new one with an earlier one); a selector scores the candidates
 and keeps the best `n`, highest score first (the queue serves pairs in that order):
 
 - `select_random`: a seeded random score, so the order is random but reproducible.
@@ -70,8 +71,11 @@ class Candidate:
         return (self.first.id, self.second.id)
 
 
-def candidate_pairs(generations: Iterable[Generation], exclude: Iterable[tuple[int, int]] = ()) -> list[Candidate]:
-    """Every pair of generations of the same prompt whose texts differ, in (prompt, first id, second id) order.
+def candidate_pairs(generations: Iterable[Generation], exclude: Iterable[tuple[int, int]] = (),
+                    older: Iterable[Generation] = ()) -> list[Candidate]:
+    """Every pair of generations of the same prompt whose texts differ, in (prompt, first id, second id) order; with
+    `older` (an earlier version's generations) also every pair of one of `generations` with one of `older` of its
+    prompt, never two of `older`.
 
     Identical texts are never paired (nothing to compare). `exclude` holds (first_id, second_id) pairs already
     queued, in either order, so refilling the queue from the same generations adds only new pairs.
@@ -80,9 +84,15 @@ def candidate_pairs(generations: Iterable[Generation], exclude: Iterable[tuple[i
     by_prompt: dict[int, list[Generation]] = defaultdict(list)
     for generation in generations:
         by_prompt[generation.prompt_id].append(generation)
+    earlier: dict[int, list[Generation]] = defaultdict(list)
+    for generation in older:
+        earlier[generation.prompt_id].append(generation)
     candidates = []
     for prompt_id in sorted(by_prompt):
-        for first, second in itertools.combinations(sorted(by_prompt[prompt_id], key=lambda g: g.id), 2):
+        new = by_prompt[prompt_id]
+        pairs = [*itertools.combinations(new, 2), *itertools.product(new, earlier.get(prompt_id, []))]
+        ordered = (sorted(pair, key=lambda g: g.id) for pair in pairs)  # the lower id first
+        for first, second in sorted(ordered, key=lambda pair: (pair[0].id, pair[1].id)):
             if first.text != second.text and (first.id, second.id) not in seen:
                 candidates.append(Candidate(first, second))
     return candidates

@@ -15,12 +15,13 @@ import pytest
 from gradio_client import Client
 
 from labeling.winrate import winrate_report
+from storage import JobStatus
 from storage import jobs as job_rows
 from storage.generations import eval_samples, list_generations
 from storage.labels import count_labels
 from storage.metrics import read_metrics
 from storage.pairs import list_pairs
-from storage.policies import latest_policy, list_policies
+from storage.policies import add_policy, get_policy, latest_policy, list_policies
 from storage.prompts import list_prompts
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
@@ -154,6 +155,29 @@ def test_a_resumed_round_reuses_the_samples_and_evaluations_a_killed_worker_stor
     assert evaluate_policy(demo_store, sft, config, with_oracle=True) == first
     assert eval_samples(demo_store, sft.id) == evaluated
     assert first == pytest.approx(sum(s["oracle"] for s in evaluated) / len(evaluated))
+
+
+def test_with_pair_with_previous_a_round_pairs_its_samples_with_the_previous_versions_too(demo_store):
+    """A version with a parent pairs its new samples with the parent's samples of the same prompts (the demo seed's,
+    here) as well when `pair_with_previous` is on, and only among themselves when it is off."""
+    sft = latest_policy(demo_store)
+    child = get_policy(demo_store, add_policy(demo_store, sft.path, parent_id=sft.id, round=1, note="a copy"))
+    for pair_with_previous, g in ((False, 2), (True, 3)):
+        config = LoopConfig.from_dict({**TINY, "samples_per_prompt": 2, "response_length": 8, "labels_per_round": 12,
+                                       "queue_reserve": 0, "audit_share": 0.0,
+                                       "pair_with_previous": pair_with_previous})
+        job_id = job_rows.create_job(demo_store, "loop", config.to_dict())
+        loop = Loop(demo_store, job_rows.get_job(demo_store, job_id), log=lambda line: None)
+        loop.queue_pairs(child, g, config.seed * 1000 + g, config.labels_per_round)
+        job_rows.finish_job(demo_store, job_id, JobStatus.COMPLETED)
+        versions = {gen.id: gen.policy_id for gen in list_generations(demo_store)}
+        queued = [{versions[p.first_id], versions[p.second_id]} for p in list_pairs(demo_store) if p.round == g]
+        across = sum(pair == {sft.id, child.id} for pair in queued)
+        assert len(queued) == config.labels_per_round
+        if pair_with_previous:  # 16 prompts: 16 pairs of the new samples, 2 x 4 x 16 = 128 across
+            assert across > len(queued) / 2 and all(child.id in pair for pair in queued)  # never two of the parent's
+        else:
+            assert across == 0 and all(pair == {child.id} for pair in queued)
 
 
 def test_an_adaptive_beta_goes_on_from_where_the_previous_round_left_it(demo_store):

@@ -43,6 +43,17 @@ def test_candidates_exclude_already_queued_pairs_in_either_order():
     assert [c.key for c in candidate_pairs(gens, exclude=[(2, 1)])] == [(1, 3), (2, 3)]
 
 
+def test_candidates_pair_new_responses_with_an_earlier_versions_but_never_two_earlier_ones():
+    new = [gen(5, 10, "a"), gen(6, 10, "b"), gen(7, 11, "c")]
+    older = [gen(1, 10, "x", 3), gen(2, 10, "a", 3), gen(3, 11, "y", 3), gen(4, 12, "z", 3), gen(8, 11, "w", 3)]
+    keys = [c.key for c in candidate_pairs(new, older=older)]
+    # prompt 10: 5-6 among the new, 1-5, 1-6 and 2-6 across (2 and 5 share a text), never 1-2; prompt 11: 3-7 and
+    # 7-8 across, never 3-8; prompt 12 has no new response
+    assert keys == [(1, 5), (1, 6), (2, 6), (5, 6), (3, 7), (7, 8)]
+    assert [c.key for c in candidate_pairs(new, exclude=[(6, 1), (7, 3)], older=older)] == [(1, 5), (2, 6), (5, 6),
+                                                                                          (7, 8)]
+
+
 def test_random_selector_is_seeded_ordered_by_score_and_limited():
     gens = [gen(i, 10 + i // 4, f"text {i}") for i in range(1, 21)]
     candidates = candidate_pairs(gens)

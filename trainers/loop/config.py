@@ -87,6 +87,9 @@ class LoopConfig:
     selector: str = field(default=Selector.RANDOM.value, metadata={
         "help": "pair selector: random, disagreement (an ensemble's), or a posterior one on the reward model's last "
                 "layer: thompson, info_gain, diverse, d_optimal", "choices": Selector})
+    pair_with_previous: bool = field(default=False, metadata={
+        "help": "also pair each round's samples with the previous version's samples of the same prompts (a wider "
+                "pool, of pairs that differ more)"})
     ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
     reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=RewardConfig.learning_rate, metadata={

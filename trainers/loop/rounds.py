@@ -197,8 +197,18 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
-        regular = choose_pairs(self.store, config, samples, contents, labels + config.queue_reserve, seed, g)
+        older = self.previous_samples(policy, samples) if config.pair_with_previous else []
+        regular = choose_pairs(self.store, config, samples, contents, labels + config.queue_reserve, seed, g, older)
         queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g)
+
+    def previous_samples(self, policy: Policy, samples: list[Generation]) -> list[Generation]:
+        """The samples `policy`'s parent version drew (in earlier rounds, or the demo's seed) of the prompts of
+        `samples`; none for a policy without a parent (the SFT policy)."""
+        if policy.parent_id is None:
+            return []
+        prompt_ids = {sample.prompt_id for sample in samples}
+        return [gen for gen in list_generations(self.store, policy_id=policy.parent_id, source=SAMPLE_SOURCE)
+                if gen.prompt_id in prompt_ids]
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config, wanted = self.config, self.labels_wanted(index)

@@ -6,6 +6,7 @@ Used by the demo seed and by the round orchestrator, so the queue is filled one 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 from labeling.selection import candidate_pairs, select_random
 from storage import Store
@@ -43,10 +44,12 @@ def sample_policy(store: Store, policy: Policy, prompts: list[Prompt], config: S
     return add_generations(store, rows)
 
 
-def random_pairs(store: Store, samples: list[Generation], n: int, seed: int, round: int) -> list[NewPair]:
-    """Up to `n` new random pairs of two `samples` of one prompt (pairs already queued are not repeated)."""
+def random_pairs(store: Store, samples: list[Generation], n: int, seed: int, round: int,
+                 older: Sequence[Generation] = ()) -> list[NewPair]:
+    """Up to `n` new random pairs of two `samples` of one prompt, or of a sample and one of `older` (an earlier
+    version's samples); pairs already queued are not repeated."""
     queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
-    return select_random(candidate_pairs(samples, exclude=queued), n, seed, round)
+    return select_random(candidate_pairs(samples, exclude=queued, older=older), n, seed, round)
 
 
 def queue_random_pairs(store: Store, samples: list[Generation], n: int, seed: int, round: int) -> list[int]:

@@ -57,15 +57,17 @@ DRAWS = 64  # posterior draws of the head (split over the ensemble's members) fo
 
 
 def choose_pairs(store: Store, config: LoopConfig, samples: list[Generation], prompts: Mapping[int, PromptInput],
-                 wanted: int, seed: int, round: int) -> list[NewPair]:
-    """Up to `wanted` new pairs of `samples` (two responses to one prompt, not queued before) by `config.selector`."""
+                 wanted: int, seed: int, round: int, older: Sequence[Generation] = ()) -> list[NewPair]:
+    """Up to `wanted` new pairs of `samples` (two responses to one prompt, or one and an earlier version's response
+    to it from `older`; not queued before) by `config.selector`."""
     selector = Selector(config.selector)
     members = latest_reward_models(store)
     if selector == Selector.RANDOM or (selector == Selector.DISAGREEMENT and len(members) < 2):
-        return random_pairs(store, samples, wanted, seed, round)
+        return random_pairs(store, samples, wanted, seed, round, older)
     from ..reward.scorer import pair_probabilities as member_probabilities
 
-    candidates = candidate_pairs(samples, exclude=[(p.first_id, p.second_id) for p in list_pairs(store)])
+    queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
+    candidates = candidate_pairs(samples, exclude=queued, older=older)
     if selector == Selector.DISAGREEMENT:
         scorer = RewardScorer.from_store(store, device=default_device())
         return select_by_disagreement(candidates, member_probabilities(scorer, candidates, prompts), wanted, round)
