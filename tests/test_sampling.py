@@ -64,6 +64,22 @@ def test_sampling_logits_match_hugging_faces_warpers(top_k, top_p):
     torch.testing.assert_close(sampling_logits(logits, 0.8, pad_id=7, top_k=top_k, top_p=top_p), expected)
 
 
+@pytest.mark.parametrize("scale", [0.3, 3.0, 8.0])  # sets of ~44k, ~3k and tens of tokens: each search stage
+def test_top_p_on_a_49k_vocabulary_keeps_what_exact_arithmetic_keeps(scale):
+    """The set is looked for among the likeliest 256 tokens, then 4096, then all: on a real model's vocabulary it is
+    the one float64 arithmetic gives, but where the likelier tokens' mass is within float32 rounding of top-p."""
+    torch.manual_seed(0)
+    logits = torch.randn(16, 49152) * scale
+    kept = ~torch.isinf(sampling_logits(logits, 1.0, pad_id=5, top_p=0.9))
+    probs = logits.double().index_fill(-1, torch.tensor([5]), NEG).softmax(-1)
+    ordered, order = probs.sort(-1, descending=True)
+    likelier = ordered.cumsum(-1) - ordered  # the mass of the tokens likelier than each
+    exact = torch.zeros_like(kept).scatter(-1, order, likelier < 0.9)
+    rounding = torch.zeros_like(kept).scatter(-1, order, (likelier - 0.9).abs() < 1e-5)
+    assert torch.equal(kept[~rounding], exact[~rounding]) and rounding.sum() <= 2 * len(logits)  # ~one a row
+    assert 0 < kept.sum(-1).min() and kept.sum(-1).max() < 49152 and not kept[:, 5].any()
+
+
 def test_at_top_p_1_and_top_k_0_the_distribution_is_the_one_the_trainers_score():
     torch.manual_seed(0)
     logits, tokens = torch.randn(3, 5, 30), torch.randint(0, 30, (3, 5))
