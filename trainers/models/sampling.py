@@ -56,24 +56,24 @@ NUCLEUS_SEARCH = (256, 4096)  # how many of the likeliest tokens top-p looks amo
 def top_p_kept(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
     """(B, V) logits -> (B, V) bool: the smallest set of likeliest tokens whose probability reaches `top_p` (the
     likeliest always), as Hugging Face's TopPLogitsWarper keeps it: a token stays when the tokens likelier than it
-    hold less than `top_p`. Looked for among the 256 likeliest tokens of a row, then 4096, then all of them, whichever
-    first hold that mass: sorting a 49k vocabulary costs ~4 ms a row on one CPU thread, its 256 likeliest ~0.2 ms."""
+    hold less than `top_p` (tokens tied with the last one kept stay too). Looked for among the 256 likeliest tokens of
+    a row, then 4096, then all of them, whichever first hold that mass: sorting a 49k vocabulary costs ~4 ms a row on
+    one CPU thread, its 256 likeliest ~0.2 ms."""
     vocab = scaled.shape[-1]
-    kept = torch.zeros_like(scaled, dtype=torch.bool)
     log_total = torch.logsumexp(scaled, dim=-1, keepdim=True)  # (B, 1)
+    lowest = torch.empty_like(log_total)  # (B, 1): the least likely logit kept
     rows = torch.arange(len(scaled), device=scaled.device)  # those whose set is not found yet
     for k in [n for n in NUCLEUS_SEARCH if n < vocab] + [vocab]:
-        values, indices = torch.topk(scaled[rows], k, dim=-1)  # (b, k), likeliest first
-        probs = (values - log_total[rows]).exp()
-        cumulative = probs.cumsum(dim=-1)
-        keep = cumulative - probs < top_p  # what is likelier than the token holds less than top_p
-        keep[:, 0] = True
-        found = cumulative[:, -1] >= top_p if k < vocab else torch.ones_like(keep[:, 0])
-        kept[rows[found]] = torch.zeros_like(kept[rows[found]]).scatter_(-1, indices[found], keep[found])
+        values = torch.topk(scaled[rows] if len(rows) < len(scaled) else scaled, k, dim=-1).values  # likeliest first
+        cumulative = (values - log_total[rows]).exp().cumsum(dim=-1)  # (b, k)
+        likelier = torch.cat([torch.zeros_like(cumulative[:, :1]), cumulative[:, :-1]], dim=-1)
+        count = (likelier < top_p).sum(dim=-1, keepdim=True)  # a prefix, the likeliest token at least
+        found = cumulative[:, -1] >= top_p if k < vocab else torch.ones_like(cumulative[:, -1], dtype=torch.bool)
+        lowest[rows[found]] = values[found].gather(-1, count[found] - 1)
         rows = rows[~found]
         if len(rows) == 0:
             break
-    return kept
+    return scaled >= lowest
 
 
 def draw(logits: torch.Tensor, temperature: float, pad_id: int, top_k: int, top_p: float) -> torch.Tensor:

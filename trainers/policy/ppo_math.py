@@ -174,9 +174,9 @@ def sampling_logits(logits: torch.Tensor, temperature: float, excluded: int, top
 
 @torch.no_grad()
 def _ruled_out(scaled: torch.Tensor, excluded: int, top_k: int, top_p: float, keep: torch.Tensor | None,
-               rows: int = 256) -> torch.Tensor:
+               rows: int = 64) -> torch.Tensor:
     """Where top-k and top-p (the sampler's own definition) rule tokens out of tempered logits (..., V), `keep`
-    spared; a bool tensor, computed `rows` positions at a time (top-p sorts each position's vocabulary)."""
+    spared; a bool tensor, computed `rows` positions at a time (what fits a CPU's cache best)."""
     flat = scaled.reshape(-1, scaled.shape[-1])
     out = torch.cat([torch.isinf(truncated_logits(flat[i:i + rows], 1.0, excluded, top_k, top_p))
                      for i in range(0, max(1, len(flat)), rows)]).reshape(scaled.shape)
