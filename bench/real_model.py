@@ -12,7 +12,8 @@ pad token added in a copy).
 
 `--part generation`: one batch of prompts (chat instructions rendered with the model's template, left-padded; each
 row a different one, or with `--samples-per-prompt K` each instruction in K rows, as a round samples K per prompt and
-GRPO a group), sampled at temperature 1, top-p 1, top-k 0 with the same batch, prompts and settings by
+GRPO a group), sampled at temperature 1, top-p 1, top-k 0 (or `--temperature`, `--top-p`, `--top-k`) with the same
+batch, prompts and settings by
 
 - the studio's label sampler (`trainers.models.generation.HFGenerator`, text in, `Sample`s out),
 - the PPO/GRPO rollout backend (`trainers.policy.rollout.HFRolloutBackend`, ids in, ids out),
@@ -29,6 +30,7 @@ process's high-water mark (every variant runs in it).
 
     python bench/real_model.py                                             # SmolLM2's GGUF, batch 32 x 64 tokens
     python bench/real_model.py --samples-per-prompt 4                      # 8 instructions x 4 samples
+    python bench/real_model.py --temperature 0.7 --top-p 0.9               # a chat model's usual sampling
     python bench/real_model.py --model /models/my-chat-model --batch 8 --new-tokens 48 --repeats 5
 
 `--part round` and `--part learn` run the loop itself on the model with its real-model preset and a rule as oracle
@@ -112,8 +114,8 @@ def memory_peak_mb() -> float:
     return int(status["VmHWM"].split()[0]) / 1024
 
 
-def generation_variants(policy_dir: Path, batch: int, new_tokens: int,
-                        samples: int) -> dict[str, Callable[[int], tuple[int, float]]]:
+def generation_variants(policy_dir: Path, batch: int, new_tokens: int, samples: int, temperature: float = 1.0,
+                        top_p: float = 1.0, top_k: int = 0) -> dict[str, Callable[[int], tuple[int, float]]]:
     """Name -> a run (seed -> (tokens counted, seconds)) for each variant; all see the same prompts and settings:
     `batch` rows, `batch // samples` instructions in `samples` rows each."""
     import torch
@@ -130,7 +132,8 @@ def generation_variants(policy_dir: Path, batch: int, new_tokens: int,
     prompts = [prompt for prompt in distinct for _ in range(samples)]
     query, query_mask = left_pad(chat.prompts_ids(prompts), pad)
     backend = HFRolloutBackend(model, pad, chat.end_ids)
-    config = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
+    config = GenerationConfig(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k,
+                              max_new_tokens=new_tokens,
                               eos_token_id=list(chat.end_ids), pad_token_id=pad, suppress_tokens=[pad], use_cache=True)
     sampled = {}
 
@@ -141,13 +144,14 @@ def generation_variants(policy_dir: Path, batch: int, new_tokens: int,
 
     def label_sampler(seed: int) -> tuple[int, float]:
         started = time.perf_counter()
-        groups = generator.generate(distinct, samples, new_tokens, 1.0, 1.0, seed=seed, batch_size=batch)
+        groups = generator.generate(distinct, samples, new_tokens, temperature, top_p, seed=seed, batch_size=batch,
+                                    top_k=top_k)
         return sum(sample.num_tokens for group in groups for sample in group), time.perf_counter() - started
 
     def rollout_backend(seed: int) -> tuple[int, float]:
         torch.manual_seed(seed)
         started = time.perf_counter()
-        responses = backend.generate_ids(query, query_mask, new_tokens, 1.0, 1.0)
+        responses = backend.generate_ids(query, query_mask, new_tokens, temperature, top_p, top_k)
         return counted(responses), time.perf_counter() - started
 
     def plain_generate(seed: int) -> tuple[int, float]:
@@ -187,7 +191,8 @@ def generation_part(args: argparse.Namespace) -> None:
     policy_dir = project_policy(args.model)
     if args.batch % args.samples_per_prompt:
         raise SystemExit(f"--batch {args.batch} is not a multiple of --samples-per-prompt {args.samples_per_prompt}")
-    variants = generation_variants(policy_dir, args.batch, args.new_tokens, args.samples_per_prompt)
+    variants = generation_variants(policy_dir, args.batch, args.new_tokens, args.samples_per_prompt,
+                                   args.temperature, args.top_p, args.top_k)
     rates: dict[str, list[float]] = {name: [] for name in variants}
     with torch.inference_mode():
         for repeat in range(args.repeats + 1):  # round 0: warm-up, not counted
@@ -200,7 +205,8 @@ def generation_part(args: argparse.Namespace) -> None:
     print(f"\nGeneration on {args.model.name} ({policy_dir}): batch {args.batch} "
           f"({args.batch // args.samples_per_prompt} prompts x {args.samples_per_prompt}) x {args.new_tokens} new "
           "tokens, "
-          f"temperature 1, top-p 1, top-k 0, float32, {args.threads} CPU thread(s), median of {args.repeats} "
+          f"temperature {args.temperature:g}, top-p {args.top_p:g}, top-k {args.top_k}, float32, {args.threads} CPU "
+          f"thread(s), median of {args.repeats} "
           "alternating round(s) after a warm-up round\n")
     best_plain = max(rates["plain model.generate"])
     print("| variant | tokens/s (median) | × plain generate | tokens/s (best) | × plain generate | each round |\n"
@@ -240,6 +246,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="rows sampled together")
     parser.add_argument("--new-tokens", type=int, default=64, help="most tokens sampled per row")
     parser.add_argument("--samples-per-prompt", type=int, default=1, help="rows per instruction (--part generation)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (--part generation)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (--part generation)")
+    parser.add_argument("--top-k", type=int, default=0, help="the k likeliest tokens only, 0: off (--part generation)")
     parser.add_argument("--repeats", type=int, default=3, help="measured rounds (after one warm-up round)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of --part learn, one loop each")
