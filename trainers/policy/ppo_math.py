@@ -168,7 +168,7 @@ def sampling_logits(logits: torch.Tensor, temperature: float, excluded: int, top
     those of the renormalised distribution over it."""
     scaled = logits.float() / temperature
     if top_k or top_p < 1.0:
-        scaled = scaled.masked_fill(_ruled_out(scaled.detach(), excluded, top_k, top_p, keep), RULED_OUT)
+        scaled = scaled.masked_fill(_ruled_out(scaled, excluded, top_k, top_p, keep), RULED_OUT)
     return scaled.index_fill(-1, torch.tensor([excluded], device=logits.device), RULED_OUT)
 
 
