@@ -304,3 +304,30 @@ def m013_winrate_pairs(db: Database) -> None:
         CREATE INDEX winrate_pairs_policy ON winrate_pairs(policy_id, opponent_id)
         """
     )
+
+
+@migrations()
+def m014_demonstrations(db: Database) -> None:
+    """Demonstrations: a better answer to a prompt, written or edited in the Label tab (from a pair's response) or
+    imported, which trains the policy by supervised fine-tuning. Undone ones are kept, flagged, as labels are. A policy
+    version trained from another but registered as a root of its own (an SFT version that becomes the KL reference)
+    keeps where it came from in `trained_from`."""
+    _run(db,
+        """
+        CREATE TABLE demonstrations (
+            id INTEGER PRIMARY KEY,
+            prompt_id INTEGER NOT NULL REFERENCES prompts(id),
+            text TEXT NOT NULL,
+            author TEXT NOT NULL,
+            source TEXT NOT NULL,
+            pair_id INTEGER REFERENCES pairs(id),
+            generation_id INTEGER REFERENCES generations(id),
+            seconds REAL,
+            created REAL NOT NULL,
+            undone REAL
+        );
+        CREATE INDEX demonstrations_prompt ON demonstrations(prompt_id);
+        CREATE INDEX demonstrations_author ON demonstrations(author, undone);
+        ALTER TABLE policies ADD COLUMN trained_from INTEGER REFERENCES policies(id)
+        """
+    )
