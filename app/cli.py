@@ -166,6 +166,16 @@ def import_preferences_arguments(parser: argparse.ArgumentParser):
     return run
 
 
+@subcommand("import-demonstrations", "import demonstrations (TRL's SFT formats: prompt/completion or messages) for SFT",
+            audit=AuditAction.DEMONSTRATIONS_IMPORTED)
+def import_demonstrations_arguments(parser: argparse.ArgumentParser):
+    from . import demonstrations_cli
+
+    add_store_arguments(parser)
+    demonstrations_cli.add_import_arguments(parser)
+    return lambda args: demonstrations_cli.run_import(args, open_store)
+
+
 @subcommand("label", "label N queued pairs with a synthetic annotator (the oracle), through the Label tab's code path",
             audit=AuditAction.SYNTHETIC_LABELS_ADDED)
 def label_arguments(parser: argparse.ArgumentParser):

@@ -1,4 +1,5 @@
-"""`python app.py export --db PATH --format trl|soft --out FILE`: write the labels for training elsewhere.
+"""`python app.py export --db PATH --format trl|soft|sft --out FILE`: write the labels (or, with `sft`, the
+demonstrations) for training elsewhere.
 
 The store must exist (an export never creates one); the output is .jsonl or .parquet, written whole or not at all.
 """
@@ -11,14 +12,18 @@ from pathlib import Path
 from storage import Store
 from storage.errors import InvalidInput
 
+from .demonstration_export import export_demonstrations
 from .export import FORMATS, check_export_path, export_labels
+
+SFT = "sft"  # the demonstrations' format (labeling.demonstration_export)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default="studio.db", help="store file to export from")
-    parser.add_argument("--format", choices=FORMATS, default="trl",
+    parser.add_argument("--format", choices=(*FORMATS, SFT), default="trl",
                         help="trl: {prompt, chosen, rejected} rows without ties, both-bad and skips; "
-                             "soft: every label with its outcome, target (1, 0, 0.5) and annotator")
+                             "soft: every label with its outcome, target (1, 0, 0.5) and annotator; "
+                             "sft: the demonstrations as {prompt, completion} rows (TRL's SFT format)")
     parser.add_argument("--out", required=True, help="output file, .jsonl or .parquet (both load with `datasets`)")
 
 
@@ -26,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     out = check_export_path(args.out)
     if not Path(args.db).is_file():
         raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio that has labels")
-    result = export_labels(Store(args.db), args.format, out)
+    if args.format == SFT:
+        result = export_demonstrations(Store(args.db), out)
+    else:
+        result = export_labels(Store(args.db), args.format, out)
     print(result.summary())
     return 0

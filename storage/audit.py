@@ -22,6 +22,7 @@ class AuditAction(str, enum.Enum):
     PROMPTS_IMPORTED = "prompts_imported"
     PROMPT_EXCLUSIONS_CHANGED = "prompt_exclusions_changed"  # prompts excluded from sampling or included again
     PREFERENCES_IMPORTED = "preferences_imported"
+    DEMONSTRATIONS_IMPORTED = "demonstrations_imported"
     PROJECT_STARTED = "project_started"
     LABELS_EXPORTED = "labels_exported"
     SYNTHETIC_LABELS_ADDED = "synthetic_labels_added"

@@ -1,0 +1,62 @@
+"""Which demonstrations SFT trains on: the current ones (of one source when asked) whose prompt is not excluded and
+whose prompt and answer (closed by the end-of-turn id) fit the policy's context. What does not fit is kept (exports
+keep it) and left out, counted and named by id, never cut. No torch: the import command counts with it too.
+
+    use = demonstration_use(store, policy.path)
+    print(use.line())   # "demonstrations: 40 of 42 train SFT; 2 too long for the policy's context of 512 (3, 7)"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage import Store
+from storage.demonstrations import Demonstration, list_demonstrations
+
+from ..models.chat_format import ChatFormat, listed, model_context
+
+
+@dataclass(frozen=True)
+class DemonstrationUse:
+    """The current demonstrations and those SFT uses; `context` is None when the policy's is unknown here."""
+
+    total: int
+    used: list[Demonstration]
+    too_long: list[int]  # demonstration ids
+    excluded: int
+    context: int | None
+
+    def line(self, whose: str = "") -> str:
+        """ "demonstrations: 40 of 42 train SFT; 2 too long for the policy's context of 512 (demonstrations 3, 7)"."""
+        parts = [f"{len(self.used)} of {self.total} train SFT"]
+        if self.too_long:
+            parts.append(f"{len(self.too_long)} too long for the policy's context of {self.context} (demonstrations "
+                         f"{listed(self.too_long)})")
+        if self.excluded:
+            parts.append(f"{self.excluded} of excluded prompts")
+        return f"demonstrations{whose}: {'; '.join(parts)}"
+
+
+def sequence_lengths(chat: ChatFormat, demos: list[Demonstration]) -> list[int]:
+    """Tokens SFT reads for each demonstration: the prompt as the chat format renders it and the answer closed by the
+    end-of-turn id."""
+    return [len(p) + len(r) for p, r in zip(chat.prompts_ids([d.prompt_content for d in demos]),
+                                            chat.responses_ids([d.text for d in demos]), strict=True)]
+
+
+def demonstration_use(store: Store, policy_path: str, source: str | None = None,
+                      ids: tuple[int, ...] | None = None) -> DemonstrationUse:
+    """The current demonstrations (of `source`, or with `ids`, when given) against the policy at `policy_path`."""
+    demos = list_demonstrations(store, source=source)
+    if ids is not None:
+        wanted = set(ids)
+        demos = [d for d in demos if d.id in wanted]
+    kept = [d for d in demos if not d.prompt_excluded]
+    context = model_context(policy_path)
+    too_long: list[int] = []
+    if context is not None and kept:
+        lengths = sequence_lengths(ChatFormat.from_dir(policy_path), kept)
+        too_long = [d.id for d, n in zip(kept, lengths, strict=True) if n > context]
+    long = set(too_long)
+    return DemonstrationUse(len(demos), [d for d in kept if d.id not in long], too_long, len(demos) - len(kept),
+                            context)
