@@ -1,0 +1,119 @@
+"""SFT's settings (`SFTConfig`) and what an SFT job runs (`SFTRun`). No torch at import time, so the CLI builds its
+options and the UI validates the settings without loading a model.
+
+    config = SFTConfig(epochs=3, learning_rate=2e-5, lora=True)
+    config.check()                                   # SFTSetupError, in one line, for a setting that cannot work
+    run = SFTRun(source="writers", settings={"epochs": 2})
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from storage.errors import InvalidInput
+
+from .config import PolicySetupError
+
+
+class SFTSetupError(PolicySetupError):
+    """SFT cannot start with these settings, demonstrations or models."""
+
+
+@dataclass
+class SFTConfig:
+    """Settings of a supervised fine-tuning run on TRL's `SFTTrainer`: the policy learns to write the demonstrations,
+    the loss on the answer's tokens only (its end-of-turn id included), nothing cut."""
+
+    seed: int = field(default=0, metadata={"help": "Seed of the data order, the held-out split and the LoRA "
+                                                   "initialisation."})
+    batch_size: int = field(default=8, metadata={"help": "Demonstrations per optimiser step (per process)."})
+    epochs: float = field(default=3.0, metadata={"help": "Passes over the demonstrations."})
+    learning_rate: float = field(default=2e-5, metadata={"help": "AdamW learning rate of the policy."})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "Share of the steps the learning rate warms up over."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clipping threshold."})
+    heldout_share: float = field(default=0.1, metadata={
+        "help": "Share of the demonstrations held out (never trained on) to measure sft/heldout_loss; 0: none."})
+    eval_every: int = field(default=10, metadata={"help": "Measure the held-out loss every this many steps (and after "
+                                                          "the last)."})
+    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of all weights (merged into the "
+                                                        "saved version)."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling α."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] | None = field(default=None, metadata={
+        "help": "Module names given adapters; None: peft's default for the architecture."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPU only)."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations during the backward pass: less memory, slower steps."})
+    logging_steps: int = field(default=1, metadata={"help": "Log the sft/ metrics every this many steps."})
+    save_every: int = field(default=50, metadata={"help": "Save the resumable state every this many steps."})
+
+    @classmethod
+    def from_dict(cls, values: dict) -> SFTConfig:
+        """Settings from a job or a command; an unknown one is refused in one line."""
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise InvalidInput(f"unknown SFT setting {unknown[0]!r}; see python app.py sft --help for the settings")
+        return cls(**values)
+
+    def check(self) -> None:
+        """Raise SFTSetupError, in one line, for a setting that cannot work (this machine's GPU included)."""
+        self.check_settings()
+        import torch
+
+        if self.bf16 and not torch.cuda.is_available():
+            raise SFTSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
+
+    def check_settings(self) -> None:
+        """`check` without looking at the machine (no torch)."""
+        for name in ("batch_size", "logging_steps", "save_every", "eval_every", "lora_r"):
+            if getattr(self, name) < 1:
+                raise SFTSetupError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("epochs", "learning_rate"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise SFTSetupError(f"{name} must be a positive number, got {value}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise SFTSetupError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if not 0 <= self.heldout_share < 1:
+            raise SFTSetupError(f"heldout_share must be in [0, 1), got {self.heldout_share}; 0.1 holds out a tenth")
+        if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
+            raise SFTSetupError(f"max_grad_norm must be a positive number, got {self.max_grad_norm}")
+
+
+@dataclass
+class SFTRun:
+    """What an SFT job does; `settings` holds `SFTConfig` fields (defaults for those left out). Saved as the job's
+    config, so a resumed job repeats it."""
+
+    policy_id: int | None = field(default=None, metadata={"help": "Policy version to fine-tune (None: the newest)."})
+    source: str | None = field(default=None, metadata={
+        "help": "Train only on the demonstrations of this author or import (import-demonstrations --source); None: "
+                "every current demonstration."})
+    as_root: bool = field(default=True, metadata={
+        "help": "Register the SFT version as a new root: later rounds use it as the KL reference, DPO's reference and "
+                "the SFT side of win-rate pairs. Off: it is the start's child, and the start's root stays the "
+                "reference."})
+    round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's)."})
+    settings: dict = field(default_factory=dict, metadata={"help": "SFTConfig settings."})
+
+    @classmethod
+    def from_dict(cls, values: dict) -> SFTRun:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+    @property
+    def config(self) -> SFTConfig:
+        """The run's `SFTConfig` (unknown settings refused)."""
+        return SFTConfig.from_dict(self.settings)
+
+
+@dataclass
+class SFTExample:
+    """One demonstration as SFT trains on it: its id, the prompt (text or turns) and the answer."""
+
+    demonstration_id: int
+    prompt: str | list[dict]
+    text: str
