@@ -7,11 +7,19 @@ import math
 
 import pytest
 import torch
+from datasets import Dataset
 from transformers import AutoModelForCausalLM
 
 from tests.policy_helpers import make_policy, make_tokenizer
 from trainers.models.chat_format import ChatFormat
-from trainers.policy.sft import StudioSFTTrainer, heldout_split, save_sft_policy, sft_rows, train_sft
+from trainers.policy.sft import (
+    StudioSFTTrainer,
+    heldout_split,
+    save_sft_policy,
+    sft_rows,
+    train_sft,
+    training_arguments,
+)
 from trainers.policy.sft_config import SFTConfig, SFTExample, SFTSetupError
 from trainers.reporting import JobCancelled, Reporter
 
@@ -55,10 +63,6 @@ def test_prompt_tokens_carry_no_gradient():
     tokenizer, policy = make_tokenizer(), make_policy()
     config = SFTConfig(heldout_share=0.0)
     rows = sft_rows(chat_of(tokenizer), EXAMPLES[:2])
-    from datasets import Dataset
-
-    from trainers.policy.sft import training_arguments
-
     trainer = StudioSFTTrainer(model=policy, args=training_arguments(config, "unused", False, False),
                                train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
