@@ -1,4 +1,5 @@
-"""`python app.py export --db PATH --format trl|soft --out FILE`: write the labels for training elsewhere.
+"""`python app.py export --db PATH --format trl|soft|prompts --out FILE`: write the labels (or the prompts with their
+references) for training elsewhere.
 
 The store must exist (an export never creates one); the output is .jsonl or .parquet, written whole or not at all.
 """
@@ -12,13 +13,17 @@ from storage import Store
 from storage.errors import InvalidInput
 
 from .export import FORMATS, check_export_path, export_labels
+from .prompt_export import PROMPTS_FORMAT, export_prompts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default="studio.db", help="store file to export from")
-    parser.add_argument("--format", choices=FORMATS, default="trl",
+    parser.add_argument("--format", choices=(*FORMATS, PROMPTS_FORMAT), default="trl",
                         help="trl: {prompt, chosen, rejected} rows without ties, both-bad and skips; "
-                             "soft: every label with its outcome, target (1, 0, 0.5) and annotator")
+                             "soft: every label with its outcome, target (1, 0, 0.5) and annotator; "
+                             "prompts: {prompt, <reference fields>} rows, the training prompts")
+    parser.add_argument("--heldout", action="store_true",
+                        help="with --format prompts: the held-out prompts instead of the training ones")
     parser.add_argument("--out", required=True, help="output file, .jsonl or .parquet (both load with `datasets`)")
 
 
@@ -26,6 +31,11 @@ def run(args: argparse.Namespace) -> int:
     out = check_export_path(args.out)
     if not Path(args.db).is_file():
         raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio that has labels")
-    result = export_labels(Store(args.db), args.format, out)
+    if args.heldout and args.format != PROMPTS_FORMAT:
+        raise InvalidInput("--heldout goes with --format prompts (labels have no held-out share); drop one")
+    if args.format == PROMPTS_FORMAT:
+        result = export_prompts(Store(args.db), out, heldout=args.heldout)
+    else:
+        result = export_labels(Store(args.db), args.format, out)
     print(result.summary())
     return 0

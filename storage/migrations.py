@@ -304,3 +304,10 @@ def m013_winrate_pairs(db: Database) -> None:
         CREATE INDEX winrate_pairs_policy ON winrate_pairs(policy_id, opponent_id)
         """
     )
+
+
+@migrations()
+def m014_prompt_references(db: Database) -> None:
+    """A prompt's reference: the fields a prompt file gave beside its text or turns (an `answer`, a `solution`), as a
+    JSON object that reward functions read by name; NULL for a prompt without one."""
+    db.execute("ALTER TABLE prompts ADD COLUMN reference TEXT")
