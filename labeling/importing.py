@@ -1,13 +1,12 @@
 """Reading prompt files: plain-text prompts and conversations.
 
-Formats: `.jsonl` / `.jsonl.gz` (a `prompt` field
-holding text or a list of {role, content} turns, or a `messages` field), `.parquet` (the same columns), `.csv` (a
-`prompt` column), `.txt` (one prompt per line). A conversation must end with a user turn. A row's other fields or
-columns (an `answer`, a `solution`) are kept as the prompt's reference, which reward functions read by name
-(`trainers.reward.functions`). Files are streamed, so 100 000 prompts import in bounded memory (one line at most
-`labeling.lines.MAX_LINE_BYTES` held, Parquet decoded apart: `labeling.data_files`); any bad row aborts the whole
-import, naming its line (row, for parquet). A prompt longer than the policy reads is no bad row: it is kept, and the
-loop leaves it out, counted (`trainers.loop.prompt_use`).
+Formats: `.jsonl` / `.jsonl.gz` (a `prompt` field holding text or a list of {role, content} turns, or a `messages`
+field), `.parquet` (the same columns), `.csv` (a `prompt` column), `.txt` (one prompt per line). A conversation must
+end with a user turn. A row's other fields or columns (an `answer`, a `solution`) are kept as the prompt's
+reference, which reward functions read by name (`trainers.reward.functions`). Files are streamed, so 100 000 prompts
+import in bounded memory (one line at most `labeling.lines.MAX_LINE_BYTES` held, Parquet decoded apart:
+`labeling.data_files`); any bad row aborts the whole import, naming its line (row, for parquet). A prompt longer
+than the policy reads is no bad row: it is kept, and the loop leaves it out, counted (`trainers.loop.prompt_use`).
 """
 
 from __future__ import annotations
