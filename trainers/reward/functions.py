@@ -4,8 +4,9 @@ A run's `reward_functions` is a list of entries `{"name": ..., "weight": 1.0, <o
 (`trainers.reward.builtin_rewards`) or `module:function` (named on the command line only, never from the browser).
 Every function is called with TRL's GRPOTrainer keywords, so a function written for TRL works unchanged:
 `prompts`, `completions`, `completion_ids` (the response's tokens) and every reference field of the prompts by name
-(`answer`, ...: one value per row, None where a prompt lacks it). When any prompt of the batch is a conversation,
-prompts are lists of turns and each completion a list holding one assistant turn, as TRL passes them.
+(`answer`, ...: every field any prompt's reference holds, one value per row, None where a prompt lacks it). When any
+prompt of the batch is a conversation, prompts are lists of turns and each completion a list holding one assistant
+turn, as TRL passes them.
 
 A function returns one number (or None: no opinion) per completion. The reward of a response is
 Σ wᵢ·fᵢ over the functions with an opinion (TRL's nansum; none: 0), plus `rm_weight` times the reward model's
@@ -78,6 +79,9 @@ class RewardFunctions:
     def __init__(self, specs: list[RewardFunctionSpec], functions: list[Callable], references: dict[str, dict],
                  encode: Callable[[str], list[int]] | None = None, timeout_s: float = FUNCTION_TIMEOUT_S):
         self.specs, self.functions, self.references = specs, functions, references
+        # every field any prompt's reference holds, passed on every batch (None where a prompt lacks it), as TRL
+        # passes every column of its data set
+        self.fields = list(dict.fromkeys(name for reference in references.values() for name in reference))
         self.encode, self.timeout_s = encode, timeout_s
         self.latest: dict[str, list[float | None]] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward-function")
@@ -94,10 +98,9 @@ class RewardFunctions:
         """TRL's keywords for one batch: prompts, completions, completion_ids and each reference field by name."""
         trl_prompts, completions = trl_inputs(prompts, responses)
         references = [self.references.get(prompt_key(prompt)) or {} for prompt in prompts]
-        names = list(dict.fromkeys(name for reference in references for name in reference))
         ids = [self.encode(response) for response in responses] if self.encode is not None else None
         return {"prompts": trl_prompts, "completions": completions, "completion_ids": ids,
-                **{name: [reference.get(name) for reference in references] for name in names}}
+                **{name: [reference.get(name) for reference in references] for name in self.fields}}
 
     def __call__(self, prompts: list, responses: list[str]) -> torch.Tensor:
         keywords = self.keywords(prompts, responses)
