@@ -29,6 +29,7 @@ from .lines import MAX_LINE_BYTES, UnreadableRow, bounded_lines
 
 DECODE_BUDGET_MB = 1024  # memory the child may allocate to decode a file (pages, record batches, rows)
 BATCH_ROWS = 64  # rows decoded at once
+ALL_COLUMNS = "*"  # in `columns`: every column the file holds
 _STATE = "state.json"  # what save_to_disk writes beside a Dataset's Arrow files
 
 
@@ -144,7 +145,8 @@ def _send_rows(path: Path, columns: list[str], required: list[str], out) -> None
         raise InvalidInput(f"{path} has no column {missing[0]!r}; it needs {' and '.join(required)}")
     row_no = 0
     try:
-        for batch in batches([name for name in columns if name in schema.names]):
+        for batch in batches(list(schema.names) if ALL_COLUMNS in columns else
+                             [name for name in columns if name in schema.names]):
             for row in batch.to_pylist():
                 row_no += 1
                 out.write(_line(row) + b"\n")

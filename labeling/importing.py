@@ -1,16 +1,18 @@
 """Reading prompt files: plain-text prompts and conversations.
 
-Formats: `.jsonl` / `.jsonl.gz` (a `prompt` field holding text or a list of {role, content} turns, or a
-`messages` field), `.parquet` (the same columns), `.csv` (a `prompt` column), `.txt` (one prompt per line). A
-conversation must end with a user turn. Files are streamed, so 100 000 prompts import in bounded memory (one line
-at most `labeling.lines.MAX_LINE_BYTES` held, Parquet decoded apart: `labeling.data_files`); any bad row aborts the
-whole import, naming its line (row, for parquet). A prompt longer than the policy reads is no bad row: it is kept,
-and the loop leaves it out, counted (`trainers.loop.prompt_use`).
+Formats: `.jsonl` / `.jsonl.gz` (a `prompt` field holding text or a list of {role, content} turns, or a `messages`
+field), `.parquet` (the same columns), `.csv` (a `prompt` column), `.txt` (one prompt per line). A conversation must
+end with a user turn. A row's other fields or columns (an `answer`, a `solution`) are kept as the prompt's
+reference, which reward functions read by name (`trainers.reward.functions`). Files are streamed, so 100 000 prompts
+import in bounded memory (one line at most `labeling.lines.MAX_LINE_BYTES` held, Parquet decoded apart:
+`labeling.data_files`); any bad row aborts the whole import, naming its line (row, for parquet). A prompt longer
+than the policy reads is no bad row: it is kept, and the loop leaves it out, counted (`trainers.loop.prompt_use`).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from storage import Store
 from storage.errors import InvalidInput, first_line
 from storage.prompts import NewPrompt, PromptImport, add_prompts
 
+from .columnar import ALL_COLUMNS
 from .conversations import check_conversation, conversation_text
 from .data_files import FILE_FORMATS as DATA_FORMATS
 from .data_files import read_rows
@@ -25,6 +28,8 @@ from .lines import UnreadableRow, bounded_lines, too_long
 
 FORMATS = (".jsonl", ".jsonl.gz", ".parquet", ".csv", ".txt")
 MAX_PROMPT_CHARS = 20_000
+MAX_REFERENCE_CHARS = 20_000  # a reference's fields, as JSON
+PROMPT_FIELDS = ("prompt", "messages")  # a row's other fields are its reference
 
 
 def file_format(path: Path) -> str:
@@ -57,30 +62,33 @@ def iter_prompts(path: str | Path) -> Iterator[NewPrompt]:
     path = check_prompt_file(path)
     count = 0
     try:
-        for where, value in _values(path):
+        for where, value, reference in _values(path):
             count += 1
-            yield new_prompt(value, f"{path} {where}")
+            yield new_prompt(value, f"{path} {where}", reference)
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {first_line(exc)}; check that the file is complete") from exc
     if count == 0:
         raise InvalidInput(f"{path} holds no prompts; add prompts, one per line (or a `prompt` field/column)")
 
 
-def new_prompt(value, where: str) -> NewPrompt:
-    """A file's prompt value (text or turns) as a NewPrompt, after checking it."""
+def new_prompt(value, where: str, reference: dict | None = None) -> NewPrompt:
+    """A file's prompt value (text or turns), with its reference fields if any, as a NewPrompt, after checking it."""
+    if reference is not None:
+        check_text(json.dumps(reference, ensure_ascii=False), "the reference (the row's other fields)",
+                   MAX_REFERENCE_CHARS, where)
     if isinstance(value, list):
         turns = check_conversation(value, where)
         if not any(turn["content"].strip() for turn in turns):
             raise InvalidInput(f"{where}: every turn of the conversation is empty; remove the row or fill it in")
         text = conversation_text(turns)
         check_text(text, "the prompt", MAX_PROMPT_CHARS, where)
-        return NewPrompt(text, turns)
+        return NewPrompt(text, turns, reference)
     if not isinstance(value, str):
         raise InvalidInput(f"{where}: `prompt` is {type(value).__name__}, not text or a list of turns; quote it")
     if not value.strip():
         raise InvalidInput(f"{where}: the prompt is empty; remove the line or fill it in")
     check_text(value, "the prompt", MAX_PROMPT_CHARS, where)
-    return NewPrompt(value.strip())
+    return NewPrompt(value.strip(), reference=reference)
 
 
 def check_text(text: str, what: str, limit: int, where: str) -> None:
@@ -92,19 +100,19 @@ def check_text(text: str, what: str, limit: int, where: str) -> None:
         raise InvalidInput(f"{where}: {what} holds a NUL character (\\x00 or \\u0000), which is no text; remove it")
 
 
-def _values(path: Path) -> Iterator[tuple[str, object]]:
-    """(where, prompt value) for each prompt of the file, read in bounded memory: where is `line N` (`row N` in
-    Parquet)."""
+def _values(path: Path) -> Iterator[tuple[str, object, dict | None]]:
+    """(where, prompt value, reference) for each prompt of the file, read in bounded memory: where is `line N`
+    (`row N` in Parquet)."""
     if file_format(path) in DATA_FORMATS:
-        for where, row in read_rows(path, ("prompt", "messages"), required=()):
+        for where, row in read_rows(path, (ALL_COLUMNS,), required=()):
             if isinstance(row, UnreadableRow):
                 raise InvalidInput(f"{path} {where}: {row.problem}")
-            yield where, _field(row, f"{path} {where}")
+            yield where, _field(row, f"{path} {where}"), reference_fields(row)
         return
     with path.open("rb") as raw:
         lines = _text_lines(path, raw)
         if file_format(path) == ".txt":
-            yield from ((f"line {n}", line.rstrip("\r\n")) for n, line in lines if line.strip())
+            yield from ((f"line {n}", line.rstrip("\r\n"), None) for n, line in lines if line.strip())
         else:
             yield from _csv_values(path, lines)
 
@@ -128,7 +136,14 @@ def _field(row, where: str):
     return row["prompt"] if row.get("prompt") is not None else row.get("messages")
 
 
-def _csv_values(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[str, str]]:
+def reference_fields(row: dict) -> dict | None:
+    """A row's fields other than the prompt's, without empty ones (a Parquet row's missing values), or None."""
+    fields = {name: value for name, value in row.items()
+              if name not in PROMPT_FIELDS and value is not None and value != ""}
+    return fields or None
+
+
+def _csv_values(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[str, str, dict | None]]:
     reader = csv.DictReader((text for _, text in lines), strict=True)
     try:
         if reader.fieldnames is None or "prompt" not in reader.fieldnames:
@@ -136,7 +151,7 @@ def _csv_values(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[
         for row in reader:
             if None in row or row.get("prompt") is None:
                 raise InvalidInput(f"{path} line {reader.line_num}: wrong number of fields; check the quoting")
-            yield f"line {reader.line_num}", row["prompt"]
+            yield f"line {reader.line_num}", row["prompt"], reference_fields(row)
     except csv.Error as exc:
         raise InvalidInput(f"{path} line {reader.line_num}: malformed CSV ({exc}); check the quoting") from exc
 

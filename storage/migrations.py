@@ -331,3 +331,10 @@ def m014_demonstrations(db: Database) -> None:
         ALTER TABLE policies ADD COLUMN trained_from INTEGER REFERENCES policies(id)
         """
     )
+
+
+@migrations()
+def m015_prompt_references(db: Database) -> None:
+    """A prompt's reference: the fields a prompt file gave beside its text or turns (an `answer`, a `solution`), as a
+    JSON object that reward functions read by name; NULL for a prompt without one."""
+    db.execute("ALTER TABLE prompts ADD COLUMN reference TEXT")

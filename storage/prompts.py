@@ -1,5 +1,7 @@
 """Prompts: added all-or-nothing, duplicates skipped and counted. A conversation keeps its turns as JSON. A prompt
-can be excluded (left out of sampling, training and evaluation, still kept and exported), by id or by source."""
+can be excluded (left out of sampling, training and evaluation, still kept and exported), by id or by source. A
+prompt may carry a reference (fields such as `answer` that reward functions check against): a prompt's text has one
+reference, so a repeat of a stored text with a different reference is refused."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .db import Store
-from .errors import NotFound
+from .errors import InvalidInput, NotFound
 from .types import Prompt
 
 
@@ -26,11 +28,13 @@ class NewPrompt:
 
     text: str
     messages: list[dict] | None = None
+    reference: dict | None = None
 
 
 def add_prompts(store: Store, prompts: Iterable[str | NewPrompt], source: str | None = None,
                 heldout: bool = False) -> PromptImport:
-    """Insert prompts in one transaction; texts already stored (or repeated in `prompts`) are skipped and counted."""
+    """Insert prompts in one transaction; texts already stored (or repeated in `prompts`) are skipped and counted. A
+    repeat carrying a reference other than the stored one is refused (InvalidInput) with nothing added."""
     ids, duplicates = [], 0
     now = time.time()
     with store.write() as db:
@@ -38,15 +42,34 @@ def add_prompts(store: Store, prompts: Iterable[str | NewPrompt], source: str | 
             if isinstance(prompt, str):
                 prompt = NewPrompt(prompt)
             messages = json.dumps(prompt.messages, ensure_ascii=False) if prompt.messages is not None else None
+            reference = json.dumps(prompt.reference, ensure_ascii=False) if prompt.reference is not None else None
             cursor = db.execute(
-                "INSERT OR IGNORE INTO prompts (text, source, heldout, created, messages) VALUES (?, ?, ?, ?, ?)",
-                [prompt.text, source, int(heldout), now, messages],
+                "INSERT OR IGNORE INTO prompts (text, source, heldout, created, messages, reference) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [prompt.text, source, int(heldout), now, messages, reference],
             )
             if cursor.rowcount:
                 ids.append(cursor.lastrowid)
             else:
+                _check_same_reference(db, prompt)
                 duplicates += 1
     return PromptImport(len(ids), duplicates, tuple(ids))
+
+
+def _check_same_reference(db, prompt: NewPrompt) -> None:
+    """InvalidInput when a repeated prompt text carries a reference other than the one stored with it."""
+    if prompt.reference is None:
+        return
+    stored = stored_reference(db.execute("SELECT reference FROM prompts WHERE text = ?", [prompt.text]).fetchone()[0])
+    if stored != prompt.reference:
+        raise InvalidInput(f"the prompt {prompt.text[:60]!r} is already stored with the reference {stored}, not "
+                           f"{prompt.reference}; a prompt's text has one reference: drop the repeat or make its "
+                           "fields agree")
+
+
+def stored_reference(column: str | None) -> dict | None:
+    """A prompt's reference fields from the `prompts.reference` column; None for a prompt without one."""
+    return json.loads(column) if column else None
 
 
 def stored_messages(column: str | None) -> list[dict] | None:
@@ -56,7 +79,7 @@ def stored_messages(column: str | None) -> list[dict] | None:
 
 def _row(row: dict) -> Prompt:
     return Prompt(row["id"], row["text"], row["source"], bool(row["heldout"]), stored_messages(row.get("messages")),
-                  bool(row.get("excluded")))
+                  bool(row.get("excluded")), stored_reference(row.get("reference")))
 
 
 def list_prompts(store: Store, heldout: bool | None = None, limit: int | None = None,
@@ -142,3 +165,13 @@ def _chunks(ids: list[int]) -> list[list[int]]:
 
 def _marks(values: list) -> str:
     return ", ".join("?" * len(values))
+
+
+def prompts_with_reference(store: Store, limit: int | None = None) -> list[Prompt]:
+    """The prompts that carry a reference, in insertion order (the first `limit`)."""
+    sql = "SELECT * FROM prompts WHERE reference IS NOT NULL ORDER BY id" + (f" LIMIT {int(limit)}" if limit else "")
+    return [_row(r) for r in store.db().query(sql)]
+
+
+def count_with_reference(store: Store) -> int:
+    return store.db().execute("SELECT count(*) FROM prompts WHERE reference IS NOT NULL").fetchone()[0]

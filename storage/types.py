@@ -50,6 +50,7 @@ class Prompt:
     heldout: bool
     messages: list[dict] | None = None
     excluded: bool = False  # left out of sampling, training and evaluation (kept, and exported)
+    reference: dict | None = None  # the fields a prompt file gave beside the prompt (`answer`, ...), by name
 
     @property
     def content(self) -> str | list[dict]:

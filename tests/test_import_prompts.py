@@ -18,7 +18,7 @@ def write(path, text, encoding="utf-8"):
 
 @pytest.mark.parametrize("name,content", [
     ("p.jsonl", '{"prompt": "the movie was"}\n\n{"prompt": "i thought", "extra": 1}\n{"prompt": "the movie was"}\n'),
-    ("p.csv", 'id,prompt\n1,the movie was\n2,"i thought"\n3,the movie was\n'),
+    ("p.csv", 'topic,prompt\nfilm,the movie was\nme,"i thought"\nfilm,the movie was\n'),
     ("p.txt", "the movie was\n\ni thought\nthe movie was\n"),
 ])
 def test_formats_and_duplicates(store, tmp_path, name, content):

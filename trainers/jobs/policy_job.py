@@ -3,7 +3,9 @@ phase all run here.
 
 A run (`trainers.policy.config.PolicyRun`, saved as the job's config so a resumed job repeats it) trains a policy
 version of the store (default: the newest) with the algorithm its settings name (`ppo`, or `grpo`) against the newest
-reward model ("rm", its ensemble averaged, normalised) or an oracle scoring function ("oracle", for benchmarks), then
+reward model ("rm", its ensemble averaged, normalised), an oracle scoring function ("oracle", for benchmarks), the
+reward functions alone ("functions", each prompt's reference passed by field: `trainers.reward.functions`) or the
+reward model's score weighted beside them ("rm+functions"), then
 registers the new version with the start policy as parent. This is the job layer: it reads the store, builds the
 trainer's reporter and registers what the trainer saved.
 
@@ -41,6 +43,8 @@ from ..policy.grpo import GRPOTrainer
 from ..policy.optimizer import PolicyOptimizer, TrainResult
 from ..policy.ppo import PPOTrainer
 from ..reporting import Reporter
+from ..reward.function_specs import RewardFunctionSpec, parse_reward_functions
+from ..reward.functions import CombinedReward, RewardFunctions, prompt_key
 from ..reward.scorer import RewardScorer
 from .layer import is_main_process, job_reporter, register_policy, staging_path, start_a_project
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
@@ -125,6 +129,11 @@ class PolicyPlan:
     reward_members: list = field(metadata={"help": "[path, norm mean, norm std] per reward-model member, or []."})
     oracle: str | None = field(metadata={"help": "module:function scoring responses, when no reward model."})
     prompts: list = field(metadata={"help": "The training prompts (text or conversations): not excluded, fitting."})
+    reward_functions: list = field(default_factory=list, metadata={
+        "help": "Reward-function entries ({name, weight, options}), summed into the reward; [] for none."})
+    rm_weight: float = field(default=1.0, metadata={"help": "The reward model's weight beside reward functions."})
+    references: list = field(default_factory=list, metadata={
+        "help": "Each training prompt's reference fields (None: none), in the order of `prompts`."})
     left_out: list = field(default_factory=list, metadata={
         "help": "Ids of the training prompts left out: too long for the policy's context with the response length."})
     state_dir: str | None = field(default=None, metadata={"help": "Where the resumable state is saved and read."})
@@ -140,7 +149,7 @@ def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
     config.check()
     start = start_policy(store, run.policy_id)
     members = []
-    if run.reward == RewardSource.RM:
+    if RewardSource(run.reward).uses_reward_model:
         members = [[m.path, m.norm_mean, m.norm_std] for m in latest_reward_models(store)]
         if not members:
             raise NotFound("no reward model is registered; train one first (python app.py train-reward)")
@@ -157,22 +166,42 @@ def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
                            "response_length")
     plan = PolicyPlan(asdict(config), run.iterations, start.path, reference_path(store, start, config.lora), members,
                       run.oracle if run.reward == RewardSource.ORACLE else None, [p.content for p in prompts],
-                      left_out=too_long)
+                      left_out=too_long, reward_functions=[asdict(spec) for spec in reward_function_specs(run)],
+                      rm_weight=run.rm_weight, references=[p.reference for p in prompts])
     return plan, start
 
 
 def build_trainer(plan: PolicyPlan) -> PolicyOptimizer:
     """The trainer of `plan` (models loaded from its directories, the reward model on this process's device)."""
     config = PolicyConfig(**plan.config)
+    policy, reference, tokenizer, value_head = load_plan_models(plan.policy_path, plan.reference_path, config.lora,
+                                                                with_value_head=config.algorithm == Algorithm.PPO)
     if plan.reward_members:
         reward = RewardScorer.from_dirs([path for path, _, _ in plan.reward_members],
                                         [(mean, std) for _, mean, std in plan.reward_members], device=default_device())
     else:
-        reward = make_oracle_reward(plan.oracle)
-    policy, reference, tokenizer, value_head = load_plan_models(plan.policy_path, plan.reference_path, config.lora,
-                                                                with_value_head=config.algorithm == Algorithm.PPO)
+        reward = make_oracle_reward(plan.oracle) if plan.oracle else None
+    if plan.reward_functions:
+        reward = CombinedReward(reward, plan.rm_weight, plan_reward_functions(plan, tokenizer))
     return make_trainer(config, policy, tokenizer, plan.prompts, reward, reference=reference, value_head=value_head,
                         chat=load_chat_format(plan.policy_path, tokenizer))
+
+
+def reward_function_specs(run: PolicyRun) -> list[RewardFunctionSpec]:
+    """The run's reward functions, checked (custom ones allowed: a run's settings come from the command line or from
+    a loop whose settings were checked where they came from)."""
+    return parse_reward_functions(run.reward_functions, allow_custom=True)
+
+
+def plan_reward_functions(plan: PolicyPlan, tokenizer) -> RewardFunctions:
+    """The plan's reward functions, reading each training prompt's reference; a response's `completion_ids` are its
+    tokens under the policy's tokenizer."""
+    references = {prompt_key(prompt): reference for prompt, reference in zip(plan.prompts, plan.references,
+                                                                             strict=True) if reference}
+    entries = [{"name": e["name"], "weight": e["weight"], "label": e["label"], **e["options"]}
+               for e in plan.reward_functions]
+    return RewardFunctions.build(entries, references,
+                                 encode=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def train_plan(plan: PolicyPlan, reporter: Reporter,

@@ -12,14 +12,27 @@ from labeling.synthetic import DEFAULT_ORACLE
 from storage import StudioError
 from storage.errors import InvalidInput
 
+from ..reward.function_specs import parse_reward_functions
+
 KL_KINDS = ("k1", "k2", "k3")
 
 
 class RewardSource(StrEnum):
-    """What PPO maximises: the newest reward model, or an oracle scoring function (benchmarks)."""
+    """What PPO or GRPO maximises: the newest reward model, an oracle scoring function (benchmarks), the reward
+    functions alone (`trainers.reward.functions`), or the reward model plus the functions."""
 
     RM = "rm"
     ORACLE = "oracle"
+    FUNCTIONS = "functions"
+    RM_FUNCTIONS = "rm+functions"
+
+    @property
+    def uses_functions(self) -> bool:
+        return self in (RewardSource.FUNCTIONS, RewardSource.RM_FUNCTIONS)
+
+    @property
+    def uses_reward_model(self) -> bool:
+        return self in (RewardSource.RM, RewardSource.RM_FUNCTIONS)
 
 
 class Algorithm(StrEnum):
@@ -196,8 +209,15 @@ class PolicyRun:
 
     iterations: int = field(default=10, metadata={"help": "PPO (or GRPO) iterations to run."})
     reward: str = field(default=RewardSource.RM.value, metadata={
-        "help": "rm: the newest reward model; oracle: the scoring function --oracle (benchmarks).",
+        "help": "rm: the newest reward model; oracle: the scoring function --oracle (benchmarks); functions: the "
+                "--reward-functions alone; rm+functions: --rm-weight x the reward model's normalised score plus them.",
         "choices": RewardSource})
+    reward_functions: str = field(default="", metadata={
+        "help": 'JSON list of reward functions, e.g. \'[{"name": "math_answer", "weight": 1.0}]\': built-ins '
+                "math_answer, exact_match, regex, format, length, json_valid, or module:function called as TRL calls "
+                "reward_funcs (docs/rewards.md)."})
+    rm_weight: float = field(default=1.0, metadata={
+        "help": "weight of the reward model's normalised score beside the reward functions (rm+functions)."})
     oracle: str = field(default=DEFAULT_ORACLE, metadata={
         "help": "module:function scoring a response text, for the oracle reward."})
     policy_id: int | None = field(default=None, metadata={"help": "Policy version to train (None: the newest)."})
@@ -211,6 +231,12 @@ class PolicyRun:
             raise InvalidInput(f"--iterations must be at least 1, got {self.iterations}")
         if self.reward not in {r.value for r in RewardSource}:
             raise InvalidInput(f"unknown reward {self.reward!r}; use {' or '.join(RewardSource)}")
+        functions = parse_reward_functions(self.reward_functions, allow_custom=True)
+        if RewardSource(self.reward).uses_functions and not functions:
+            raise InvalidInput(f"--reward {self.reward} needs --reward-functions, e.g. "
+                               '\'[{"name": "math_answer", "weight": 1.0}]\'')
+        if functions and not RewardSource(self.reward).uses_functions:
+            raise InvalidInput(f"--reward-functions goes with --reward functions or rm+functions, not {self.reward}")
 
     @classmethod
     def from_dict(cls, values: dict) -> PolicyRun:

@@ -60,6 +60,13 @@ from .setup import check_reward_model, check_tokenizer, enable_activation_checkp
 RewardFn = Callable[[list[PromptInput], list[str]], torch.Tensor]  # e.g. a trainers.reward.scorer.RewardScorer
 
 
+def reward_function_metrics(reward) -> dict[str, float]:
+    """Per reward function of the latest rollout, its mean and pass rate (`<label>/mean`, `<label>/pass_rate`), when
+    the reward holds functions (`trainers.reward.functions`); none otherwise."""
+    metrics = getattr(reward, "metrics", None)
+    return metrics() if callable(metrics) else {}
+
+
 @dataclass
 class Targets:
     """What an algorithm's loss reads besides the rollout, computed once per rollout before the update: per-row
@@ -339,6 +346,7 @@ class PolicyOptimizer:
                  "entropy": masked_mean(rollout.entropy, mask).item(),
                  "response_length": mask.sum(dim=1).mean().item(), "eos_rate": rollout.ended.float().mean().item()}
         local.update(self._monitor_metrics(rollout.scores))
+        local.update(reward_function_metrics(self.reward))
         targets = self.targets(rollout, penalise_missing_eos(rollout.scores, rollout.ended, config.missing_eos_penalty),
                                kl, kl_coef)
         local.update(self._update(rollout, targets))
