@@ -304,3 +304,29 @@ def m013_winrate_pairs(db: Database) -> None:
         CREATE INDEX winrate_pairs_policy ON winrate_pairs(policy_id, opponent_id)
         """
     )
+
+
+@migrations()
+def m014_judge_verdicts(db: Database) -> None:
+    """A judge model's verdicts (RLAIF), kept apart from people's labels: one row per pair and judge, with the status
+    of the attempt (a timeout, a refusal or an unparseable answer is kept and counted, never guessed), the outcome
+    relative to the pair's (first, second), its confidence, and what each of the two orders answered. They never
+    count toward a pair's overlap; only verdicts marked `trains` (the user chose the judge as annotator) train."""
+    _run(db,
+        """
+        CREATE TABLE judge_verdicts (
+            id INTEGER PRIMARY KEY,
+            pair_id INTEGER NOT NULL REFERENCES pairs(id),
+            judge TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'refusal', 'unparseable', 'error')),
+            outcome TEXT CHECK (outcome IN ('first', 'second', 'tie')),
+            confidence REAL,
+            orders TEXT NOT NULL DEFAULT '[]',
+            trains INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL,
+            UNIQUE (pair_id, judge),
+            CHECK ((status = 'ok') = (outcome IS NOT NULL))
+        );
+        CREATE INDEX judge_verdicts_training ON judge_verdicts(pair_id) WHERE trains = 1
+        """
+    )
