@@ -176,14 +176,22 @@ def import_demonstrations_arguments(parser: argparse.ArgumentParser):
     return lambda args: demonstrations_cli.run_import(args, open_store)
 
 
-@subcommand("label", "label N queued pairs with a synthetic annotator (the oracle), through the Label tab's code path",
-            audit=AuditAction.SYNTHETIC_LABELS_ADDED)
+@subcommand("label", "label N queued pairs with a synthetic annotator (the oracle, through the Label tab's code path) "
+            "or a judge model (RLAIF)", audit=AuditAction.SYNTHETIC_LABELS_ADDED)
 def label_arguments(parser: argparse.ArgumentParser):
     from labeling import label_cli
 
     add_store_arguments(parser)
     label_cli.add_arguments(parser)
-    return lambda args: label_cli.run(args, open_store)
+
+    def run(args: argparse.Namespace) -> int:
+        if args.annotator == "judge":
+            from trainers.entry import judge_cli
+
+            return judge_cli.run(args, open_store)
+        return label_cli.run(args, open_store)
+
+    return run
 
 
 @subcommand("train-reward", "train the reward model on every label in the store and register it",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlite_utils import Database
 
 from .db import Store
+from .judge_verdicts import judge_training_rows
 from .types import Label, Outcome
 
 
@@ -94,7 +95,9 @@ class LabeledPair:
 def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPair]:
     """The labels that train: every current label (skips only when asked) with prompt, both responses and margin, in
     label order, but none on a win-rate pair (those judge policy versions: they never train or validate a reward
-    model, nor train DPO). Every trainer reads its labels here, and so does the export (its files train models)."""
+    model, nor train DPO). Every trainer reads its labels here, and so does the export (its files train models).
+    After them, a judge's verdicts that train (`storage.judge_verdicts`: the user chose the judge as annotator), as
+    annotator `judge:<name>` with negative ids, on pairs no person labelled."""
     skips = "" if include_skips else " AND l.outcome != 'skip'"
     rows = store.db().query(
         f"""
@@ -109,6 +112,7 @@ def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPa
         ORDER BY l.id
         """
     )
+    rows = [*rows, *judge_training_rows(store)]
     return [LabeledPair(r["label_id"], r["pair_id"], r["annotator"], Outcome(r["outcome"]), r["prompt"],
                         r["first"], r["second"], r["margin"], json.loads(r["messages"]) if r["messages"] else None,
                         bool(r["excluded"]))

@@ -338,3 +338,29 @@ def m015_prompt_references(db: Database) -> None:
     """A prompt's reference: the fields a prompt file gave beside its text or turns (an `answer`, a `solution`), as a
     JSON object that reward functions read by name; NULL for a prompt without one."""
     db.execute("ALTER TABLE prompts ADD COLUMN reference TEXT")
+
+
+@migrations()
+def m016_judge_verdicts(db: Database) -> None:
+    """A judge model's verdicts (RLAIF), kept apart from people's labels: one row per pair and judge, with the status
+    of the attempt (a timeout, a refusal or an unparseable answer is kept and counted, never guessed), the outcome
+    relative to the pair's (first, second), its confidence, and what each of the two orders answered. They never
+    count toward a pair's overlap; only verdicts marked `trains` (the user chose the judge as annotator) train."""
+    _run(db,
+        """
+        CREATE TABLE judge_verdicts (
+            id INTEGER PRIMARY KEY,
+            pair_id INTEGER NOT NULL REFERENCES pairs(id),
+            judge TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('ok', 'timeout', 'refusal', 'unparseable', 'error')),
+            outcome TEXT CHECK (outcome IN ('first', 'second', 'tie')),
+            confidence REAL,
+            orders TEXT NOT NULL DEFAULT '[]',
+            trains INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL,
+            UNIQUE (pair_id, judge),
+            CHECK ((status = 'ok') = (outcome IS NOT NULL))
+        );
+        CREATE INDEX judge_verdicts_training ON judge_verdicts(pair_id) WHERE trains = 1
+        """
+    )

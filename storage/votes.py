@@ -6,7 +6,9 @@ Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see e
 - an annotator holds at most one reservation; asking again returns it (same left side) with a fresh expiry;
 - a pair the annotator already labeled (skips included) is never handed to them again;
 - pairs come newest round first, then by selector score (highest first), then by id;
-- pairs imported with their labels (selector `imported`) never enter the human queue.
+- pairs imported with their labels (selector `imported`) never enter the human queue;
+- a pair whose judge verdict trains (the user chose the judge as annotator: `storage.judge_verdicts`) is labelled
+  and leaves the queue; a verdict that only suggests takes nothing from it.
 The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.annotation`.
 """
 
@@ -64,6 +66,7 @@ _NEXT_PAIR = f"""
 SELECT p.id, p.first_id, p.second_id FROM pairs p INDEXED BY pairs_queue_votes
 WHERE p.votes < :overlap AND p.selector != '{IMPORTED}' AND (:selector IS NULL OR p.selector = :selector)
   AND {_UNLABELED_BY_THEM} AND {_TAKEN} < :overlap
+  AND NOT EXISTS (SELECT 1 FROM judge_verdicts j WHERE j.pair_id = p.id AND j.trains = 1)
 ORDER BY p.round DESC, p.score DESC, p.id
 LIMIT 1
 """
