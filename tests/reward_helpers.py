@@ -8,7 +8,7 @@ from assets.lexicon import sentiment_score
 from labeling.selection import candidate_pairs, select_random
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.metrics import read_metrics
-from storage.pairs import add_pairs
+from storage.pairs import add_pairs, list_pairs
 from storage.policies import add_policy
 from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import list_reward_models
@@ -46,14 +46,22 @@ def fill_store(store, policy_dir, sentences, n_labels, samples=4, seed=0):
     ids = {p.text: p.id for p in list_prompts(store)}
     add_generations(store, [NewGeneration(ids[p], r, policy_id=policy) for p in prompts
                             for r in sorted(set(responses[p]))[:samples]])
-    pairs = select_random(candidate_pairs(list_generations(store, policy_id=policy)), n=n_labels, seed=seed)
+    label_more(store, policy, n_labels, seed)
+    return policy
+
+
+def label_more(store, policy, n_labels, seed=0):
+    """Queue `n_labels` new pairs of `policy`'s responses (none queued before) and label them by the oracle; returns
+    {pair id: label id}."""
+    queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
+    pairs = select_random(candidate_pairs(list_generations(store, policy_id=policy), exclude=queued), n=n_labels,
+                          seed=seed)
     texts = {g.id: g.text for g in list_generations(store)}
     outcomes = {}
     for pair_id, pair in zip(add_pairs(store, pairs), pairs, strict=True):
         first, second = sentiment_score(texts[pair.first_id]), sentiment_score(texts[pair.second_id])
         outcomes[pair_id] = Outcome.FIRST if first > second else Outcome.SECOND if second > first else Outcome.TIE
-    label_pairs(store, "oracle", outcomes)
-    return policy
+    return label_pairs(store, "oracle", outcomes)
 
 
 def snapshot(store):

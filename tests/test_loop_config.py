@@ -49,6 +49,8 @@ def test_every_field_documents_itself():
     ('{"label_decay": 0}', "label_decay must be in (0, 1]"),
     ('{"label_decay": 1.5}', "label_decay must be in (0, 1]"),
     ('{"reward_patience": -1}', "reward_patience must be 0 (off) or more"),
+    ('{"reward_training": "partial"}', "reward_training must be one of full, incremental"),
+    ('{"reward_replay": -1}', "reward_replay 0 or more"),
     ('{"annotator": "robot"}', "annotator must be one of"),
     ('{"selector": "best"}', "selector must be one of"),
     ('{"selector": "disagreement"}', "needs an ensemble of 2"),
@@ -229,3 +231,11 @@ def test_settings_stored_under_their_old_names_keep_their_meaning():
     run = PolicyRun.from_dict({"iterations": 2, "ppo": {"algorithm": "grpo", "ppo_epochs": 3}})  # a job stored so
     assert run.settings == {"algorithm": "grpo", "ppo_epochs": 3} and run.config.epochs == 3
     assert run.config.algorithm == "grpo"
+
+
+def test_the_loops_reward_model_trains_incrementally_on_each_rounds_new_labels_and_a_replay():
+    from trainers.reward.config import RewardConfig
+
+    incremental = RewardConfig(**reward_settings(LoopConfig(reward_replay=40), round=2))
+    assert (incremental.training, incremental.replay_labels) == ("incremental", 40)
+    assert RewardConfig(**reward_settings(LoopConfig(reward_training="full"))).training == "full"

@@ -9,6 +9,7 @@ EOS), labelled by the demo's lexicon oracle on corpus sentences.
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from storage.reward_models import latest_reward_models, list_reward_models
 from storage.settings import REWARD_BASE_SETTING, set_setting
 from storage.types import Outcome
 from tests.helpers import label_pairs
-from tests.reward_helpers import FAST, Progress, fill_store, snapshot
+from tests.reward_helpers import FAST, Progress, fill_store, label_more, snapshot
 from trainers.jobs.reward_job import check_reward_inputs, plan_reward_training, train_reward_model
 from trainers.models.loading import load_chat_format, load_reward_model
 from trainers.reporting import JobCancelled
@@ -199,6 +200,29 @@ def test_a_warm_start_begins_each_member_from_the_newest_reward_models_same_memb
     assert not torch.allclose(head(again.paths[0]), head(first.paths[1]), atol=1e-3)
 
 
+def test_incremental_training_continues_the_newest_model_on_its_new_labels_and_a_replay_only(store, tiny_gpt2_dir,
+                                                                                               corpus_sentences):
+    policy = fill_store(store, tiny_gpt2_dir, corpus_sentences, 60)
+    incremental = {**FAST, "epochs": 1.0, "training": "incremental", "replay_labels": 10}
+    first = train_reward_model(store, RewardConfig(**incremental))  # none to continue: every label
+    assert first.labels_used == 60 and first.replayed == 0
+    old = set(json.loads((Path(first.paths[0]) / INFO_FILE).read_text())["label_ids"])
+    new = set(label_more(store, policy, 20, seed=1).values())
+    config = RewardConfig(**incremental, seed=5, round=2)
+    plan = plan_reward_training(store, config)
+    share = {e.label_id for e in plan.train + plan.val}
+    assert share >= new and len(share - new) == 10 and share - new <= old
+    assert [str(plan.start_dir(0))] == first.paths
+    seen = []
+    second = train_reward_model(store, config, listener=Progress(lambda done, total: seen.append(total)))
+    info = json.loads((Path(second.paths[0]) / INFO_FILE).read_text())
+    assert set(info["label_ids"]) == share and info["replayed"] == second.replayed == 10  # it read only its share
+    assert second.labels_used == 30 and set(info["seen_label_ids"]) == old | new
+    assert seen[-1] == -(-second.train_pairs // FAST["batch_size"])  # one epoch over the share's training pairs
+    with pytest.raises(StudioError, match="no label is new since the newest reward model"):
+        plan_reward_training(store, RewardConfig(**{**incremental, "replay_labels": 0}))
+
+
 def test_early_stopping_ends_when_validation_loss_stops_falling_and_keeps_the_best(store, tiny_gpt2_dir,
                                                                                    corpus_sentences):
     fill_store(store, tiny_gpt2_dir, corpus_sentences, 120)
@@ -295,7 +319,8 @@ def test_a_policy_without_tokenizer_or_pad_token_is_one_clear_error(store, tiny_
 
 
 @pytest.mark.parametrize("setting", [{"epochs": 0}, {"learning_rate": -1.0}, {"batch_size": 0}, {"ensemble": 0},
-                                     {"val_fraction": 1.0}, {"label_noise": 1.0}, {"margin": -1.0}])
+                                     {"val_fraction": 1.0}, {"label_noise": 1.0}, {"margin": -1.0},
+                                     {"training": "partial"}, {"replay_labels": -1}])
 def test_out_of_range_settings_are_refused_before_anything_else(store, setting):
     with pytest.raises(StudioError):
         train_reward_model(store, RewardConfig(**setting))

@@ -196,6 +196,28 @@ def test_worker_killed_in_every_step_before_the_policy_phase_resumes_to_a_whole_
     assert_whole_loop(store, job_id, "ppo", labels_before)
 
 
+def test_worker_killed_writing_an_incremental_reward_model_resumes_it_on_the_same_share(demo_store):
+    store = demo_store
+    config = {**FAULT_LOOP, "rounds": 2, "label_decay": 1.0, "reward_replay": 3}
+    job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(config).to_dict())
+    try:
+        # round 2's member: weights saved, reward_info.json not yet
+        run_dying_worker(store, job_id, "trainers.jobs.reward_job:_finish_member", nth=2)
+        assert_interrupted(store, job_id)
+        assert [m.round for m in list_reward_models(store)] == [1]
+        resume_job(store, job_id)
+        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
+    finally:
+        stop_worker(store, job_id)
+    assert job_rows.get_job(store, job_id).status is JobStatus.COMPLETED
+    first, second = (json.loads((Path(m.path) / "reward_info.json").read_text()) for m in list_reward_models(store))
+    seen = set(first["seen_label_ids"])
+    new = set(second["seen_label_ids"]) - seen
+    assert new and set(second["label_ids"]) - seen == new  # round 2 read its new labels ...
+    assert len(set(second["label_ids"]) & seen) == second["replayed"] == 3  # ... and 3 of round 1's, no more
+    assert partial_checkpoints(store) == []
+
+
 @pytest.mark.parametrize("algorithm, writing", [
     ("ppo", "trainers.policy.checkpoint:save_file"),  # policy weights saved, value head not yet
     ("grpo", "trainers.jobs.policy_job:register_policy"),  # the policy saved, not yet registered

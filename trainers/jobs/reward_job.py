@@ -9,6 +9,12 @@ from the project's reward base (`init --reward-base`), else the SFT policy (the 
 reads prompts and responses in its own format (`ChatFormat`), so a base with another tokenizer or chat template works
 too. Its scores are normalised on the newest policy's samples.
 
+With `training: incremental` a training continues the newest reward model (member k from its member k, as a warm start
+does) on its *share*: the labels that model has not seen (`seen_label_ids` in its reward_info.json) plus a seeded replay
+sample of `replay_labels` older ones (`trainers.reward.replay`), split by pair as every warm start is (each pair keeps
+its side as labels are added); the other labels are not read into the training at all, so its cost follows the new
+labels. The first reward model, with none before it, trains on every label.
+
 Each member is a plain HF directory under `<store data dir>/reward_models/` with `reward_info.json` (labels used,
 metrics, normalisation, ensemble index); it is written under a temporary name, renamed when complete, and only then
 registered in the store, all members in one transaction.
@@ -40,8 +46,9 @@ from storage.types import Job, Policy
 from ..models.chat_format import ChatFormat, listed, model_context
 from ..models.loading import default_device, load_chat_format
 from ..reporting import Reporter
-from ..reward.config import RewardConfig
+from ..reward.config import RewardConfig, RewardTraining
 from ..reward.data import PreferenceExample, bootstrap, split_by_fit, split_by_pair
+from ..reward.replay import incremental_share
 from ..reward.scorer import INFO_FILE, RewardScorer
 from ..reward.trainer import train_member
 from .layer import is_main_process, job_reporter, staging_path, start_a_project
@@ -84,13 +91,15 @@ class RewardTrainingResult:
     train_pairs: int
     val_pairs: int
     left_out: LeftOutLabels = field(default_factory=LeftOutLabels)
+    replayed: int = 0  # incremental training: the older labels among labels_used
 
 
 @dataclass(frozen=True)
 class RewardInputs:
     """What a reward training starts from, checked: the examples, the policy to normalise on, the initial weights
-    (a model directory; with a warm start, one per member of the newest reward model), how they read prompts and
-    responses, and the labels left out."""
+    (a model directory; with a warm start or incremental training, one per member of the newest reward model), how
+    they read prompts and responses, the labels left out, and the labels the newest reward model's lineage has seen
+    (with `warm_dirs`)."""
 
     examples: list[PreferenceExample]
     policy: Policy
@@ -98,6 +107,13 @@ class RewardInputs:
     chat: ChatFormat
     warm_dirs: tuple[Path, ...] = ()
     left_out: LeftOutLabels = field(default_factory=LeftOutLabels)
+    seen_label_ids: frozenset[int] = frozenset()
+    training: str = RewardTraining.FULL.value
+
+    @property
+    def incremental(self) -> bool:
+        """Does this training continue the newest reward model on its share (incremental, with one to continue)?"""
+        return bool(self.warm_dirs) and self.training == RewardTraining.INCREMENTAL
 
 
 def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
@@ -109,7 +125,8 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     if policy is None:
         raise NotFound(f"the store has no policy, so no reward model can start from it; {start_a_project(store)}")
     examples, excluded = load_examples(store, config.both_bad_as_tie, config.margin)
-    warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if config.warm_start else ()
+    continues = config.warm_start or config.training == RewardTraining.INCREMENTAL
+    warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if continues else ()
     init_dir = warm_dirs[0] if warm_dirs else Path(reward_base(store, config, policy))
     chat = load_chat_format(init_dir)  # raises ModelError: no directory, no tokenizer, no pad token
     context = model_context(init_dir)
@@ -118,7 +135,15 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     if not examples:
         raise InvalidInput(f"no label can train a reward model: {left_out.line()}; include the prompts again "
                            "(python app.py prompts) or start the reward model from a longer-context model")
-    return RewardInputs(examples, policy, init_dir, chat, warm_dirs, left_out)
+    return RewardInputs(examples, policy, init_dir, chat, warm_dirs, left_out,
+                        seen_label_ids(warm_dirs[0]) if warm_dirs else frozenset(), config.training)
+
+
+def seen_label_ids(model_dir: Path) -> frozenset[int]:
+    """The labels a reward model and those it continued trained on (`label_ids` in files older than incremental
+    training, which always trained on every label)."""
+    info = json.loads((model_dir / INFO_FILE).read_text())
+    return frozenset(info.get("seen_label_ids", info["label_ids"]))
 
 
 def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
@@ -167,6 +192,8 @@ class RewardPlan:
     norm_texts: tuple[list, list[str], str]  # (prompts, responses, source) the scores are normalised on
     staged: list[str]  # where each member is written before it is registered
     warm_dirs: list[str] = field(default_factory=list)  # warm start: the newest reward model's members
+    seen_label_ids: list[int] = field(default_factory=list)  # what the trained model's lineage will have seen
+    replayed: int = 0  # incremental training: the older labels among train and val
 
     def start_dir(self, k: int) -> Path:
         """Where member k starts: the newest reward model's member k (its first when it had fewer), else the base."""
@@ -188,17 +215,26 @@ class RewardPlan:
 
 
 def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInputs | None = None) -> RewardPlan:
-    """The plan of a reward training: the checked inputs (checked here unless given), split by pair, and the
-    normalisation texts."""
+    """The plan of a reward training: the checked inputs (checked here unless given), incremental training's share,
+    split by pair, and the normalisation texts."""
     inputs = inputs or check_reward_inputs(store, config)
-    examples = inputs.examples
+    examples = share = inputs.examples
+    replayed = []
+    if inputs.incremental:
+        new, replayed = incremental_share(examples, inputs.seen_label_ids, config.replay_labels, config.seed)
+        share = new + replayed
+        if not share:
+            raise InvalidInput("no label is new since the newest reward model and replay_labels is 0, so incremental "
+                               "training has nothing to train on; label more pairs, or set replay_labels or "
+                               "training: full")
     split_seed = config.seed if config.split_seed is None else config.split_seed
-    train, val = split_by_pair(examples, config.val_fraction, split_seed, stable=config.warm_start)
+    train, val = split_by_pair(share, config.val_fraction, split_seed, stable=config.warm_start or inputs.incremental)
     norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
     staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
               for _ in range(config.ensemble)]
+    seen = sorted(inputs.seen_label_ids | {e.label_id for e in examples})
     return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged,
-                      [str(d) for d in inputs.warm_dirs])
+                      [str(d) for d in inputs.warm_dirs], seen, len(replayed))
 
 
 def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
@@ -223,7 +259,7 @@ def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = 
             train_plan(plan, job_reporter(store, job_id, step_offset, listener=listener))
         return register_reward_models(store, config, job_id, plan.policy_id, [Path(p) for p in plan.staged],
                                       len(plan.train) + len(plan.val), len({e.pair_id for e in plan.train}),
-                                      len({e.pair_id for e in plan.val}), inputs.left_out)
+                                      len({e.pair_id for e in plan.val}), inputs.left_out, plan.replayed)
     finally:
         for staged in plan.staged:
             shutil.rmtree(staged, ignore_errors=True)
@@ -261,6 +297,7 @@ def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: lis
     raw = scorer.raw_scores(prompts, responses)[0]  # (N,)
     info = {
         "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
+        "seen_label_ids": plan.seen_label_ids, "replayed": plan.replayed,
         "member_label_ids": [e.label_id for e in member_examples],
         "val_pair_ids": sorted({e.pair_id for e in plan.val}),
         "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
@@ -289,7 +326,7 @@ def _normalisation_texts(store: Store, policy_id: int, examples: list[Preference
 
 def register_reward_models(store: Store, config: RewardConfig, job_id: int | None, policy_id: int,
                            staging: list[Path], labels_used: int, train_pairs: int, val_pairs: int,
-                           left_out: LeftOutLabels = LeftOutLabels()) -> RewardTrainingResult:
+                           left_out: LeftOutLabels = LeftOutLabels(), replayed: int = 0) -> RewardTrainingResult:
     """Rename the complete members staged by the trainer to their final directories and register them all in one
     transaction (the directories are removed again if registering fails)."""
     name = f"{MODEL_PREFIX}{config.round}-{uuid.uuid4().hex[:8]}"
@@ -308,7 +345,7 @@ def register_reward_models(store: Store, config: RewardConfig, job_id: int | Non
             shutil.rmtree(final, ignore_errors=True)
         raise
     return RewardTrainingResult(ids, [str(f) for f in finals], [i["metrics"] for i in infos], labels_used,
-                                train_pairs, val_pairs, left_out)
+                                train_pairs, val_pairs, left_out, replayed)
 
 
 def run_job(store: Store, job: Job) -> None:

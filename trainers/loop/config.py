@@ -18,7 +18,7 @@ from storage.errors import InvalidInput
 from ..jobs.layer import JobKind
 from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
-from ..reward.config import RewardConfig
+from ..reward.config import RewardConfig, RewardTraining
 
 
 class Annotator(StrEnum):
@@ -100,6 +100,13 @@ class LoopConfig:
     reward_patience: int = field(default=0, metadata={
         "help": "stop reward training after this many validations without a lower validation loss, keeping the "
                 "best weights (0: off)"})
+    reward_training: str = field(default=RewardTraining.INCREMENTAL.value, metadata={
+        "help": "incremental: each round continues the previous round's reward model on its new labels plus "
+                "reward_replay older ones (the cost follows the new labels; implies the warm start); full: every "
+                "label each round, from the SFT policy (or the previous model with reward_warm_start)",
+        "choices": RewardTraining})
+    reward_replay: int = field(default=100, metadata={
+        "help": "incremental reward training: older labels replayed each round, a seeded sample drawn anew"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
         "help": "policy optimiser: ppo (critic, GAE), grpo (G responses per prompt, no critic), or dpo (the labels "
                 "themselves, no reward model needed: iterative DPO against the SFT policy)",
@@ -170,6 +177,9 @@ class LoopConfig:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
         if self.reward_patience < 0:
             raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
+        if self.reward_training not in {t.value for t in RewardTraining} or self.reward_replay < 0:
+            raise InvalidInput(f"reward_training must be one of {', '.join(RewardTraining)} and reward_replay 0 or "
+                               f"more, got {self.reward_training!r} and {self.reward_replay}")
         if not 0 < self.label_decay <= 1:
             raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
         if self.policy_batch_size % self.policy_mini_batches:
@@ -295,6 +305,7 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
             "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
+            "training": config.reward_training, "replay_labels": config.reward_replay,
             "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
 
 

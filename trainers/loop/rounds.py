@@ -232,7 +232,9 @@ class Loop:
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         left_out = f"; {result.left_out.line()}" if result.left_out.line() else ""
-        self.log(f"reward model: validation accuracy {result.metrics[0].get('val_accuracy')}{left_out}")
+        replayed = f" ({result.replayed} replayed)" if result.replayed else ""
+        self.log(f"reward model on {result.labels_used} labels{replayed}: validation accuracy "
+                 f"{result.metrics[0].get('val_accuracy')}{left_out}")
 
     @property
     def optimiser(self) -> str:

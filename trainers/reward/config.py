@@ -8,8 +8,16 @@ CLI builds its options fast and the UI can build a reward job's config.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from storage.errors import InvalidInput
+
+
+class RewardTraining(StrEnum):
+    """Which labels a reward training reads: all of them, or the newest reward model's unseen ones plus a replay."""
+
+    FULL = "full"
+    INCREMENTAL = "incremental"
 
 
 @dataclass
@@ -35,6 +43,14 @@ class RewardConfig:
     warm_start: bool = field(default=False, metadata={
         "help": "Start from the newest reward model (member k from its member k) instead of the base, when one "
                 "exists; each pair then keeps its side of the validation split as labels are added."})
+    training: str = field(default=RewardTraining.FULL.value, metadata={
+        "help": "full: train on every label (from the base, or with warm_start from the newest reward model); "
+                "incremental: continue the newest reward model on the labels it has not seen plus replay_labels "
+                "older ones, so the cost follows the new labels (the first reward model trains in full)",
+        "choices": RewardTraining})
+    replay_labels: int = field(default=100, metadata={
+        "help": "incremental training: older labels replayed beside the new ones, a seeded sample drawn anew each "
+                "round (0: only the new labels)"})
     early_stopping_patience: int = field(default=0, metadata={
         "help": "Stop after this many validations without a lower validation loss and keep the best weights (0: "
                 "train every epoch)."})
@@ -71,6 +87,9 @@ class RewardConfig:
                   (0 <= self.label_noise < 1, f"label noise must be in [0, 1), got {self.label_noise}"),
                   (self.margin >= 0, f"margin must be 0 or positive, got {self.margin}"),
                   (self.logging_steps >= 1, f"logging steps must be at least 1, got {self.logging_steps}"),
+                  (self.training in {t.value for t in RewardTraining},
+                   f"reward training must be one of {', '.join(RewardTraining)}, got {self.training!r}"),
+                  (self.replay_labels >= 0, f"replay labels must be 0 or more, got {self.replay_labels}"),
                   (self.early_stopping_patience >= 0,
                    f"early stopping patience must be 0 (off) or more, got {self.early_stopping_patience}")]
         for ok, message in checks:
