@@ -25,6 +25,8 @@ from storage.errors import InvalidInput
 from storage.settings import get_setting, set_setting
 from storage.types import Outcome
 
+from .strength import strength_margin
+
 MAX_NAME_CHARS = 64
 MAX_VOTE_ID_CHARS = 128
 MAX_GUIDELINES_CHARS = 20_000
@@ -175,11 +177,12 @@ def next_pair(store: Store, annotator: str, rng: random.Random | None = None,
 
 
 def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,
-                 decision_ms: int | None = None) -> int:
+                 decision_ms: int | None = None, strength: str | None = None) -> int:
     """Store a vote on a pair reserved for the annotator, durably, before returning its label id.
 
-    `choice` is left|right|tie|both_bad|skip as shown to the annotator. The same `vote_id` sent again stores
-    nothing and returns the same label id.
+    `choice` is left|right|tie|both_bad|skip as shown to the annotator; `strength` (left or right only) how much
+    better, stored as the label's margin (`labeling.strength`). The same `vote_id` sent again stores nothing and
+    returns the same label id.
     """
     annotator = check_annotator(annotator)
     pair_id = check_pair_id(pair_id)
@@ -188,16 +191,23 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
     whole = isinstance(decision_ms, int) and not isinstance(decision_ms, bool)
     if decision_ms is not None and (not whole or decision_ms < 0):
         raise InvalidInput("the decision time must be a whole number of milliseconds, 0 or more")
+    margin = None
+    if strength is not None:
+        if picked not in (Choice.LEFT, Choice.RIGHT):
+            raise InvalidInput("a strength goes with a left or right verdict only; leave it out for "
+                               f"{picked.value.replace('_', ' ')}")
+        margin = strength_margin(store, strength)
     return votes.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
-                             queue_settings(store).overlap, time.time(), decision_ms)
+                             queue_settings(store).overlap, time.time(), decision_ms, margin)
 
 
 def submit_and_next(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,
-                    decision_ms: int | None = None, rng: random.Random | None = None) -> tuple[int, ShownPair | None]:
+                    decision_ms: int | None = None, rng: random.Random | None = None,
+                    strength: str | None = None) -> tuple[int, ShownPair | None]:
     """`submit_label` then `next_pair` in one transaction (one disk sync): the next pair comes with the
     acknowledgement. Nothing is stored when either fails."""
     with store.write():
-        label_id = submit_label(store, annotator, pair_id, choice, vote_id, decision_ms)
+        label_id = submit_label(store, annotator, pair_id, choice, vote_id, decision_ms, strength)
         return label_id, next_pair(store, annotator, rng)
 
 

@@ -122,12 +122,13 @@ def _reserve(db, pair_id: int, annotator: str, left_id: int, expires: float, now
 
 
 def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable[[int, int], Outcome], vote_id: str,
-                overlap: int, now: float, decision_ms: int | None = None) -> int:
+                overlap: int, now: float, decision_ms: int | None = None, margin: float | None = None) -> int:
     """Store a vote on a pair reserved for `annotator` and release the reservation; returns the label id.
 
     `to_outcome(first_id, left_id)` turns the annotator's on-screen choice into an outcome. A replayed `vote_id`
     (same annotator and pair) returns the first label's id and stores nothing. A reservation that expired still
     counts while nobody else took the pair. Without `decision_ms`, the time since the pair was shown is used.
+    `margin` is a graded verdict's Bradley-Terry margin (`labeling.strength`).
     """
     with store.write() as db:
         found = find_vote(db, vote_id)
@@ -153,7 +154,7 @@ def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable
             decision_ms = round((now - shown) * 1000)
         outcome = Outcome(to_outcome(pair[0], left_id))
         db.execute("DELETE FROM reservations WHERE pair_id = ? AND annotator = ?", [pair_id, annotator])
-        return insert_label(db, NewLabel(pair_id, annotator, outcome, vote_id, left_id, decision_ms), now)
+        return insert_label(db, NewLabel(pair_id, annotator, outcome, vote_id, left_id, decision_ms, margin), now)
 
 
 def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: float) -> Reserved | None:
