@@ -14,23 +14,25 @@ toggle shows the prompt and responses as they are.
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import gradio as gr
 
 from labeling.annotation import (
     Choice,
     ShownPair,
+    check_annotator,
     next_pair,
     normal_name,
     progress,
     queue_settings,
+    release_pair,
     submit_and_next,
     undo_label,
     update_queue_settings,
 )
 from storage.audit import AuditAction
-from storage.errors import Conflict, NotFound
+from storage.errors import Conflict, InvalidInput, NotFound
 
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
 from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
@@ -41,6 +43,19 @@ QUEUE_WORKERS = 4
 POLL_S = 10.0
 EMPTY = "The queue is empty: new pairs arrive when the next round samples from the policy."
 EMPTY_HTML = f'<p class="queue-empty">{EMPTY}</p>'
+NAME_HINT = "Type your name above and press Enter (or **Start labeling**) first; then the keys vote."
+# The browser remembers the annotator's name in its localStorage under this key. The name is no secret: a fixed key
+# for Gradio's encryption lets it outlive a restart of the server (a random one would be new each start).
+REMEMBERED_NAME = {"storage_key": "rlhf-studio-annotator", "secret": "rlhf-studio-annotator-name"}
+FOCUS_PAIR_JS = """() => {
+  const pair = document.getElementById("pair-prompt");
+  if (document.activeElement) document.activeElement.blur();
+  if (pair) { pair.setAttribute("tabindex", "-1"); pair.focus({preventScroll: true}); }
+}"""
+FOCUS_NAME_JS = """() => setTimeout(() => {
+  const box = document.querySelector("#annotator-name textarea, #annotator-name input");
+  if (box) { box.focus(); box.select(); }
+}, 50)"""
 VOTES = [  # (choice, button label with its key, element id)
     (Choice.LEFT, "◀ Left is better (1)", "vote-left"),
     (Choice.RIGHT, "Right is better ▶ (2)", "vote-right"),
@@ -138,8 +153,12 @@ def api_undo_label(studio: Studio, annotator: str, request: gr.Request) -> dict:
 class LabelLayout:
     """The Label tab's components."""
 
+    name_entry: gr.Row  # the name box and Start, until a name is set
     name_box: gr.Textbox
     start: gr.Button
+    name_shown: gr.Row  # "Labeling as NAME · change" once it is
+    labeling_as: gr.Markdown
+    change: gr.Button
     counts: gr.Markdown
     guidelines: gr.HTML
     prompt: gr.HTML
@@ -155,6 +174,7 @@ class LabelLayout:
     pair_id: gr.State  # the pair on this browser's screen
     vote_id: gr.State  # the id a vote on it carries: a retried click stores it once
     poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
+    annotator: gr.BrowserState  # the name this browser labels as, remembered across reloads
 
 
 def layout(signed_in: bool) -> LabelLayout:
@@ -162,10 +182,15 @@ def layout(signed_in: bool) -> LabelLayout:
     plain-text toggle, queue settings."""
     with gr.Column(elem_id="label-tab", elem_classes=[TEXT_SCOPE]):
         with gr.Row(elem_id="label-top"):
-            name_box = gr.Textbox(label="Your name", placeholder="type your name, then press Enter", max_length=64,
-                                  scale=3, min_width=220, visible=not signed_in, elem_id="annotator-name")
-            start = gr.Button("Start labeling", variant="primary", size="md", scale=0, min_width=160,
-                              visible=not signed_in, elem_id="start")
+            with gr.Row(visible=not signed_in, elem_id="name-entry", scale=3) as name_entry:
+                name_box = gr.Textbox(label="Your name", placeholder="type your name, then press Enter",
+                                      max_length=64, scale=3, min_width=220, elem_id="annotator-name")
+                start = gr.Button("Start labeling", variant="primary", size="md", scale=0, min_width=160,
+                                  elem_id="start")
+            with gr.Row(visible=False, elem_id="name-shown", scale=3) as name_shown:
+                labeling_as = gr.Markdown(elem_id="labeling-as")
+                change = gr.Button("change", size="sm", scale=0, min_width=80, visible=not signed_in,
+                                   elem_id="change-name")
             counts = gr.Markdown("Type your name to start." if not signed_in else "", min_width=260,
                                  elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
@@ -189,9 +214,9 @@ def layout(signed_in: bool) -> LabelLayout:
                 overlap = gr.Number(label="Annotators per pair (overlap)", precision=0, minimum=1)
                 ttl = gr.Number(label="Reservation time (seconds)", minimum=10)
                 save = gr.Button("Save settings")
-    return LabelLayout(name_box, start, counts, guidelines, prompt, responses, votes, undo, status, plain,
-                       guidelines_box, overlap, ttl, save, gr.State(None), gr.State(None),
-                       gr.Timer(POLL_S, active=False))
+    return LabelLayout(name_entry, name_box, start, name_shown, labeling_as, change, counts, guidelines, prompt,
+                       responses, votes, undo, status, plain, guidelines_box, overlap, ttl, save, gr.State(None),
+                       gr.State(None), gr.Timer(POLL_S, active=False), gr.BrowserState("", **REMEMBERED_NAME))
 
 
 @dataclass(frozen=True)
@@ -217,19 +242,57 @@ def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = ""
                   gr.Timer(active=False))
 
 
-def start_labeling(studio: Studio, typed: str, request: gr.Request) -> Screen:
-    """Start (the button or Enter in the name box): the annotator's reserved or next pair."""
+def only_status(view: type[View], message: str) -> View:
+    """A view that changes nothing on screen but the status line (a hint instead of an error)."""
+    return view(**{f.name: message if f.name == "status" else gr.skip() for f in fields(view)})
+
+
+def unnamed(studio: Studio, annotator: str | None) -> bool:
+    """True while this browser has no name to label as (under --auth the login is the name)."""
+    return studio.users is None and not (annotator or "").strip()
+
+
+@dataclass(frozen=True)
+class Named(Screen):
+    """Start labeling: the screen, the name the browser remembers, and "Labeling as NAME · change" in place of the
+    name box."""
+
+    annotator: str
+    name_entry: dict
+    name_shown: dict
+    labeling_as: str
+
+
+def start_labeling(studio: Studio, typed: str, annotator: str | None, request: gr.Request) -> Named:
+    """Start (the button or Enter in the name box): the annotator's reserved or next pair. A new name gives back the
+    pair the browser's previous name (`annotator`) held, so nobody waits for it."""
+    if unnamed(studio, typed):
+        return only_status(Named, NAME_HINT)
     with user_errors():
-        name = annotator_name(studio, request, typed)
-        return screen(studio, name, next_pair(studio.store, name), f"Labeling as **{markdown_literal(name)}**.")
+        try:
+            name = check_annotator(annotator_name(studio, request, typed))
+        except InvalidInput as exc:
+            return only_status(Named, markdown_literal(str(exc)))
+        if studio.users is None and not unnamed(studio, annotator) and normal_name(annotator) != name:
+            release_pair(studio.store, annotator)
+        shown = screen(studio, name, next_pair(studio.store, name))
+    return Named(*shown.values(), name, gr.update(visible=False), gr.update(visible=True),
+                 f"Labeling as **{markdown_literal(name)}**")
 
 
-def vote(studio: Studio, choice: Choice, typed: str, pair_id: int | None, vote_id: str | None,
+def change_name(annotator: str | None) -> tuple:
+    """The "change" link: the name box again, holding the current name, in place of "Labeling as"."""
+    return gr.update(visible=True), gr.update(value=annotator or ""), gr.update(visible=False)
+
+
+def vote(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | None, vote_id: str | None,
          request: gr.Request) -> Screen:
     """A vote button: store the vote on the pair on screen and show the next one; a pair that left the annotator
-    (expired, taken) is a warning, and the next pair is shown."""
+    (expired, taken) is a warning, and the next pair is shown. Before a name is set, a hint and nothing else."""
+    if unnamed(studio, annotator):
+        return only_status(Screen, NAME_HINT)
     with user_errors():
-        name = annotator_name(studio, request, typed)
+        name = annotator_name(studio, request, annotator)
         if pair_id is None:
             return screen(studio, name, next_pair(studio.store, name), "Nothing to vote on yet.")
         try:
@@ -240,23 +303,30 @@ def vote(studio: Studio, choice: Choice, typed: str, pair_id: int | None, vote_i
         return screen(studio, name, shown, f"Saved: {choice.value.replace('_', ' ')}.")
 
 
-def undo(studio: Studio, typed: str, request: gr.Request) -> Screen:
+def undo(studio: Studio, annotator: str | None, request: gr.Request) -> Screen:
+    if unnamed(studio, annotator):
+        return only_status(Screen, NAME_HINT)
     with user_errors():
-        name = annotator_name(studio, request, typed)
+        name = annotator_name(studio, request, annotator)
         return screen(studio, name, undo_label(studio.store, name), "Undone: the pair is back; vote again.")
 
 
-def poll_queue(studio: Studio, typed: str, pair_id: int | None, request: gr.Request) -> Screen | dict:
+def poll_queue(studio: Studio, annotator: str | None, pair_id: int | None, request: gr.Request) -> Screen | dict:
     """The empty-queue timer: show new pairs once they arrive, else change nothing."""
+    if unnamed(studio, annotator):
+        return gr.skip()
     with user_errors():
-        name = annotator_name(studio, request, typed)
+        name = annotator_name(studio, request, annotator)
         shown = None if pair_id is not None else next_pair(studio.store, name)
     return screen(studio, name, shown, "New pairs arrived.") if shown else gr.skip()
 
 
-def show_signed_in(studio: Studio, request: gr.Request) -> Screen | dict:
-    """On page load, signed-in annotators see their pair at once; others see the guidelines and type a name first."""
-    return start_labeling(studio, "", request) if studio.users is not None else gr.skip()
+def show_known_annotator(studio: Studio, annotator: str | None, request: gr.Request) -> Named | dict:
+    """On page load, signed-in annotators and those whose browser remembers their name see their pair at once;
+    others see the guidelines and type a name first."""
+    if studio.users is not None:
+        return start_labeling(studio, "", None, request)
+    return gr.skip() if unnamed(studio, annotator) else start_labeling(studio, annotator, annotator, request)
 
 
 @dataclass(frozen=True)
@@ -305,16 +375,19 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(api_undo_label, studio), api_name="undo_label", **group)
 
     ui = layout(signed_in=studio.users is not None)
-    shown = Screen.components(ui)
+    shown, named = Screen.components(ui), Named.components(ui)
     private = {"api_visibility": "private", **group}
-    ui.start.click(bind(start_labeling, studio), ui.name_box, shown, **private)
-    ui.name_box.submit(bind(start_labeling, studio), ui.name_box, shown, **private)
+    for started in (ui.start.click, ui.name_box.submit):
+        started(bind(start_labeling, studio), [ui.name_box, ui.annotator], named, **private).success(
+            None, js=FOCUS_PAIR_JS)
+    ui.change.click(change_name, ui.annotator, [ui.name_entry, ui.name_box, ui.name_shown], queue=False,
+                    api_visibility="private").then(None, js=FOCUS_NAME_JS)
     for choice, button in ui.votes.items():
-        button.click(bind(vote, studio, choice), [ui.name_box, ui.pair_id, ui.vote_id], shown, **private)
-    ui.undo.click(bind(undo, studio), ui.name_box, shown, **private)
-    ui.poll.tick(bind(poll_queue, studio), [ui.name_box, ui.pair_id], shown, **private)
+        button.click(bind(vote, studio, choice), [ui.annotator, ui.pair_id, ui.vote_id], shown, **private)
+    ui.undo.click(bind(undo, studio), ui.annotator, shown, **private)
+    ui.poll.tick(bind(poll_queue, studio), [ui.annotator, ui.pair_id], shown, **private)
     gr.api(bind(save_queue_settings, studio), api_name="save_queue_settings")
     ui.save.click(bind(on_save_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
                   api_visibility="private")
-    return [Refresh(bind(show_signed_in, studio), [], shown, on_open=False),
+    return [Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
             Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False)]

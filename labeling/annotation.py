@@ -220,6 +220,11 @@ def undo_label(store: Store, annotator: str) -> ShownPair | None:
     return _shown(reserved) if reserved else next_pair(store, annotator)
 
 
+def release_pair(store: Store, annotator: str) -> None:
+    """Give back the pair reserved for `annotator`, so others may take it at once (a name changed mid-session)."""
+    votes.release_reservations(store, check_annotator(annotator))
+
+
 def progress(store: Store, annotator: str, now: float | None = None) -> Progress:
     """Labels given since local midnight, and open pairs this annotator could still label."""
     annotator = check_annotator(annotator)

@@ -176,6 +176,12 @@ def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: flo
         return _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
 
 
+def release_reservations(store: Store, annotator: str) -> int:
+    """Give back every pair reserved for `annotator` (they changed their name or left); returns how many."""
+    with store.write() as db:
+        return db.execute("DELETE FROM reservations WHERE annotator = ?", [annotator]).rowcount
+
+
 def labeled_since(store: Store, annotator: str, since: float) -> int:
     """Current labels (skips included) the annotator gave since a time."""
     return store.db().execute("SELECT count(*) FROM labels WHERE annotator = ? AND created >= ? AND undone IS NULL",

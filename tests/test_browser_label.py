@@ -105,6 +105,41 @@ def test_label_with_clicks_and_keys_including_tie_and_undo(store, queue_pairs, s
     assert dialogs == []
 
 
+def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_name(store, queue_pairs, serve,
+                                                                                   browser):
+    queue_pairs(PAIRS[3:])
+    dialogs = []
+    page = open_page(browser, serve(), dialogs)
+    expect(page.locator("#vote-left")).to_be_visible()
+    page.keyboard.press("1")  # no name yet: a hint, no error, nothing stored
+    expect(page.locator("#label-status")).to_contain_text("Type your name above and press Enter")
+    page.get_by_role("button", name="Left is better").click()
+    page.wait_for_timeout(500)
+    assert page.get_by_text("Error").count() == 0 and list_labels(store) == []
+
+    page.get_by_label("Your name").fill("newbie")
+    page.get_by_label("Your name").press("Enter")
+    expect(page.locator("#labeling-as")).to_have_text("Labeling as newbie")
+    expect(page.get_by_label("Your name")).to_be_hidden()
+    expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1)
+    act(page, lambda: page.keyboard.press("1"))  # no click, no blur: the focus left the name box
+    assert [label.annotator for label in list_labels(store)] == ["newbie"]
+
+    page.reload()  # the browser remembers the name and shows the reserved pair at once
+    expect(page.locator("#labeling-as")).to_have_text("Labeling as newbie")
+    on_screen = shown(page)
+    assert on_screen[0] != ""
+    page.get_by_role("button", name="change").click()  # another name: the old one's pair is given back
+    expect(page.get_by_label("Your name")).to_be_focused()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("newbie2")
+    page.keyboard.press("Enter")
+    expect(page.locator("#labeling-as")).to_have_text("Labeling as newbie2")
+    act(page, lambda: page.keyboard.press("2"))
+    assert [label.annotator for label in list_labels(store)] == ["newbie", "newbie2"]
+    assert page.get_by_text("not reserved").count() == 0 and dialogs == []
+
+
 def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pairs, serve, browser, monkeypatch):
     monkeypatch.setattr(label_tab, "POLL_S", 0.5)
     queue_pairs(PAIRS[:3])
@@ -112,7 +147,7 @@ def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pair
     page = open_page(browser, serve(), dialogs)
     page.get_by_label("Your name").fill("<img src=x onerror=alert(2)>")  # a hostile name is text too
     page.get_by_label("Your name").press("Enter")
-    expect(page.locator("#label-status")).to_contain_text("Labeling as <img src=x onerror=alert(2)>")
+    expect(page.locator("#labeling-as")).to_contain_text("Labeling as <img src=x onerror=alert(2)>")
     page.get_by_role("button", name="Undo last").click()  # an error message that names the hostile name
     expect(page.get_by_text("has no label to undo")).to_be_visible()
     seen, visible = set(), ""

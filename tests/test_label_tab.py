@@ -12,6 +12,7 @@ from app.auth import Users
 from app.context import Studio, bind
 from labeling.annotation import ShownPair
 from storage.labels import list_labels
+from storage.votes import release_reservations
 
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
 Choice = label_tab.Choice
@@ -48,7 +49,7 @@ def test_a_conversation_shows_as_turns_and_the_api_adds_its_messages(store, queu
     studio = Studio(store)
     shown = label_tab.api_next_pair(studio, "alice", None)
     assert (shown["prompt"], shown["messages"]) == ("System: Answer in *markdown*.\n\nHuman: <b>Sort</b> this.", turns)
-    screen = label_tab.start_labeling(studio, "alice", None)
+    screen = label_tab.start_labeling(studio, "alice", None, None)
     assert '<div class="turn turn-system" data-role="system"><div class="turn-role">System</div>' in screen.prompt
     assert "<em>markdown</em>" in screen.prompt and "&lt;b&gt;Sort&lt;/b&gt; this." in screen.prompt
     assert "<b>" not in screen.prompt
@@ -77,9 +78,9 @@ def test_under_auth_the_annotator_is_the_signed_in_user(store, queue_pairs):
 def test_a_vote_shows_the_next_pair_with_a_new_vote_id(store, queue_pairs):
     queue_pairs([("p1", "a1", "b1"), ("p2", "a2", "b2")])
     studio = Studio(store)
-    start = label_tab.start_labeling(studio, "alice", None)
+    start = label_tab.start_labeling(studio, "alice", None, None)
     assert start.prompt in (prompt_pane("p1"), prompt_pane("p2"))
-    assert start.vote_id and start.status == "Labeling as **alice**."
+    assert start.vote_id and start.labeling_as == "Labeling as **alice**" and start.annotator == "alice"
     assert start.counts == "**0** labeled today · **2** left in the queue" and start.poll.active is False
     after = label_tab.vote(studio, Choice.BOTH_BAD, "alice", start.pair_id, start.vote_id, None)
     assert after.pair_id != start.pair_id and after.vote_id != start.vote_id and after.status == "Saved: both bad."
@@ -92,7 +93,7 @@ def test_a_vote_shows_the_next_pair_with_a_new_vote_id(store, queue_pairs):
 def test_a_vote_on_a_pair_that_left_the_annotator_warns_and_moves_on(store, queue_pairs):
     queue_pairs([("p1", "a1", "b1")])
     studio = Studio(store)
-    start = label_tab.start_labeling(studio, "alice", None)
+    start = label_tab.start_labeling(studio, "alice", None, None)
     label_tab.api_submit_label(studio, "alice", start.pair_id, "left", "elsewhere", None)  # another tab of alice's
     with pytest.warns(UserWarning, match="not reserved for alice"):  # gr.Warning outside a request is a warning
         after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
@@ -101,7 +102,7 @@ def test_a_vote_on_a_pair_that_left_the_annotator_warns_and_moves_on(store, queu
 
 def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
     studio = Studio(store)
-    empty = label_tab.start_labeling(studio, "alice", None)
+    empty = label_tab.start_labeling(studio, "alice", None, None)
     assert (empty.pair_id, empty.vote_id, empty.prompt, empty.poll.active) == (None, None, label_tab.EMPTY_HTML, True)
     assert empty.responses == ""
     assert label_tab.vote(studio, Choice.LEFT, "alice", None, None, None).status == "Nothing to vote on yet."
@@ -113,11 +114,45 @@ def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
     assert label_tab.poll_queue(studio, "alice", arrived.pair_id, None) == gr.skip()  # a pair on screen: no poll
 
 
+def test_before_a_name_votes_undo_and_start_show_one_hint_and_change_nothing(store, queue_pairs):
+    queue_pairs([("p", "a", "b")])
+    studio = Studio(store)
+    for screen in (label_tab.vote(studio, Choice.LEFT, "", None, None, None), label_tab.undo(studio, None, None),
+                   label_tab.start_labeling(studio, "  ", None, None)):
+        assert screen.status == label_tab.NAME_HINT  # a hint in the status line, no error raised
+        assert all(value == gr.skip() for name, value in vars(screen).items() if name != "status")
+    assert label_tab.poll_queue(studio, "", None, None) == gr.skip()
+    too_long = label_tab.start_labeling(studio, "x" * 65, None, None)
+    assert too_long.status == "the annotator name has 65 characters; use at most 64" and too_long.pair_id == gr.skip()
+    assert list_labels(store) == []
+
+
+def test_a_started_name_replaces_the_box_and_the_browser_remembers_it(store, queue_pairs):
+    queue_pairs([("p", "a", "b")])
+    started = label_tab.start_labeling(Studio(store), " zoé ", None, None)
+    assert (started.annotator, started.labeling_as) == ("zoé", "Labeling as **zoé**")
+    assert started.name_entry["visible"] is False and started.name_shown["visible"] is True
+    entry, box, shown = label_tab.change_name("zoé")
+    assert (entry["visible"], box["value"], shown["visible"]) == (True, "zoé", False)
+    again = label_tab.show_known_annotator(Studio(store), "zoé", None)  # a reload: the same pair, no name typed
+    assert again.pair_id == started.pair_id and again.labeling_as == "Labeling as **zoé**"
+
+
+def test_a_new_name_gives_back_the_old_names_pair_and_votes_as_the_new_one(store, queue_pairs):
+    queue_pairs([("p", "a", "b")])  # one pair: alice12 can only get it once alice gives it back
+    studio = Studio(store)
+    alice = label_tab.start_labeling(studio, "alice", None, None)
+    renamed = label_tab.start_labeling(studio, "alice12", "alice", None)
+    assert renamed.pair_id == alice.pair_id and release_reservations(store, "alice") == 0
+    after = label_tab.vote(studio, Choice.LEFT, renamed.annotator, renamed.pair_id, renamed.vote_id, None)
+    assert after.status == "Saved: left." and [label.annotator for label in list_labels(store)] == ["alice12"]
+
+
 def test_page_load_shows_signed_in_annotators_their_pair_and_others_nothing(store, queue_pairs):
     queue_pairs([("p", "a", "b")])
-    assert label_tab.show_signed_in(Studio(store), None) == gr.skip()
-    shown = label_tab.show_signed_in(Studio(store, USERS), signed_in("alice"))
-    assert shown.prompt == prompt_pane("p") and shown.status == "Labeling as **alice**."
+    assert label_tab.show_known_annotator(Studio(store), "", None) == gr.skip()
+    shown = label_tab.show_known_annotator(Studio(store, USERS), "", signed_in("alice"))
+    assert shown.prompt == prompt_pane("p") and shown.labeling_as == "Labeling as **alice**"
 
 
 def test_only_admins_save_queue_settings(store):
@@ -153,6 +188,6 @@ def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queu
     assert listener.__name__ == "api_next_pair" and listener.__doc__ == label_tab.api_next_pair.__doc__
     assert listener("alice", None)["prompt"] == "p"
     vote = bind(label_tab.vote, studio, Choice.TIE)
-    assert [name for name, *_ in get_function_params(vote)] == ["typed", "pair_id", "vote_id"]
-    shown = bind(label_tab.start_labeling, studio)("alice", None)
+    assert [name for name, *_ in get_function_params(vote)] == ["annotator", "pair_id", "vote_id"]
+    shown = bind(label_tab.start_labeling, studio)("alice", None, None)
     assert isinstance(shown, tuple) and shown[2] == prompt_pane("p")  # Screen.values(): pair_id, vote_id, prompt, ...
