@@ -1,4 +1,4 @@
-"""Which demonstrations SFT trains on: the current ones (of one source when asked) whose prompt is not excluded and
+"""Which demonstrations SFT trains on: the current ones (by one author when asked) whose prompt is not excluded and
 whose prompt and answer (closed by the end-of-turn id) fit the policy's context. What does not fit is kept (exports
 keep it) and left out, counted and named by id, never cut. No torch: the import command counts with it too.
 
@@ -44,10 +44,10 @@ def sequence_lengths(chat: ChatFormat, demos: list[Demonstration]) -> list[int]:
                                             chat.responses_ids([d.text for d in demos]), strict=True)]
 
 
-def demonstration_use(store: Store, policy_path: str, source: str | None = None,
+def demonstration_use(store: Store, policy_path: str, author: str | None = None,
                       ids: tuple[int, ...] | None = None) -> DemonstrationUse:
-    """The current demonstrations (of `source`, or with `ids`, when given) against the policy at `policy_path`."""
-    demos = list_demonstrations(store, source=source)
+    """The current demonstrations (by `author`, or with `ids`, when given) against the policy at `policy_path`."""
+    demos = list_demonstrations(store, author=author)
     if ids is not None:
         wanted = set(ids)
         demos = [d for d in demos if d.id in wanted]
