@@ -45,9 +45,12 @@ def sequence_lengths(chat: ChatFormat, demos: list[Demonstration]) -> list[int]:
 
 
 def demonstration_use(store: Store, policy_path: str, author: str | None = None,
-                      ids: tuple[int, ...] | None = None) -> DemonstrationUse:
-    """The current demonstrations (by `author`, or with `ids`, when given) against the policy at `policy_path`."""
+                      ids: tuple[int, ...] | None = None, since: float | None = None) -> DemonstrationUse:
+    """The current demonstrations (by `author`, with `ids`, stored after `since`, when given) against the policy at
+    `policy_path`."""
     demos = list_demonstrations(store, author=author)
+    if since is not None:
+        demos = [d for d in demos if d.created > since]
     if ids is not None:
         wanted = set(ids)
         demos = [d for d in demos if d.id in wanted]

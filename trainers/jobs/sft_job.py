@@ -49,14 +49,16 @@ def state_dir(store: Store, job_id: int, name: str = "") -> Path:
     return store.data_dir / SFT_FOLDER / f"job-{job_id}{'-' + name if name else ''}"
 
 
-def checked_use(store: Store, start: Policy, author: str | None) -> DemonstrationUse:
-    """The demonstrations SFT of `start` uses (by `author` when given: a person, or an import's source name);
-    InvalidInput, in one line, when none would train."""
-    use = demonstration_use(store, start.path, author=author)
+def checked_use(store: Store, start: Policy, author: str | None, since: float | None = None) -> DemonstrationUse:
+    """The demonstrations SFT of `start` uses (by `author` when given: a person, or an import's source name; stored
+    after `since` when given); InvalidInput, in one line, when none would train."""
+    use = demonstration_use(store, start.path, author=author, since=since)
     if use.total == 0 and author is not None:
         authors = ", ".join(sorted({d.author for d in list_demonstrations(store)})[:8]) or "nobody yet"
         raise InvalidInput(f"no demonstrations by {author!r}; the store's come from: {authors} "
                            "(import-demonstrations --source names an import)")
+    if use.total == 0 and since is not None:
+        raise InvalidInput("no demonstrations were stored since the last SFT step; write some first")
     if use.total == 0:
         raise InvalidInput("the store has no demonstrations; write some in the Label tab (W) or import them "
                            f"(python app.py import-demonstrations --db {store.path} FILE)")
@@ -71,7 +73,7 @@ def plan_examples(store: Store, run: SFTRun) -> tuple[SFTConfig, Policy, list[SF
     config = run.config
     config.check()
     start = start_policy(store, run.policy_id)
-    use = checked_use(store, start, run.source)
+    use = checked_use(store, start, run.source, run.since)
     return config, start, [SFTExample(d.id, d.prompt_content, d.text) for d in use.used], use
 
 

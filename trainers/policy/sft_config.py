@@ -97,6 +97,9 @@ class SFTRun:
                 "the SFT side of win-rate pairs. Off: it is the start's child, and the start's root stays the "
                 "reference."})
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's)."})
+    since: float | None = field(default=None, metadata={
+        "help": "Train only on the demonstrations stored after this time (seconds since the epoch; a loop's SFT step "
+                "of each round); None: all of them."})
     settings: dict = field(default_factory=dict, metadata={"help": "SFTConfig settings."})
 
     @classmethod
