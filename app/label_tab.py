@@ -32,6 +32,7 @@ from labeling.annotation import (
 from storage.audit import AuditAction
 from storage.errors import Conflict, NotFound
 
+from . import demonstration_editor
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
 from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
 
@@ -154,6 +155,7 @@ class LabelLayout:
     pair_id: gr.State  # the pair on this browser's screen
     vote_id: gr.State  # the id a vote on it carries: a retried click stores it once
     poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
+    editor: demonstration_editor.EditorLayout | None = None  # a better answer, written or edited (W)
 
 
 def layout(signed_in: bool) -> LabelLayout:
@@ -179,6 +181,7 @@ def layout(signed_in: bool) -> LabelLayout:
             undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
             status = gr.Markdown(elem_id="label-status")
             plain = plain_text_toggle("label-plain")
+        editor = demonstration_editor.layout()
         gr.HTML("Keys: <kbd>1</kbd>/<kbd>←</kbd> left · <kbd>2</kbd>/<kbd>→</kbd> right · <kbd>3</kbd> tie · "
                 "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo", js_on_load=SHORTCUTS_JS,
                 elem_id="label-keys")
@@ -190,7 +193,7 @@ def layout(signed_in: bool) -> LabelLayout:
                 save = gr.Button("Save settings")
     return LabelLayout(name_box, start, counts, guidelines, prompt, responses, votes, undo, status, plain,
                        guidelines_box, overlap, ttl, save, gr.State(None), gr.State(None),
-                       gr.Timer(POLL_S, active=False))
+                       gr.Timer(POLL_S, active=False), editor)
 
 
 @dataclass(frozen=True)
@@ -312,6 +315,7 @@ def build(studio: Studio) -> list[Refresh]:
         button.click(bind(vote, studio, choice), [ui.name_box, ui.pair_id, ui.vote_id], shown, **private)
     ui.undo.click(bind(undo, studio), ui.name_box, shown, **private)
     ui.poll.tick(bind(poll_queue, studio), [ui.name_box, ui.pair_id], shown, **private)
+    demonstration_editor.build(studio, ui.editor, ui.name_box, ui.pair_id, annotator_name)
     gr.api(bind(save_queue_settings, studio), api_name="save_queue_settings")
     ui.save.click(bind(on_save_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
                   api_visibility="private")

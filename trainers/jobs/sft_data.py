@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage import Store
-from storage.demonstrations import Demonstration, list_demonstrations
+from storage.demonstrations import Demonstration, count_demonstrations, list_demonstrations
+from storage.errors import InvalidInput
 
 from ..models.chat_format import ChatFormat, listed, model_context
 
@@ -63,3 +64,11 @@ def demonstration_use(store: Store, policy_path: str, author: str | None = None,
     long = set(too_long)
     return DemonstrationUse(len(demos), [d for d in kept if d.id not in long], too_long, len(demos) - len(kept),
                             context)
+
+
+def check_sft_first(sft_first: bool, store: Store) -> None:
+    """Refuse, in one line before any job, a loop's `sft_first` on a store without demonstrations."""
+    if sft_first and count_demonstrations(store) == 0:
+        raise InvalidInput("sft_first needs demonstrations, and the store has none; write some in the Label tab (W) "
+                           f"or import them (python app.py import-demonstrations --db {store.path} FILE), or turn "
+                           "sft_first off")

@@ -38,14 +38,6 @@ def sft_settings(config: LoopConfig, round: int) -> dict:
             "seed": round_seed(config.seed, round)}
 
 
-def check_sft(config: LoopConfig, store: Store) -> None:
-    """Refuse, in one line before any job, `sft_first` on a store without demonstrations."""
-    if config.sft_first and count_demonstrations(store) == 0:
-        raise InvalidInput("sft_first needs demonstrations, and the store has none; write some in the Label tab (W) "
-                           f"or import them (python app.py import-demonstrations --db {store.path} FILE), or turn "
-                           "sft_first off")
-
-
 def recorded(store: Store, job_id: int, name: str, step: int) -> float | None:
     """The value a job logged under `name` at `step`, or None."""
     return next((row["value"] for row in read_metrics(store, job_id, names=[name]) if row["step"] == step), None)
