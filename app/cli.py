@@ -233,6 +233,16 @@ def dpo_arguments(parser: argparse.ArgumentParser):
     return lambda args: dpo_cli.run(args, open_store(args))
 
 
+@subcommand("sft", "fine-tune the newest policy on the store's demonstrations (SFT) and register it as a new root",
+            audit=AuditAction.JOB_STARTED)
+def sft_arguments(parser: argparse.ArgumentParser):
+    from trainers.entry import sft_cli
+
+    add_store_arguments(parser)
+    sft_cli.add_arguments(parser)
+    return lambda args: sft_cli.run(args, open_store(args))
+
+
 @subcommand("prompts", "list the prompts by source with their token counts; exclude (or include) prompts or sources",
             audit=AuditAction.PROMPT_EXCLUSIONS_CHANGED, audit_if=prompts_changes_asked)
 def prompts_arguments(parser: argparse.ArgumentParser):

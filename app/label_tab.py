@@ -34,6 +34,7 @@ from labeling.annotation import (
 from storage.audit import AuditAction
 from storage.errors import Conflict, InvalidInput, NotFound
 
+from . import demonstration_editor
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
 from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
 
@@ -175,6 +176,7 @@ class LabelLayout:
     vote_id: gr.State  # the id a vote on it carries: a retried click stores it once
     poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
     annotator: gr.BrowserState  # the name this browser labels as, remembered across reloads
+    editor: demonstration_editor.EditorLayout | None = None  # a better answer, written or edited (W)
 
 
 def layout(signed_in: bool) -> LabelLayout:
@@ -205,6 +207,7 @@ def layout(signed_in: bool) -> LabelLayout:
             undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
             status = gr.Markdown(elem_id="label-status")
             plain = plain_text_toggle("label-plain")
+        editor = demonstration_editor.layout()
         gr.HTML("Keys: <kbd>1</kbd>/<kbd>←</kbd> left · <kbd>2</kbd>/<kbd>→</kbd> right · <kbd>3</kbd> tie · "
                 "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo", js_on_load=SHORTCUTS_JS,
                 elem_id="label-keys")
@@ -216,7 +219,7 @@ def layout(signed_in: bool) -> LabelLayout:
                 save = gr.Button("Save settings")
     return LabelLayout(name_entry, name_box, start, name_shown, labeling_as, change, counts, guidelines, prompt,
                        responses, votes, undo, status, plain, guidelines_box, overlap, ttl, save, gr.State(None),
-                       gr.State(None), gr.Timer(POLL_S, active=False), gr.BrowserState("", **REMEMBERED_NAME))
+                       gr.State(None), gr.Timer(POLL_S, active=False), gr.BrowserState("", **REMEMBERED_NAME), editor)
 
 
 @dataclass(frozen=True)
@@ -386,6 +389,7 @@ def build(studio: Studio) -> list[Refresh]:
         button.click(bind(vote, studio, choice), [ui.annotator, ui.pair_id, ui.vote_id], shown, **private)
     ui.undo.click(bind(undo, studio), ui.annotator, shown, **private)
     ui.poll.tick(bind(poll_queue, studio), [ui.annotator, ui.pair_id], shown, **private)
+    demonstration_editor.build(studio, ui.editor, ui.annotator, ui.pair_id, annotator_name)
     gr.api(bind(save_queue_settings, studio), api_name="save_queue_settings")
     ui.save.click(bind(on_save_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
                   api_visibility="private")

@@ -6,6 +6,7 @@ Labels are written by two paths, a vote (`storage.votes.submit_vote`) and a pref
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from sqlite_utils import Database
@@ -50,6 +51,14 @@ def insert_label(db: Database, label: NewLabel, now: float) -> int:
 def find_vote(db: Database, vote_id: str) -> tuple[int, int, str] | None:
     """(label id, pair id, annotator) of the label stored under `vote_id`, or None."""
     return db.execute("SELECT id, pair_id, annotator FROM labels WHERE vote_id = ?", [vote_id]).fetchone()
+
+
+def undo_votes(store: Store, vote_ids: list[str], now: float | None = None) -> int:
+    """Flag undone the current labels stored under `vote_ids` (a demonstration's recorded preferences, taken back with
+    it); returns how many."""
+    with store.write() as db:
+        return sum(db.execute("UPDATE labels SET undone = ? WHERE vote_id = ? AND undone IS NULL",
+                              [time.time() if now is None else now, vote_id]).rowcount for vote_id in vote_ids)
 
 
 def list_labels(store: Store, annotator: str | None = None, include_undone: bool = False) -> list[Label]:

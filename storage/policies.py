@@ -19,6 +19,20 @@ def add_policy(store: Store, path: str, parent_id: int | None = None, round: int
         return cursor.lastrowid
 
 
+def set_trained_from(store: Store, policy_id: int, trained_from: int) -> None:
+    """Record which version `policy_id` was trained from when it is a root of its own (an SFT version that became the
+    KL reference); `root_policy` does not follow this link."""
+    with store.write() as db:
+        db.execute("UPDATE policies SET trained_from = ? WHERE id = ?", [trained_from, policy_id])
+
+
+def trained_from(store: Store, policy_id: int) -> int | None:
+    """The version `policy_id` was trained from (its parent, or for a root of its own the `trained_from` link)."""
+    row = store.db().execute("SELECT coalesce(parent_id, trained_from) FROM policies WHERE id = ?",
+                             [policy_id]).fetchone()
+    return row[0] if row else None
+
+
 def _row(row: dict) -> Policy:
     return Policy(row["id"], row["path"], row["parent_id"], row["round"], row["created"], row["note"])
 

@@ -55,8 +55,7 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
     prompt_ids = []
     with store.write() as db:
         for row in rows:
-            vote_id = "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected])
-                                                 .encode("utf-8")).hexdigest()
+            vote_id = preference_vote_id(source, row)
             prompt_id, new_prompt = _prompt(db, row, source, now)
             if new_prompt:
                 prompt_ids.append(prompt_id)
@@ -67,6 +66,12 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
             insert_label(db, NewLabel(pair_id, source, Outcome.FIRST, vote_id, margin=row.margin), now)
             added += 1
     return PreferenceImport(added, duplicates, tuple(prompt_ids))
+
+
+def preference_vote_id(source: str, row: Preference) -> str:
+    """The vote id of an imported row's label: a hash of its source and texts, so a row imported again is found."""
+    return "import:" + hashlib.sha256("\0".join([source, row.prompt, row.chosen, row.rejected]).encode("utf-8")
+                                      ).hexdigest()
 
 
 def _prompt(db: Database, row: Preference, source: str, now: float) -> tuple[int, bool]:

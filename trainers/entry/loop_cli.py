@@ -54,12 +54,15 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     in one line too."""
     from ..loop.presets import project_preset
     from ..loop.prompt_use import check_against_store
+    from ..loop.sft_steps import sft_offer
 
     preset = project_preset(store)
     config = config_from_args(args, preset.config)
     check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
     print(f"labels: {config.schedule} (audit pairs included)")
+    if (offer := sft_offer(config, store)) is not None:
+        print(offer)
     return config
 
 

@@ -24,7 +24,7 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.types import Job, JobStatus
 
-from ..jobs import dpo_job, policy_job, reward_job
+from ..jobs import dpo_job, policy_job, reward_job, sft_job
 from ..jobs.layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
 from ..jobs.phase_launch import PhaseFailed, PhaseInterrupted, check_machine
 from ..loop import rounds
@@ -35,6 +35,7 @@ RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
     JobKind.REWARD: reward_job.run_job,
     JobKind.POLICY: policy_job.run_job,
     JobKind.DPO: dpo_job.run_job,
+    JobKind.SFT: sft_job.run_job,
     JobKind.LOOP: rounds.run_job,
 }
 HEARTBEAT_S = 2.0

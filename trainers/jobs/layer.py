@@ -47,6 +47,7 @@ class JobKind(StrEnum):
     REWARD = "reward"
     POLICY = "ppo"  # PPO or GRPO (the stored value predates GRPO)
     DPO = "dpo"
+    SFT = "sft"
     LOOP = "loop"
 
 

@@ -1,4 +1,4 @@
-"""Which demonstrations SFT trains on: the current ones (of one source when asked) whose prompt is not excluded and
+"""Which demonstrations SFT trains on: the current ones (by one author when asked) whose prompt is not excluded and
 whose prompt and answer (closed by the end-of-turn id) fit the policy's context. What does not fit is kept (exports
 keep it) and left out, counted and named by id, never cut. No torch: the import command counts with it too.
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage import Store
-from storage.demonstrations import Demonstration, list_demonstrations
+from storage.demonstrations import Demonstration, count_demonstrations, list_demonstrations
+from storage.errors import InvalidInput
 
 from ..models.chat_format import ChatFormat, listed, model_context
 
@@ -44,10 +45,13 @@ def sequence_lengths(chat: ChatFormat, demos: list[Demonstration]) -> list[int]:
                                             chat.responses_ids([d.text for d in demos]), strict=True)]
 
 
-def demonstration_use(store: Store, policy_path: str, source: str | None = None,
-                      ids: tuple[int, ...] | None = None) -> DemonstrationUse:
-    """The current demonstrations (of `source`, or with `ids`, when given) against the policy at `policy_path`."""
-    demos = list_demonstrations(store, source=source)
+def demonstration_use(store: Store, policy_path: str, author: str | None = None,
+                      ids: tuple[int, ...] | None = None, since: float | None = None) -> DemonstrationUse:
+    """The current demonstrations (by `author`, with `ids`, stored after `since`, when given) against the policy at
+    `policy_path`."""
+    demos = list_demonstrations(store, author=author)
+    if since is not None:
+        demos = [d for d in demos if d.created > since]
     if ids is not None:
         wanted = set(ids)
         demos = [d for d in demos if d.id in wanted]
@@ -60,3 +64,11 @@ def demonstration_use(store: Store, policy_path: str, source: str | None = None,
     long = set(too_long)
     return DemonstrationUse(len(demos), [d for d in kept if d.id not in long], too_long, len(demos) - len(kept),
                             context)
+
+
+def check_sft_first(sft_first: bool, store: Store) -> None:
+    """Refuse, in one line before any job, a loop's `sft_first` on a store without demonstrations."""
+    if sft_first and count_demonstrations(store) == 0:
+        raise InvalidInput("sft_first needs demonstrations, and the store has none; write some in the Label tab (W) "
+                           f"or import them (python app.py import-demonstrations --db {store.path} FILE), or turn "
+                           "sft_first off")

@@ -150,6 +150,16 @@ class LoopConfig:
                 "policy's (0: none); their labels never train and are not counted in labels_per_round"})
     winrate_previous: int = field(default=0, metadata={
         "help": "win-rate pairs per version against the previous version too, for the leaderboard (0: none)"})
+    sft_first: bool = field(default=False, metadata={
+        "help": "before the first round, fine-tune the policy on the store's demonstrations (SFT) and register it as "
+                "the new root: the KL reference, DPO's reference and the SFT side of win-rate pairs"})
+    sft_each_round: bool = field(default=False, metadata={
+        "help": "before each round's policy phase, fine-tune the newest policy on the demonstrations stored since "
+                "the job's previous SFT step (the root stays the reference)"})
+    sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs over the demonstrations (sft_first, "
+                                                             "sft_each_round)"})
+    sft_lr: float | None = field(default=None, metadata={
+        "help": "SFT learning rate (None: policy_lr with LoRA, 2e-5 for a full fine-tune)"})
 
     def __post_init__(self):
         if self.label_budget is not None:
@@ -168,7 +178,7 @@ class LoopConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("reward_lr", "policy_lr", "temperature"):
+        for name in ("reward_lr", "policy_lr", "temperature", "sft_epochs"):
             if not getattr(self, name) > 0:
                 raise InvalidInput(f"{name} must be positive, got {getattr(self, name)}")
         if self.samples_per_prompt < 2:
@@ -197,6 +207,8 @@ class LoopConfig:
             raise InvalidInput(f"top_k must be 0 (off) or positive, got {self.top_k}")
         if not 0 <= self.oracle_noise <= 1:
             raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
+        if self.sft_lr is not None and not self.sft_lr > 0:
+            raise InvalidInput(f"sft_lr must be positive or null, got {self.sft_lr}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
         if self.annotator not in {a.value for a in Annotator}:

@@ -21,6 +21,7 @@ from storage.prompts import count_prompts, list_prompts
 from storage.types import Prompt
 
 from ..jobs.layer import start_a_project
+from ..jobs.sft_data import check_sft_first
 from ..models.chat_format import PromptBudget, PromptFit, listed, model_context, pair_token_counts, prompt_budget
 from .config import LoopConfig
 from .presets import project_preset
@@ -117,6 +118,7 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     if context is not None and config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
+    check_sft_first(config.sft_first, store)
     prompts = loop_prompts(store, policy.path, config.response_length)
     training = prompts.training
     if training.total == 0:

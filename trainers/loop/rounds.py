@@ -63,6 +63,7 @@ from .failure_warnings import (
 from .prompt_use import check_against_store
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
+from .sft_steps import run_sft_first, run_sft_step
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
 HUMAN_POLL_S = 2.0
@@ -111,6 +112,7 @@ class Loop:
             baseline = evaluate_policy(self.store, start, self.config, self.with_oracle)
             if baseline is not None:
                 log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
+        run_sft_first(self)
         done = {r["round"] for r in list_rounds(self.store, self.job.id)}
         for index in range(self.config.rounds):
             if self.first_round + index not in done:
@@ -155,6 +157,7 @@ class Loop:
         self.warn(reward_phase_warnings(self.store, self.job.id, config, g, self.first_round))
         new_policy = latest_policy(self.store)
         if new_policy.round != g or new_policy.created < self.job.created:
+            run_sft_step(self, index, g)
             self.pause_if_warned()
             self.step(index, self.optimiser, 0.5)
             self.run_policy(index, g)

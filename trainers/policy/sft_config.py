@@ -90,13 +90,16 @@ class SFTRun:
 
     policy_id: int | None = field(default=None, metadata={"help": "Policy version to fine-tune (None: the newest)."})
     source: str | None = field(default=None, metadata={
-        "help": "Train only on the demonstrations of this author or import (import-demonstrations --source); None: "
-                "every current demonstration."})
+        "help": "Train only on the demonstrations by this author: a person, or an import's source name "
+                "(import-demonstrations --source); None: every current demonstration."})
     as_root: bool = field(default=True, metadata={
         "help": "Register the SFT version as a new root: later rounds use it as the KL reference, DPO's reference and "
                 "the SFT side of win-rate pairs. Off: it is the start's child, and the start's root stays the "
                 "reference."})
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's)."})
+    since: float | None = field(default=None, metadata={
+        "help": "Train only on the demonstrations stored after this time (seconds since the epoch; a loop's SFT step "
+                "of each round); None: all of them."})
     settings: dict = field(default_factory=dict, metadata={"help": "SFTConfig settings."})
 
     @classmethod

@@ -1,0 +1,57 @@
+"""Demonstrations written in the Label tab's code path (labeling/demonstrations.py): from nothing or edited from the
+side shown, checked as every text, with the time spent; with record_preferences the answer is preferred to each
+response by `edits:<author>` labels (never queued), which undo takes back with the demonstration."""
+
+import pytest
+
+from labeling.annotation import next_pair
+from labeling.demonstrations import records_preferences, shown_texts, undo_demonstration, write_demonstration
+from storage.demonstrations import list_demonstrations
+from storage.errors import Conflict, InvalidInput
+from storage.labels import list_labels, training_labels
+from storage.pairs import get_pair, list_pairs
+from storage.settings import set_setting
+from storage.types import Outcome
+
+
+def test_an_edit_keeps_the_response_it_came_from_and_the_time_spent(store, queue_pairs):
+    [pair_id] = queue_pairs([("the movie was", " dull .", " fine .")])
+    shown = next_pair(store, "ada")
+    assert shown_texts(store, "ada", pair_id) == {"left": shown.left, "right": shown.right}
+    written = write_demonstration(store, "ada", pair_id, " wonderful .", edited_from="right", seconds=12.0)
+    [demo] = list_demonstrations(store)
+    pair = get_pair(store, pair_id)
+    right_id = pair.second_id if shown.right == " fine ." else pair.first_id
+    assert (demo.id, demo.author, demo.source, demo.pair_id) == (written.id, "ada", "label", pair_id)
+    assert (demo.generation_id, demo.seconds, demo.text, written.preferences) == (right_id, 12.0, " wonderful .", 0)
+    assert list_labels(store) == []  # no preferences unless asked
+
+
+def test_a_bad_answer_is_refused_in_one_line_and_nothing_is_stored(store, queue_pairs):
+    [pair_id] = queue_pairs([("the movie was", " dull .", " fine .")])
+    next_pair(store, "ada")
+    for text, problem in ((" ", "the demonstration is empty"), ("a\x00b", "holds a NUL"),
+                          ("x" * 100_001, "over the limit of 100000")):
+        with pytest.raises(InvalidInput, match=f"your answer: .*{problem}"):
+            write_demonstration(store, "ada", pair_id, text)
+    with pytest.raises(InvalidInput, match="no longer reserved for you"):
+        write_demonstration(store, "bob", pair_id, "fine", edited_from="left")
+    assert list_demonstrations(store) == []
+
+
+def test_recorded_preferences_train_and_undo_takes_them_back(store, queue_pairs):
+    [pair_id] = queue_pairs([("the movie was", " dull .", " fine .")])
+    next_pair(store, "ada")
+    assert not records_preferences(store)
+    set_setting(store, "demonstration_preferences", True)
+    assert records_preferences(store)
+    written = write_demonstration(store, "ada", pair_id, " fine .", edited_from="left", record_preferences=True)
+    assert written.preferences == 1  # the answer equals one response: preferred to the other only
+    [label] = training_labels(store)
+    assert (label.annotator, label.outcome, label.first, label.second) == ("edits:ada", Outcome.FIRST, " fine .",
+                                                                          " dull .")
+    assert sorted(p.selector for p in list_pairs(store)) == ["imported", "random"]  # never queued for people
+    assert undo_demonstration(store, "ada").id == written.id
+    assert list_demonstrations(store) == [] and training_labels(store) == []
+    with pytest.raises(Conflict, match="ada has no demonstration to undo"):
+        undo_demonstration(store, "ada")

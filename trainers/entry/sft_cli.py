@@ -1,0 +1,115 @@
+"""`python app.py sft`: fine-tune a policy version on the store's demonstrations (supervised fine-tuning, the
+pipeline's first stage) in the terminal, as an `sft` job with a progress bar, and register the new version (by
+default a new root: the KL reference and the SFT side of win-rate pairs from then on).
+
+Options are generated from `SFTRun` (`--policy`, `--source`, `--as-root`) and `SFTConfig` (every setting: `--epochs`,
+`--learning-rate`, `--lora`, ...). Settings left out take the project's loop preset where it has them
+(`preset_settings`: LoRA and its learning rate on a real model, full fine-tuning on the demo and tiny models), printed
+when the run starts. Every check (settings, policy, demonstrations) runs before the job row is written.
+
+    python app.py sft --db studio.db                           # every current demonstration, newest policy
+    python app.py sft --db studio.db --source writers --epochs 2 --lora
+    python app.py sft --db studio.db --resume 7                # continue job 7 after a stop or a crash
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import asdict
+
+from storage import Store
+from storage import jobs as job_rows
+from storage.errors import InvalidInput
+from storage.types import JobStatus
+
+from ..jobs.launcher import requeue
+from ..jobs.layer import JobKind
+from ..loop.config import LoopConfig
+from ..policy.sft_config import SFTConfig, SFTRun
+from ..reporting import Reporter
+from .options import add_options, given_options
+from .ppo_cli import report_unfinished
+
+RUN_SKIPPED = ("round", "settings")
+RUN_ALIASES = {"policy_id": ["--policy"]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, SFTRun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed SFT job")
+    add_options(parser.add_argument_group("SFT settings (left out: the project's loop preset gives LoRA and the "
+                                          "learning rate; the others' defaults as shown)"), SFTConfig)
+
+
+def preset_settings(loop: LoopConfig) -> dict:
+    """The SFT settings a loop preset gives: LoRA at the preset's policy learning rate on a real model (adapters need
+    about ten times a full fine-tune's rate), full fine-tuning at SFTConfig's rate otherwise."""
+    return {"lora": True, "learning_rate": loop.policy_lr} if loop.lora else {"lora": False}
+
+
+def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> SFTRun:
+    given = given_options(args, SFTConfig)
+    defaults = {k: v for k, v in preset_settings(preset or LoopConfig()).items() if k not in given}
+    return SFTRun(**given_options(args, SFTRun, skip=RUN_SKIPPED), settings={**defaults, **given})
+
+
+class ProgressBar(Reporter):
+    """A terminal bar over the optimiser steps, with the last loss, token accuracy and held-out loss."""
+
+    def __init__(self, job_id: int):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=0, desc=f"sft job {job_id}", unit="step", file=sys.stderr)
+        self.shown: dict[str, str] = {}
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def on_step(self, step: int, metrics) -> None:
+        names = {"loss": "sft/loss", "accuracy": "sft/token_accuracy", "heldout": "sft/heldout_loss"}
+        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in names.items() if n in metrics})
+        self.bar.set_postfix(self.shown, refresh=False)
+
+
+def checked_run(args: argparse.Namespace, store: Store) -> tuple[SFTRun, str]:
+    """The run to start (its start policy fixed now, so a resume trains the same version) or to resume, and the line
+    that says where its settings come from."""
+    from ..jobs.policy_job import start_policy
+
+    if args.resume is not None:
+        job = job_rows.get_job(store, args.resume)
+        if job.kind != JobKind.SFT:
+            raise InvalidInput(f"job {job.id} is a {job.kind} job, not an SFT job; give the id of an SFT job")
+        return SFTRun.from_dict(job.config), f"resuming sft job {job.id} with its settings"
+    from ..loop.presets import project_preset
+
+    preset = project_preset(store)
+    run = run_from_args(args, preset.config)
+    run.policy_id = start_policy(store, run.policy_id).id
+    return run, preset.line
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    """Train in this process with a progress bar; a refusal is its one line, before any job row."""
+    from ..jobs.sft_job import outcome_line, plan_examples, run_sft
+    from .worker import run_job as run_claimed_job
+
+    run, settings_line = checked_run(args, store)
+    plan_examples(store, run)  # every check that loads no model
+    print(settings_line, file=sys.stderr)
+    if args.resume is not None:
+        job_id = requeue(store, args.resume).id
+    else:
+        job_id = job_rows.create_job(store, JobKind.SFT.value, asdict(run))
+    job = job_rows.claim_job(store, job_id, os.getpid())
+    bar = ProgressBar(job_id)
+    outcome = []
+    status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_sft(s, run, j.id, listener=bar)))
+    bar.bar.close()
+    if status is JobStatus.COMPLETED:
+        print(outcome_line(job_id, outcome[0]))
+        return 0
+    return report_unfinished("sft", job_rows.get_job(store, job_id))

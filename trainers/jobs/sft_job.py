@@ -1,0 +1,135 @@
+"""SFT runs on a store: the worker's `sft` jobs, `python app.py sft` and a loop's SFT steps (`sft_first`,
+`sft_each_round`) all run here.
+
+A run (`trainers.policy.sft_config.SFTRun`, saved as the job's config so a resumed job repeats it) fine-tunes a policy
+version of the store (default: the newest) on the current demonstrations (of one source when asked) that fit its
+context (`trainers.jobs.sft_data`: the others kept, counted, never cut), then registers the new version, merged (a
+plain folder, no adapter). With `as_root` (the default) the version is a new root: `root_policy` stops at it, so later
+rounds' KL reference, DPO's reference and the SFT side of win-rate pairs are the SFT version, and the version it was
+trained from stays on the leaderboard (`trained_from` keeps the link). Without it the version is the start's child.
+
+    outcome = run_sft(store, SFTRun(source="writers", settings={"epochs": 2}), job_id=job.id)  # JobCancelled: stopped
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage import Store
+from storage.demonstrations import list_demonstrations
+from storage.errors import InvalidInput
+from storage.policies import set_trained_from
+from storage.types import Job, Policy
+
+from ..models.loading import load_chat_format, load_policy, load_tokenizer
+from ..policy.sft_config import SFTConfig, SFTExample, SFTRun
+from ..reporting import Reporter
+from .layer import job_reporter, register_policy, staging_path
+from .policy_job import start_policy
+from .sft_data import DemonstrationUse, demonstration_use
+
+SFT_FOLDER = "sft"  # resumable states: <data dir>/sft/job-<id>[-<name>]/checkpoint-<step>
+DEMONSTRATIONS_FILE = "demonstrations.json"  # beside them: the demonstration ids the run trains on
+
+
+@dataclass
+class SFTOutcome:
+    steps: int = field(metadata={"help": "Optimiser steps done in total."})
+    policy_id: int = field(metadata={"help": "The registered policy version."})
+    metrics: dict = field(metadata={"help": "The last logged metrics."})
+    demonstrations: int = field(metadata={"help": "Demonstrations used (trained on or held out)."})
+    use: str = field(metadata={"help": "The line saying which demonstrations were used and which left out."})
+
+
+def state_dir(store: Store, job_id: int, name: str = "") -> Path:
+    """Where a job's resumable SFT state lives (`name` tells apart several SFT steps of one job)."""
+    return store.data_dir / SFT_FOLDER / f"job-{job_id}{'-' + name if name else ''}"
+
+
+def checked_use(store: Store, start: Policy, author: str | None, since: float | None = None) -> DemonstrationUse:
+    """The demonstrations SFT of `start` uses (by `author` when given: a person, or an import's source name; stored
+    after `since` when given); InvalidInput, in one line, when none would train."""
+    use = demonstration_use(store, start.path, author=author, since=since)
+    if use.total == 0 and author is not None:
+        authors = ", ".join(sorted({d.author for d in list_demonstrations(store)})[:8]) or "nobody yet"
+        raise InvalidInput(f"no demonstrations by {author!r}; the store's come from: {authors} "
+                           "(import-demonstrations --source names an import)")
+    if use.total == 0 and since is not None:
+        raise InvalidInput("no demonstrations were stored since the last SFT step; write some first")
+    if use.total == 0:
+        raise InvalidInput("the store has no demonstrations; write some in the Label tab (W) or import them "
+                           f"(python app.py import-demonstrations --db {store.path} FILE)")
+    if not use.used:
+        raise InvalidInput(f"no demonstration can train SFT ({use.line()}); shorten them or include their prompts "
+                           "again (python app.py prompts)")
+    return use
+
+
+def plan_examples(store: Store, run: SFTRun) -> tuple[SFTConfig, Policy, list[SFTExample], DemonstrationUse]:
+    """The settings, start policy and examples of `run` after every check that loads no model; writes nothing."""
+    config = run.config
+    config.check()
+    start = start_policy(store, run.policy_id)
+    use = checked_use(store, start, run.source, run.since)
+    return config, start, [SFTExample(d.id, d.prompt_content, d.text) for d in use.used], use
+
+
+def run_sft(store: Store, run: SFTRun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
+            phase: str | None = "sft", listener: Reporter | None = None) -> SFTOutcome:
+    """Run (or resume) `run` reporting to `job_id`, register the new policy version, and drop the resumable state.
+    Raises JobCancelled (after saving a checkpoint) when the job's cancel flag is set."""
+    from ..policy.sft import save_sft_policy, train_sft
+
+    config, start, examples, use = plan_examples(store, run)
+    folder = state_dir(store, job_id, state_name) if job_id is not None else None
+    if folder is not None:
+        examples = pinned_examples(examples, folder)
+    staged = staging_path(store)
+    try:
+        tokenizer = load_tokenizer(start.path)
+        result = train_sft(config, load_policy(start.path), tokenizer, load_chat_format(start.path, tokenizer),
+                           examples, reporter=job_reporter(store, job_id, step_offset, phase, listener),
+                           state_dir=folder)
+        save_sft_policy(result, staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    policy_id = register_policy(store, staged, parent_id=None if run.as_root else start.id,
+                                round=run.round if run.round is not None else start.round,
+                                note=f"SFT of v{start.id}, {result.steps} steps on {result.trained} demonstrations"
+                                     f"{' (a new root)' if run.as_root else ''}")
+    set_trained_from(store, policy_id, start.id)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return SFTOutcome(result.steps, policy_id, result.metrics, len(examples), use.line())
+
+
+def pinned_examples(examples: list[SFTExample], folder: Path) -> list[SFTExample]:
+    """The examples a run trains on, the same when it resumes: the first start writes their ids into its state
+    folder; a resumed run keeps to them (demonstrations added since train in the next run; undone ones drop out)."""
+    path = folder / DEMONSTRATIONS_FILE
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([e.demonstration_id for e in examples]))
+        return examples
+    pinned = set(json.loads(path.read_text()))
+    kept = [e for e in examples if e.demonstration_id in pinned]
+    if not kept:
+        raise InvalidInput(f"every demonstration this SFT run started on was undone since; delete {folder} to start "
+                           "it anew")
+    return kept
+
+
+def run_job(store: Store, job: Job) -> None:
+    """The worker's runner for `sft` jobs."""
+    run_sft(store, SFTRun.from_dict(job.config), job.id)
+
+
+def outcome_line(job_id: int, outcome: SFTOutcome) -> str:
+    """What the command prints when the job completes."""
+    return (f"sft job {job_id}: completed, {outcome.steps} steps; {outcome.use}; registered policy version "
+            f"{outcome.policy_id}")
+
