@@ -19,6 +19,7 @@ from ..jobs.layer import JobKind
 from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
 from ..reward.config import RewardConfig
+from .loop_rewards import LOOP_REWARDS, check_loop_reward
 
 
 class Annotator(StrEnum):
@@ -143,6 +144,13 @@ class LoopConfig:
                 "policy's (0: none); their labels never train and are not counted in labels_per_round"})
     winrate_previous: int = field(default=0, metadata={
         "help": "win-rate pairs per version against the previous version too, for the leaderboard (0: none)"})
+    reward: str = field(default=RewardSource.RM.value, metadata={
+        "help": "what PPO/GRPO maximises: rm (the reward model), functions (reward_functions alone: no labels, no "
+                "reward model; rounds sample, optimise, evaluate) or rm+functions (rm_weight x RM + functions)",
+        "choices": LOOP_REWARDS})
+    reward_functions: list = field(default_factory=list, metadata={
+        "help": 'reward functions as a JSON list, e.g. [{"name": "math_answer", "weight": 1.0}] (docs/rewards.md)'})
+    rm_weight: float = field(default=1.0, metadata={"help": "the reward model's weight beside reward_functions"})
 
     def __post_init__(self):
         if self.label_budget is not None:
@@ -215,6 +223,7 @@ class LoopConfig:
                                    "eval_prompts or eval_samples")
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
+        check_loop_reward(self)
         try:
             DPOConfig(**dpo_settings(self)).check_settings()
         except DPOSetupError as exc:
@@ -287,7 +296,7 @@ def _type_ok(annotation: str, value) -> bool:
         return annotation == "bool"
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
-    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation.removesuffix(" | None")])
+    return isinstance(value, {"int": int, "str": str, "bool": bool, "list": list}[annotation.removesuffix(" | None")])
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
@@ -338,9 +347,16 @@ def kl_horizon(config: LoopConfig) -> int:
 
 
 def needs_reward_model(config: LoopConfig) -> bool:
-    """Does a round train a reward model: always for PPO and GRPO; under DPO only for the disagreement selector or
-    the audit pairs."""
+    """Does a round train a reward model: for PPO and GRPO unless the reward is the functions alone; under DPO only
+    for the disagreement selector or the audit pairs."""
+    if not collects_labels(config):
+        return False
     return config.algorithm != Algorithm.DPO or config.selector == Selector.DISAGREEMENT or config.audit_share > 0
+
+
+def collects_labels(config: LoopConfig) -> bool:
+    """Does a round queue pairs and collect labels: not when the reward is the reward functions alone."""
+    return config.reward != RewardSource.FUNCTIONS
 
 
 def policy_job_kind(config: LoopConfig) -> JobKind:
@@ -356,5 +372,6 @@ def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
         return reward_settings(config)
     if kind == JobKind.DPO:
         return {"settings": dpo_settings(config)}
-    return {"iterations": config.policy_iterations, "reward": RewardSource.RM.value,
+    return {"iterations": config.policy_iterations, "reward": config.reward,
+            "reward_functions": config.reward_functions, "rm_weight": config.rm_weight,
             "settings": policy_settings(config)}

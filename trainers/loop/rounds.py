@@ -35,7 +35,7 @@ from storage.reward_models import list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from ..policy.config import Algorithm, PolicyRun, RewardSource
+from ..policy.config import Algorithm, PolicyRun
 from ..policy.dpo_config import DPORun
 from ..reporting import JobCancelled, JobPaused, Reporter
 from .audit_pairs import queue_round_pairs
@@ -43,6 +43,7 @@ from .config import (
     Annotator,
     LoopConfig,
     OnWarning,
+    collects_labels,
     dpo_settings,
     labels_in_round,
     needs_reward_model,
@@ -126,6 +127,8 @@ class Loop:
     def judge_final_version(self) -> None:
         """The newest version's win-rate pairs, queued through the places left in the queue; the oracle judges them
         before the job completes (people judge them after it, and the figures follow their labels)."""
+        if not collects_labels(self.config):
+            return
         index, newest = self.config.rounds - 1, latest_policy(self.store)
         self.queue_winrate_pairs(index, newest, self.labels_wanted(index), 0.99)
         if self.with_oracle:
@@ -141,11 +144,13 @@ class Loop:
         config, g = self.config, self.first_round + index
         seed = round_seed(config.seed, g)
         policy = latest_policy(self.store)
-        if round_pair_count(self.store, g) == 0:
+        labels = collects_labels(config)  # a reward of the functions alone needs no pairs, labels or reward model
+        if labels and round_pair_count(self.store, g) == 0:
             self.step(index, "sampling responses", 0.0)
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
-        self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
-        if round_label_count(self.store, g) < self.labels_wanted(index):
+        if labels:
+            self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
+        if labels and round_label_count(self.store, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -248,7 +253,8 @@ class Loop:
         m, offset = self.config.policy_iterations, (g - self.first_round) * self.config.policy_iterations
         settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
-        run = PolicyRun(iterations=m, reward=RewardSource.RM.value, round=g,
+        run = PolicyRun(iterations=m, reward=self.config.reward, round=g, reward_functions=self.config.reward_functions,
+                        rm_weight=self.config.rm_weight,
                         settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                      phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
