@@ -6,8 +6,10 @@ import re
 
 import pytest
 
+from app.function_scores import function_score_lines, function_scores_html
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
+from storage.generations import eval_samples, function_scores
 from storage.labels import count_labels
 from storage.metrics import read_metrics
 from storage.pairs import list_pairs
@@ -44,6 +46,19 @@ def test_a_functions_loop_samples_optimises_and_evaluates_without_labels(demo_st
     rows = read_metrics(demo_store, job_id, names=["grpo/length/mean", "grpo/length/pass_rate"])
     assert {(r["name"], r["step"]) for r in rows} == {(n, s) for n in ("grpo/length/mean", "grpo/length/pass_rate")
                                                       for s in (1, 2)}
+    held_out = read_metrics(demo_store, job_id, names=["round/fn/length"])
+    assert [r["step"] for r in held_out] == [0, 1]  # the SFT policy's, then round 1's version's
+    sft, trained = list_policies(demo_store)[0], list_policies(demo_store)[-1]
+    scores = function_scores(demo_store)
+    for policy, row in zip((sft, trained), held_out, strict=True):
+        samples = eval_samples(demo_store, policy.id)
+        mean = sum(s["fn:length"] for s in samples) / len(samples)
+        assert scores[policy.id]["length"] == (pytest.approx(mean), len(samples))
+        assert row["value"] == pytest.approx(mean)
+    lines = function_score_lines(demo_store)
+    assert lines[0].startswith("reward functions on the held-out evaluation samples")
+    assert lines[1].startswith("  v0 (round 0): length ") and len(lines) == 3
+    assert "<th>length</th>" in function_scores_html(demo_store)
 
 
 def test_a_loop_on_the_reward_model_plus_length(demo_store):

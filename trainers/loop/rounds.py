@@ -61,6 +61,7 @@ from .failure_warnings import (
     warning_line,
     winrate_warnings,
 )
+from .function_evaluation import log_function_scores
 from .prompt_use import check_against_store
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
@@ -112,6 +113,7 @@ class Loop:
             baseline = evaluate_policy(self.store, start, self.config, self.with_oracle)
             if baseline is not None:
                 log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
+            log_function_scores(self.store, self.job.id, self.first_round - 1, start, self.config)
         done = {r["round"] for r in list_rounds(self.store, self.job.id)}
         for index in range(self.config.rounds):
             if self.first_round + index not in done:
@@ -166,6 +168,7 @@ class Loop:
             new_policy = latest_policy(self.store)
         self.step(index, f"evaluating {self.version(new_policy)}", 0.95)
         oracle_score = evaluate_policy(self.store, new_policy, self.config, self.with_oracle)
+        log_function_scores(self.store, self.job.id, g, new_policy, self.config)
         self.step(index, "summarising", 0.99)
         self.summarise(index, g, new_policy, oracle_score)
         self.warn(policy_phase_warnings(self.store, self.job.id, config, g, self.first_round))
