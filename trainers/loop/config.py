@@ -323,7 +323,8 @@ def policy_settings(config: LoopConfig, round: int = 0) -> dict:
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
             "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
-            "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
+            "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE and
+            collects_labels(config) else None,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.policy_iterations // 4)}
 
 

@@ -98,8 +98,8 @@ class Loop:
             raise JobCancelled("the loop was stopped; resume to continue from this step")
 
     @property
-    def with_oracle(self) -> bool:
-        return self.config.annotator == Annotator.ORACLE
+    def with_oracle(self) -> bool:  # a loop on the reward functions alone labels nothing: no oracle to score with
+        return self.config.annotator == Annotator.ORACLE and collects_labels(self.config)
 
     def version(self, policy: Policy) -> str:
         """The policy version's name as phases show it: `policy v3`."""
