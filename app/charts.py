@@ -192,10 +192,22 @@ def reward_figure(group: dict[str, list[Segment]], smoothing: float, name: str) 
     return figure(REWARD_PANELS, traces, 4, "step within round", 230, name)
 
 
+def function_panels(group: dict, algorithm: Algorithm) -> dict[str, str]:
+    """A panel per reward function's mean and pass rate (`<algorithm>/<label>/mean`, `.../pass_rate`: docs/rewards.md)
+    among the series of `group`, in the order of their names."""
+    stats = {"mean": "mean", "pass_rate": "pass rate"}
+    panels = {}
+    for name in sorted(group):
+        parts = name.split("/")
+        if len(parts) == 3 and parts[0] == algorithm.value and parts[2] in stats:
+            panels[name] = f"{parts[1]}: {stats[parts[2]]}"
+    return panels
+
+
 def optimiser_figure(group: dict[str, list[Segment]], smoothing: float, name: str,
                      algorithm: Algorithm = Algorithm.PPO) -> PlotData:
     """The policy optimiser's panels (PPO's, GRPO's or DPO's), x: its iterations (DPO: steps) across rounds."""
-    panels, legend = OPTIMISER_PANELS[algorithm], set()
+    panels, legend = {**OPTIMISER_PANELS[algorithm], **function_panels(group, algorithm)}, set()
     traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(panels)}
     return figure(panels, traces, 4, f"{algorithm.value.upper()} {STEP_NAME.get(algorithm, 'iteration')}", 210, name)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
 
+from labeling.arithmetic import arithmetic_task, check_task_sizes
 from labeling.importing import check_prompt_file
 from storage import Store, StudioError
 from storage.errors import Conflict, InvalidInput
@@ -18,6 +20,7 @@ from storage.policies import latest_policy
 from storage.prompts import count_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
+TASKS = ("arithmetic",)
 PROMPT_FORMATS = ".jsonl/.jsonl.gz/.parquet (`prompt`: text or {role, content} turns, or `messages`), .csv (`prompt` " \
                  "column) or .txt (one per line)"
 
@@ -40,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="labelling guidelines (markdown) shown on the Label tab")
     parser.add_argument("--allow-pickle", action="store_true",
                         help="convert pickle-only weights (pytorch_model.bin) once into a safetensors copy")
+    parser.add_argument("--task", choices=TASKS, default=None,
+                        help="instead of --prompts/--heldout: arithmetic writes deterministic word problems with their "
+                             "answers (the reference math_answer checks), training and held out")
+    parser.add_argument("--task-size", type=int, default=512, help="--task: training problems (default 512)")
+    parser.add_argument("--task-heldout", type=int, default=64, help="--task: held-out problems (default 64)")
+    parser.add_argument("--task-difficulty", type=int, default=1,
+                        help="--task: 1 one addition or subtraction, 2 one step of + - x /, 3 two steps with larger "
+                             "and negative numbers (default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
         if path is not None:
             check_prompt_file(path)
     guidelines = read_text_file(args.guidelines, "guidelines") if args.guidelines else None
+    check_task(args)
     with new_or_unchanged_store(args.db) as store:
+        if args.task is not None:
+            args.prompts, args.heldout = write_task_files(store, args)
         result = start_project(store, args.policy, reward_base=args.reward_base, prompts=args.prompts,
                                heldout=args.heldout, guidelines=guidelines, allow_pickle=args.allow_pickle)
     for note in result.notes:
@@ -65,11 +79,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_task(args: argparse.Namespace) -> None:
+    """Refuse a task given with prompt files (the task writes them), or sizes it cannot give."""
+    if args.task is None:
+        return
+    given = "--prompts" if args.prompts is not None else "--heldout" if args.heldout is not None else None
+    if given:
+        raise InvalidInput(f"--task {args.task} writes the training and held-out prompts itself, so {given} does not "
+                           "apply; leave one of them out (import more later with import-prompts)")
+    check_task_sizes(args.task_size, args.task_heldout, args.task_difficulty)
+
+
+def write_task_files(store: Store, args: argparse.Namespace) -> tuple[str, str | None]:
+    """The task's problems as `{prompt, answer}` JSONL files in the store's data folder (training, held out)."""
+    train, heldout = arithmetic_task(args.task_size, args.task_heldout, args.task_difficulty)
+    folder = store.data_dir / "tasks"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, rows in (("train", train), ("heldout", heldout)):
+        path = folder / f"{args.task}-{args.task_difficulty}-{split}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        paths.append(str(path) if rows else None)
+    return paths[0], paths[1]
+
+
 def init_demo(args: argparse.Namespace) -> int:
     """`init --demo`: the demo seeded into a new (or empty) store, as the first `serve` seeds it."""
     given = [option for option, value in (("--reward-base", args.reward_base), ("--prompts", args.prompts),
                                           ("--heldout", args.heldout), ("--guidelines", args.guidelines),
-                                          ("--allow-pickle", args.allow_pickle)) if value]
+                                          ("--allow-pickle", args.allow_pickle), ("--task", args.task)) if value]
     if given:
         raise InvalidInput(f"--demo seeds the demo's own model and prompts, so {given[0]} does not apply; leave it "
                            "out, or start your own project with --policy MODEL")

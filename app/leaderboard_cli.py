@@ -16,6 +16,7 @@ from storage import Store
 from storage.errors import InvalidInput
 
 from .audit import check_csv_path, write_csv
+from .function_scores import function_score_lines
 
 CSV_HEADERS = ["rank", "version", "policy_id", "round", "strength", "strength_low", "strength_high", "beats_sft",
                "judgements", "vs_sft_judgements", "wins", "ties", "losses", "win_rate", "win_rate_low",
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio")
     report = winrate_report(Store(args.db))
-    print("\n".join(report_lines(report)))
+    print("\n".join(report_lines(report) + function_score_lines(Store(args.db))))
     if args.csv is not None:
         write_csv(Path(args.csv), CSV_HEADERS, csv_rows(report))
         print(f"wrote {len(report.leaderboard)} versions to {args.csv}")

@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass
 import gradio as gr
 
 from labeling.winrate import Standing, WinrateReport, winrate_report
+from storage.generations import function_scores
 
 from .context import Refresh, Studio, View, bind
+from .function_scores import function_scores_html
 
 TITLE = "Leaderboard"
 
@@ -106,11 +108,14 @@ def leaderboard_html(report: WinrateReport) -> str:
 def api_leaderboard(studio: Studio, request: gr.Request = None) -> dict:
     """Every version's win rate against the SFT policy and the leaderboard: {versions: [{policy_id, name, round,
     judgements, wins, ties, losses, rate, low, high, lc_rate, lc_low, lc_high, length_coef}], leaderboard: [{rank,
-    policy_id, name, round, strength, low, high, beats_sft, judgements}], judgements}."""
+    policy_id, name, round, strength, low, high, beats_sft, judgements}], judgements, functions: [{policy_id, <reward
+    function label>: its mean on the version's held-out samples}]}."""
     studio.annotator(request, None)
     report = winrate_report(studio.store)
+    functions = [{"policy_id": policy_id, **{label: mean for label, (mean, _) in by_label.items()}}
+                 for policy_id, by_label in function_scores(studio.store).items()]
     return {"versions": [asdict(v) for v in report.versions], "leaderboard": [asdict(s) for s in report.leaderboard],
-            "judgements": report.judgements}
+            "judgements": report.judgements, "functions": functions}
 
 
 # ---- the screen ---------------------------------------------------------------------------------------------------
@@ -122,6 +127,7 @@ class LeaderboardLayout:
     refresh: gr.Button
     versions: gr.HTML
     board: gr.HTML
+    functions: gr.HTML
 
 
 def layout() -> LeaderboardLayout:
@@ -134,18 +140,21 @@ def layout() -> LeaderboardLayout:
         versions = gr.HTML(css_template=CSS, elem_id="leaderboard-versions")
         gr.Markdown("### Leaderboard of versions")
         board = gr.HTML(css_template=CSS, elem_id="leaderboard-board")
-    return LeaderboardLayout(refresh, versions, board)
+        gr.Markdown("### Reward functions on held-out prompts")
+        functions = gr.HTML(css_template=CSS, elem_id="leaderboard-functions")
+    return LeaderboardLayout(refresh, versions, board, functions)
 
 
 @dataclass(frozen=True)
 class Board(View):
     versions: str
     board: str
+    functions: str
 
 
 def show_leaderboard(studio: Studio) -> Board:
     report = winrate_report(studio.store)
-    return Board(versions_html(report), leaderboard_html(report))
+    return Board(versions_html(report), leaderboard_html(report), function_scores_html(studio.store))
 
 
 def build(studio: Studio) -> list[Refresh]:

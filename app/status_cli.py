@@ -18,6 +18,7 @@ from storage.errors import InvalidInput
 from storage.job_warnings import list_warnings
 from storage.types import Job
 
+from .function_scores import function_score_lines
 from .leaderboard_cli import report_lines
 
 
@@ -47,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
         print("no jobs yet")
     for job in jobs:
         print("\n".join(job_lines(store, job)))
-    print("\n".join(report_lines(winrate_report(store))))
+    print("\n".join(report_lines(winrate_report(store)) + function_score_lines(store)))
     return 0

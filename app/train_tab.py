@@ -29,10 +29,12 @@ from trainers.loop.config import (
     policy_job_kind,
     settings_from_json,
 )
+from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
 from trainers.policy.config import Algorithm
 
+from . import reward_form
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 from .train_form import (
     FORM,
@@ -98,6 +100,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
     if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
         raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
                            f"run, so only {DEFAULT_ORACLE} may be used here")
+    refuse_custom_functions(config)  # a `module:function` reward function is code to run too: command line only
     store = studio.store
     check_against_store(config, store)
     kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job
@@ -245,6 +248,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
                                          defaults.label_decay), elem_id="train-schedule")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
         advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
+        reward_form.build(advanced)
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop"), gr.Button("Resume")]

@@ -105,3 +105,36 @@ def eval_samples(store: Store, policy_id: int | None = None) -> list[dict]:
         if r["name"] is not None:
             sample[r["name"]] = r["value"]
     return list(samples.values())
+
+
+FUNCTION_SCORE_PREFIX = "fn:"  # a reward function's value on an evaluation sample: `fn:<label>`
+
+
+def add_scores(store: Store, scores: dict[int, dict[str, float]]) -> None:
+    """Add (or replace) named scores of stored generations, by generation id, in one transaction."""
+    with store.write() as db:
+        for generation_id, named in scores.items():
+            _write_scores(db, generation_id, named)
+
+
+def eval_sample_ids(store: Store, policy_id: int) -> list[int]:
+    """The ids of a version's evaluation samples, in the order `eval_samples` lists them."""
+    rows = store.db().execute("SELECT id FROM generations WHERE source = ? AND policy_id = ? ORDER BY prompt_id, id",
+                              [EVAL_SOURCE, policy_id])
+    return [row[0] for row in rows]
+
+
+def function_scores(store: Store) -> dict[int, dict[str, tuple[float, int]]]:
+    """Per policy version, each reward function's mean over its evaluation samples and how many it scored:
+    {policy_id: {label: (mean, samples)}}, versions and labels in order."""
+    rows = store.db().execute(
+        """
+        SELECT g.policy_id, s.name, avg(s.value), count(*)
+        FROM generations g JOIN generation_scores s ON s.generation_id = g.id
+        WHERE g.source = ? AND s.name >= ? AND s.name < ?
+        GROUP BY g.policy_id, s.name ORDER BY g.policy_id, s.name
+        """, [EVAL_SOURCE, FUNCTION_SCORE_PREFIX, FUNCTION_SCORE_PREFIX[:-1] + chr(ord(":") + 1)])
+    scores: dict[int, dict[str, tuple[float, int]]] = {}
+    for policy_id, name, mean, count in rows:
+        scores.setdefault(policy_id, {})[name.removeprefix(FUNCTION_SCORE_PREFIX)] = (mean, count)
+    return scores

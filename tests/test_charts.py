@@ -75,3 +75,18 @@ def test_a_round_of_one_point_is_a_dot():
                                                        ("round 2", "lines")]
     assert lines[0]["x"] == [10] and lines[0]["y"] == [0.7] and lines[0]["marker"]["color"] == round_color(1)
     assert "marker" not in lines[2] and lines[2]["x"] == [10, 11]  # round 2 counts from where round 1 ended
+
+
+def test_each_reward_function_gets_a_mean_and_a_pass_rate_panel():
+    from app.charts import GRPO_PANELS, optimiser_figure, segments
+    from storage.curves import Series
+    from trainers.policy.config import Algorithm
+
+    steps = [1, 2, 3]
+    group = {name: segments(Series(name, steps, [0.2, 0.4, 0.6], [1, 1, 1]))
+             for name in ("grpo/math_answer/mean", "grpo/math_answer/pass_rate", "grpo/kl")}
+    raw = json.loads(optimiser_figure(group, 0.0, "grpo", Algorithm.GRPO).plot)
+    titles = [a["text"] for a in raw["layout"]["annotations"] if a["text"].startswith("<b>")]
+    assert titles[len(GRPO_PANELS):] == ["<b>math_answer: mean</b>", "<b>math_answer: pass rate</b>"]
+    panel = len(GRPO_PANELS) + 1  # the first function panel
+    assert [t["y"] for t in raw["data"] if t["xaxis"] == f"x{panel}"] == [[0.2, 0.4, 0.6]]

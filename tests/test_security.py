@@ -164,6 +164,9 @@ def test_a_loop_config_cannot_name_code_to_run(studio, store):
     owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
     with pytest.raises(Exception, match="oracle 'os:system' is not allowed from the studio"):
         owner.predict(json.dumps({"oracle": "os:system"}), api_name="/start_loop")
+    with pytest.raises(Exception, match="'os:system' names code to run, which only the command line may do"):
+        owner.predict(json.dumps({"reward": "functions", "reward_functions": [{"name": "os:system"}]}),
+                      api_name="/start_loop")
     assert job_rows.list_jobs(store) == []
 
 

@@ -292,3 +292,22 @@ def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):
     status = train_tab.newest_job(studio).status
     assert "![seen](" not in status and "<img" not in status
     assert "\\!\\[seen\\](http://tracker.example/t.png) &lt;img src=http://tracker.example/u.png&gt;" in status
+
+
+def test_reward_functions_from_the_form_and_module_functions_refused_from_the_browser_and_the_api(studio, store):
+    from app.reward_form import BUILTIN_NAMES, reward_settings_json
+
+    weights = [1.0 if name == "math_answer" else 0.5 if name == "length" else 0.0 for name in BUILTIN_NAMES]
+    advanced = reward_settings_json('{"seed": 3}', "rm+functions", 0.5, 64, "", *weights)
+    assert json.loads(advanced) == {"seed": 3, "reward": "rm+functions", "rm_weight": 0.5, "reward_functions": [
+        {"name": "math_answer", "weight": 1.0}, {"name": "length", "weight": 0.5, "target": 64, "unit": "tokens"}]}
+    custom = {"reward": "functions", "reward_functions": [{"name": "os:system", "weight": 1.0}]}
+    with pytest.raises(gr.Error, match="'os:system' names code to run, which only the command line may do"):
+        train_tab.api_start_loop(studio, json.dumps({**SMALL, **custom}), OWNER)
+    with pytest.raises(gr.Error, match="'os:system' names code to run"):
+        train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps(custom), *train_form.fill_preset("demo"))
+    assert job_rows.list_jobs(store) == []
+    functions = reward_settings_json("{}", "functions", 1.0, 200, "", *weights)
+    train_tab.api_start_loop(studio, json.dumps({**SMALL, **json.loads(functions)}), OWNER)
+    [job] = job_rows.list_jobs(store)
+    assert job.config["reward"] == "functions" and job.config["reward_functions"][0]["name"] == "math_answer"

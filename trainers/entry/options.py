@@ -1,9 +1,9 @@
 """Command-line options generated from a config dataclass, so help texts and defaults cannot drift from the fields.
 
 Each field becomes `--field-name` (plus any aliases, and the old names in the dataclass's `RENAMED`), typed from its
-annotation, its help from `metadata["help"]` followed by the field's default, its choices from `metadata["choices"]` (an
-enum or a list). Options default to None, so `given_options` returns only what the command line set and the dataclass
-fills in the rest.
+annotation (a `list` field takes a JSON list), its help from `metadata["help"]` followed by the field's default, its
+choices from `metadata["choices"]` (an enum or a list). Options default to None, so `given_options` returns only
+what the command line set and the dataclass fills in the rest.
 
     add_options(parser, RewardConfig, aliases={"learning_rate": ["--lr"]}, skip=("round",))
     config = RewardConfig(**given_options(args, RewardConfig))
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from typing import Iterable
 
 TYPES = {"int": int, "float": float, "str": str}
@@ -43,12 +44,25 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, confi
                                 help=field_help(f))
         elif kind == "list[str]":
             parser.add_argument(*flags, dest=f.name, nargs="+", default=None, help=field_help(f))
+        elif kind == "list":
+            parser.add_argument(*flags, dest=f.name, type=json_list, default=None, metavar="JSON", help=field_help(f))
         elif kind in TYPES:
             choices = f.metadata.get("choices")
             parser.add_argument(*flags, dest=f.name, type=TYPES[kind], default=None, help=field_help(f),
                                 choices=[str(c) for c in choices] if choices is not None else None)
         else:
             raise TypeError(f"{config.__name__}.{f.name}: no command-line option for type {f.type}; skip it")
+
+
+def json_list(text: str) -> list:
+    """A `list` option's value: a JSON list."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {text[:60]!r}; write a JSON list") from None
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a JSON list; write [...]")
+    return value
 
 
 def given_options(args: argparse.Namespace, config: type, *, skip: Iterable[str] = ()) -> dict:

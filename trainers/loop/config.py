@@ -19,6 +19,7 @@ from ..jobs.layer import JobKind
 from ..policy.config import Algorithm, RewardSource, renamed_settings
 from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
 from ..reward.config import RewardConfig, RewardTraining
+from .loop_rewards import LOOP_REWARDS, check_loop_reward
 
 
 class Annotator(StrEnum):
@@ -160,6 +161,13 @@ class LoopConfig:
                                                              "sft_each_round)"})
     sft_lr: float | None = field(default=None, metadata={
         "help": "SFT learning rate (None: policy_lr with LoRA, 2e-5 for a full fine-tune)"})
+    reward: str = field(default=RewardSource.RM.value, metadata={
+        "help": "what PPO/GRPO maximises: rm (the reward model), functions (reward_functions alone: no labels, no "
+                "reward model; rounds sample, optimise, evaluate) or rm+functions (rm_weight x RM + functions)",
+        "choices": LOOP_REWARDS})
+    reward_functions: list = field(default_factory=list, metadata={
+        "help": 'reward functions as a JSON list, e.g. [{"name": "math_answer", "weight": 1.0}] (docs/rewards.md)'})
+    rm_weight: float = field(default=1.0, metadata={"help": "the reward model's weight beside reward_functions"})
 
     def __post_init__(self):
         if self.label_budget is not None:
@@ -237,6 +245,7 @@ class LoopConfig:
                                    "eval_prompts or eval_samples")
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
+        check_loop_reward(self)
         try:
             DPOConfig(**dpo_settings(self)).check_settings()
         except DPOSetupError as exc:
@@ -309,7 +318,7 @@ def _type_ok(annotation: str, value) -> bool:
         return annotation == "bool"
     if annotation.startswith("float"):
         return isinstance(value, (int, float))
-    return isinstance(value, {"int": int, "str": str, "bool": bool}[annotation.removesuffix(" | None")])
+    return isinstance(value, {"int": int, "str": str, "bool": bool, "list": list}[annotation.removesuffix(" | None")])
 
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
@@ -337,7 +346,8 @@ def policy_settings(config: LoopConfig, round: int = 0) -> dict:
             "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
             "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
-            "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
+            "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE and
+            collects_labels(config) else None,
             "seed": round_seed(config.seed, round), "save_every": max(1, config.policy_iterations // 4)}
 
 
@@ -361,9 +371,16 @@ def kl_horizon(config: LoopConfig) -> int:
 
 
 def needs_reward_model(config: LoopConfig) -> bool:
-    """Does a round train a reward model: always for PPO and GRPO; under DPO only for the disagreement selector or
-    the audit pairs."""
+    """Does a round train a reward model: for PPO and GRPO unless the reward is the functions alone; under DPO only
+    for the disagreement selector or the audit pairs."""
+    if not collects_labels(config):
+        return False
     return config.algorithm != Algorithm.DPO or config.selector == Selector.DISAGREEMENT or config.audit_share > 0
+
+
+def collects_labels(config: LoopConfig) -> bool:
+    """Does a round queue pairs and collect labels: not when the reward is the reward functions alone."""
+    return config.reward != RewardSource.FUNCTIONS
 
 
 def policy_job_kind(config: LoopConfig) -> JobKind:
@@ -379,5 +396,6 @@ def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
         return reward_settings(config)
     if kind == JobKind.DPO:
         return {"settings": dpo_settings(config)}
-    return {"iterations": config.policy_iterations, "reward": RewardSource.RM.value,
+    return {"iterations": config.policy_iterations, "reward": config.reward,
+            "reward_functions": config.reward_functions, "rm_weight": config.rm_weight,
             "settings": policy_settings(config)}

@@ -35,7 +35,7 @@ from storage.reward_models import list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
 from storage.types import Generation, Job, Policy
 
-from ..policy.config import Algorithm, PolicyRun, RewardSource
+from ..policy.config import Algorithm, PolicyRun
 from ..policy.dpo_config import DPORun
 from ..reporting import JobCancelled, JobPaused, Reporter
 from .audit_pairs import queue_round_pairs
@@ -43,6 +43,7 @@ from .config import (
     Annotator,
     LoopConfig,
     OnWarning,
+    collects_labels,
     dpo_settings,
     labels_in_round,
     needs_reward_model,
@@ -60,6 +61,7 @@ from .failure_warnings import (
     warning_line,
     winrate_warnings,
 )
+from .function_evaluation import log_function_scores
 from .prompt_use import check_against_store
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
@@ -97,8 +99,8 @@ class Loop:
             raise JobCancelled("the loop was stopped; resume to continue from this step")
 
     @property
-    def with_oracle(self) -> bool:
-        return self.config.annotator == Annotator.ORACLE
+    def with_oracle(self) -> bool:  # a loop on the reward functions alone labels nothing: no oracle to score with
+        return self.config.annotator == Annotator.ORACLE and collects_labels(self.config)
 
     def version(self, policy: Policy) -> str:
         """The policy version's name as phases show it: `policy v3`."""
@@ -112,6 +114,7 @@ class Loop:
             baseline = evaluate_policy(self.store, start, self.config, self.with_oracle)
             if baseline is not None:
                 log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
+            log_function_scores(self.store, self.job.id, self.first_round - 1, start, self.config)
         run_sft_first(self)
         done = {r["round"] for r in list_rounds(self.store, self.job.id)}
         for index in range(self.config.rounds):
@@ -128,6 +131,8 @@ class Loop:
     def judge_final_version(self) -> None:
         """The newest version's win-rate pairs, queued through the places left in the queue; the oracle judges them
         before the job completes (people judge them after it, and the figures follow their labels)."""
+        if not collects_labels(self.config):
+            return
         index, newest = self.config.rounds - 1, latest_policy(self.store)
         self.queue_winrate_pairs(index, newest, self.labels_wanted(index), 0.99)
         if self.with_oracle:
@@ -143,11 +148,13 @@ class Loop:
         config, g = self.config, self.first_round + index
         seed = round_seed(config.seed, g)
         policy = latest_policy(self.store)
-        if round_pair_count(self.store, g) == 0:
+        labels = collects_labels(config)  # a reward of the functions alone needs no pairs, labels or reward model
+        if labels and round_pair_count(self.store, g) == 0:
             self.step(index, "sampling responses", 0.0)
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
-        self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
-        if round_label_count(self.store, g) < self.labels_wanted(index):
+        if labels:
+            self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
+        if labels and round_label_count(self.store, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -164,6 +171,7 @@ class Loop:
             new_policy = latest_policy(self.store)
         self.step(index, f"evaluating {self.version(new_policy)}", 0.95)
         oracle_score = evaluate_policy(self.store, new_policy, self.config, self.with_oracle)
+        log_function_scores(self.store, self.job.id, g, new_policy, self.config)
         self.step(index, "summarising", 0.99)
         self.summarise(index, g, new_policy, oracle_score)
         self.warn(policy_phase_warnings(self.store, self.job.id, config, g, self.first_round))
@@ -253,7 +261,8 @@ class Loop:
         m, offset = self.config.policy_iterations, (g - self.first_round) * self.config.policy_iterations
         settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
-        run = PolicyRun(iterations=m, reward=RewardSource.RM.value, round=g,
+        run = PolicyRun(iterations=m, reward=self.config.reward, round=g, reward_functions=self.config.reward_functions,
+                        rm_weight=self.config.rm_weight,
                         settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                      phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))

@@ -212,7 +212,7 @@ class PolicyRun:
         "help": "rm: the newest reward model; oracle: the scoring function --oracle (benchmarks); functions: the "
                 "--reward-functions alone; rm+functions: --rm-weight x the reward model's normalised score plus them.",
         "choices": RewardSource})
-    reward_functions: str = field(default="", metadata={
+    reward_functions: list = field(default_factory=list, metadata={
         "help": 'JSON list of reward functions, e.g. \'[{"name": "math_answer", "weight": 1.0}]\': built-ins '
                 "math_answer, exact_match, regex, format, length, json_valid, or module:function called as TRL calls "
                 "reward_funcs (docs/rewards.md)."})

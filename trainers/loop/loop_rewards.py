@@ -1,0 +1,33 @@
+"""What a loop's rounds maximise: the reward model (`rm`), the reward functions alone (`functions`: RLVR, no labels
+and no reward model, so a round samples, optimises and evaluates) or both (`rm+functions`), and the check of those
+settings (torch-free: the Train tab checks them too). Custom `module:function` entries are allowed here; the Train
+tab and `/start_loop` refuse them before a loop is started (`refuse_custom_functions`)."""
+
+from __future__ import annotations
+
+from storage.errors import InvalidInput
+
+from ..policy.config import Algorithm, RewardSource
+from ..reward.function_specs import parse_reward_functions
+
+LOOP_REWARDS = (RewardSource.RM, RewardSource.FUNCTIONS, RewardSource.RM_FUNCTIONS)
+
+
+def check_loop_reward(config) -> None:
+    """InvalidInput (one line) when a loop config's `reward`, `reward_functions` and algorithm do not go together."""
+    if config.reward not in {reward.value for reward in LOOP_REWARDS}:
+        raise InvalidInput(f"reward must be one of {', '.join(LOOP_REWARDS)}, got {config.reward!r}")
+    functions = parse_reward_functions(config.reward_functions, allow_custom=True)
+    uses_functions = RewardSource(config.reward).uses_functions
+    if uses_functions and not functions:
+        raise InvalidInput(f"reward {config.reward} needs reward_functions, e.g. "
+                           '[{"name": "math_answer", "weight": 1.0}]')
+    if functions and not uses_functions:
+        raise InvalidInput("reward_functions go with reward functions or rm+functions; set reward")
+    if uses_functions and config.algorithm == Algorithm.DPO:
+        raise InvalidInput("reward functions score rollouts, which DPO has none of; use algorithm ppo or grpo")
+
+
+def refuse_custom_functions(config) -> None:
+    """InvalidInput when a loop config from the browser or `/start_loop` names code to run (`module:function`)."""
+    parse_reward_functions(config.reward_functions, allow_custom=False)
