@@ -79,3 +79,28 @@ def test_an_incremental_lora_reward_model_continues_its_adapter_on_the_same_base
     assert second.replayed == 10
     assert adapter_base(Path(second.paths[0]) / ADAPTER_FOLDER) == tiny_gpt2_dir  # still on the policy's base
     assert shares_base(second.paths, tiny_gpt2_dir) and shares_base(first.paths, tiny_gpt2_dir)
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_a_lora_policy_scores_with_the_reward_adapter_on_its_own_base_and_saves_only_its_own(store, tiny_gpt2_dir,
+                                                                                            corpus_sentences,
+                                                                                            algorithm):
+    from storage.policies import get_policy
+    from trainers.jobs.policy_job import build_trainer, plan_policy, train_policy
+    from trainers.policy.config import PolicyRun
+    from trainers.reward.shared_base import AdapterRewardModel
+
+    fill_store(store, tiny_gpt2_dir, corpus_sentences, 40)
+    train_reward_model(store, RewardConfig(**LORA))
+    settings = {"lora": True, "batch_size": 4, "response_length": 6, "algorithm": algorithm,
+                **({"group_size": 2} if algorithm == "grpo" else {})}
+    run = PolicyRun(iterations=1, reward="rm", settings=settings)
+    trainer = build_trainer(plan_policy(store, run)[0])
+    [member] = trainer.reward.models
+    assert isinstance(member, AdapterRewardModel) and member._shared[0] is trainer.policy_model.policy
+    outcome = train_policy(store, run, trainer=trainer)
+    saved = Path(get_policy(store, outcome.policy_id).path) / "adapter"
+    assert (saved / "adapter_model.safetensors").is_file() and not [p for p in saved.iterdir() if p.is_dir()]
+    full = build_trainer(plan_policy(store, PolicyRun(iterations=1, reward="rm", settings={**settings, "lora": False}
+                                                      ))[0])
+    assert not isinstance(full.reward.models[0], AdapterRewardModel)  # a fully trained policy: the merged copy

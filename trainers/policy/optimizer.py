@@ -41,6 +41,7 @@ from labeling.synthetic import load_scorer
 from ..models.chat_format import ChatFormat
 from ..models.generation import left_pad, model_end_ids
 from ..reporting import JobCancelled, Reporter, stop_requested
+from ..reward.shared_base import SharedBaseReward
 from .checkpoint import has_state, load_state, save_policy, save_state
 from .config import Algorithm, PolicyConfig, PolicySetupError
 from .kl_control import make_kl_controller
@@ -119,6 +120,10 @@ class PolicyOptimizer:
                 raise PolicySetupError("with LoRA the reference is the base model with adapters disabled; pass no "
                                        "reference")
             policy = with_lora(policy, config)
+            if isinstance(self.reward, SharedBaseReward):  # its adapters on this very base: no second copy
+                from ..reward.scorer import RewardScorer
+
+                self.reward = RewardScorer.on_shared_base(policy, self.reward.member_dirs, list(self.reward.norms))
         else:
             reference = reference if reference is not None else copy.deepcopy(policy)
             self.reference = reference.eval().requires_grad_(False).to(self.accelerator.device)

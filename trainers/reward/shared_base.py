@@ -10,8 +10,7 @@ per member: a module that scores as the merged model does (the backbone's last h
 through the `score` head), switching the active adapter for its forward and back. peft keeps one adapter active at a
 time, and `disable_adapter()` (the reference) turns every adapter off, the reward's included.
 
-    members = attach_reward_adapters(policy, member_dirs, pad_token_id)     # policy: the PPO policy's PeftModel
-    scorer = RewardScorer(members, chat, pad_token_id, norms)
+    scorer = RewardScorer.on_shared_base(policy, member_dirs, norms)     # policy: the PPO policy's PeftModel
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -50,6 +50,15 @@ def shares_base(member_dirs: Sequence[str | Path], policy_base: str | Path) -> b
     """Can every member score on the policy's base: each trained as an adapter on that very base directory?"""
     adapters = [adapter_dir(d) for d in member_dirs]
     return bool(adapters) and all(a is not None and same_dir(adapter_base(a), policy_base) for a in adapters)
+
+
+@dataclass(frozen=True)
+class SharedBaseReward:
+    """A reward model whose members score on the policy's base, attached once the policy has its adapters
+    (`RewardScorer.on_shared_base`): its members' directories and normalisations."""
+
+    member_dirs: tuple[str, ...]
+    norms: tuple[tuple[float, float], ...]
 
 
 @contextlib.contextmanager
