@@ -13,7 +13,8 @@ default. Prints the tables and writes bench/out/<name>.json.
 
     python bench/round_cost.py                                        # 10 rounds x 100 labels, both modes, seed 0
     python bench/round_cost.py --rounds 5 --seeds 0 1                 # shorter, two seeds for the paired quality
-    python bench/round_cost.py --modes incremental --config '{"reward_replay": 25}' --name round_cost_replay25
+    python bench/round_cost.py --modes incremental_patience --name round_cost_patience \
+        --results bench/out/round_cost.json                           # a variant beside an earlier run's tables
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ sys.path.insert(0, str(ROOT))
 from bench.label_efficiency import WORK, fresh_store, interval  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-MODES = ("incremental", "full")
+MODES = {"incremental": {"reward_training": "incremental"}, "full": {"reward_training": "full"},
+         # variants of incremental training: early stopping on the share's validation pairs, a smaller replay
+         "incremental_patience": {"reward_training": "incremental", "reward_patience": 3},
+         "incremental_replay25": {"reward_training": "incremental", "reward_replay": 25}}
 PHASES = ("sample+select", "win-rate pairs", "label", "reward", "policy", "evaluate")
 PHASE_OF = [("sampling responses", "sample+select"), ("queueing win-rate pairs", "win-rate pairs"),
             ("collecting labels", "label"), ("judging", "label"), ("training the reward model", "reward"),
@@ -123,7 +127,7 @@ def one_run(mode: str, seed: int, rounds: int, labels: int, settings: dict, name
     from trainers.loop.config import LoopConfig
 
     config = LoopConfig.from_dict({**settings, "rounds": rounds, "labels_per_round": labels, "label_decay": 1.0,
-                                   "reward_training": mode, "seed": seed})
+                                   **MODES[mode], "seed": seed})
     folder = f"{name}-{mode}-s{seed}"
     store = fresh_store(folder)
     try:
@@ -139,7 +143,7 @@ def one_run(mode: str, seed: int, rounds: int, labels: int, settings: dict, name
            "heldout_accuracy": accuracy, "heldout_pairs": val_pairs,
            "gain": scores[max(scores)] - scores[min(scores)]}
     reward = [r["reward"][1] for r in row["rounds"]]
-    print(f"{mode:>11} seed {seed}: reward {reward[0]:.0f} CPU s -> {reward[-1]:.0f} CPU s, held-out accuracy "
+    print(f"{mode:>20} seed {seed}: reward {reward[0]:.0f} CPU s -> {reward[-1]:.0f} CPU s, held-out accuracy "
           f"{accuracy:.3f} on {val_pairs} pairs, oracle gain {row['gain']:+.3f}", flush=True)
     return row
 
@@ -164,28 +168,29 @@ def print_tables(rows: list[dict]) -> None:
         later = f", round {n} / round 2: {reward[-1] / reward[1]:.2f}x" if n > 2 else ""
         print(f"\nreward phase growth, round {n} / round 1: {reward[-1] / reward[0]:.2f}x{later}; "
               f"reward seconds over all rounds: {sum(reward):.0f}")
-    seeds = sorted({r["seed"] for r in rows if r["mode"] == "incremental"} & {r["seed"] for r in rows
-                                                                               if r["mode"] == "full"})
-    if not seeds:
-        return
     by = {(r["mode"], r["seed"]): r for r in rows}
-    print(f"\nincremental against full, paired by seed ({len(seeds)} seed{'s' if len(seeds) > 1 else ''}; 95% "
-          "t-interval of the difference)\n")
-    print("| figure | incremental | full | difference |")
-    print("|---|---:|---:|---:|")
-    for figure in ("heldout_accuracy", "gain"):
-        mine = [by["incremental", s][figure] for s in seeds]
-        theirs = [by["full", s][figure] for s in seeds]
-        diff, half = interval([a - b for a, b in zip(mine, theirs, strict=True)])
-        print(f"| {figure} | {statistics.fmean(mine):.3f} | {statistics.fmean(theirs):.3f} | {diff:+.3f} "
-              f"± {half:.3f} |")
+    for mode in [m for m in MODES if m != "full"]:
+        seeds = sorted({s for m, s in by if m == mode} & {s for m, s in by if m == "full"})
+        if not seeds:
+            continue
+        print(f"\n{mode} against full, paired by seed ({len(seeds)} seed{'s' if len(seeds) > 1 else ''}; 95% "
+              "t-interval of the difference)\n")
+        print(f"| figure | {mode} | full | difference |")
+        print("|---|---:|---:|---:|")
+        for figure in ("heldout_accuracy", "gain"):
+            mine = [by[mode, s][figure] for s in seeds]
+            theirs = [by["full", s][figure] for s in seeds]
+            diff, half = interval([a - b for a, b in zip(mine, theirs, strict=True)])
+            print(f"| {figure} | {statistics.fmean(mine):.3f} | {statistics.fmean(theirs):.3f} | {diff:+.3f} "
+                  f"± {half:.3f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--labels", type=int, default=100, help="oracle labels per round")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["incremental", "full"])
+    parser.add_argument("--results", nargs="*", default=[], help="earlier runs' JSON files to tabulate with these")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--config", default="{}", help="other loop settings as JSON")
@@ -195,7 +200,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     settings = json.loads(args.config)
-    rows = []
+    rows = [row for path in args.results for row in json.loads(Path(path).read_text())["runs"]]
     for seed in args.seeds:  # seed by seed, so a shortened run still pairs its modes
         for mode in args.modes:
             rows.append(one_run(mode, seed, args.rounds, args.labels, settings, args.name))
