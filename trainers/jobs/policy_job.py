@@ -19,7 +19,6 @@ has no critic and loads none.
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from ..reporting import Reporter
 from ..reward.function_specs import RewardFunctionSpec, parse_reward_functions
 from ..reward.functions import CombinedReward, RewardFunctions, prompt_key
 from ..reward.scorer import RewardScorer
+from ..reward.shared_base import SharedBaseReward, adapter_base, shares_base
 from .layer import is_main_process, job_reporter, register_policy, staging_path, start_a_project
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
 
@@ -95,6 +95,12 @@ def reference_path(store: Store, start: Policy, lora: bool) -> str | None:
     return root.path if root.id != start.id else None
 
 
+def policy_base(start_path: str) -> str:
+    """The base model directory of a policy: its LoRA adapter's base, or the policy itself."""
+    adapter = Path(start_path) / "adapter"
+    return str(adapter_base(adapter)) if (adapter / "adapter_config.json").is_file() else start_path
+
+
 def load_plan_models(start_path: str, reference: str | None, lora: bool, with_value_head: bool = True):
     """`load_models` from directories alone (every process of a launched phase loads its own copy)."""
     tokenizer = load_tokenizer(start_path)
@@ -103,8 +109,8 @@ def load_plan_models(start_path: str, reference: str | None, lora: bool, with_va
     if lora and adapter.is_dir():
         from peft import PeftModel
 
-        base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
-        return PeftModel.from_pretrained(load_policy(base), adapter, is_trainable=True), None, tokenizer, value_head
+        policy = PeftModel.from_pretrained(load_policy(policy_base(start_path)), adapter, is_trainable=True)
+        return policy, None, tokenizer, value_head
     return load_policy(start_path), load_policy(reference) if reference else None, tokenizer, value_head
 
 
@@ -174,13 +180,16 @@ def plan_policy(store: Store, run: PolicyRun) -> tuple[PolicyPlan, Policy]:
 def build_trainer(plan: PolicyPlan) -> PolicyOptimizer:
     """The trainer of `plan` (models loaded from its directories, the reward model on this process's device)."""
     config = PolicyConfig(**plan.config)
-    policy, reference, tokenizer, value_head = load_plan_models(plan.policy_path, plan.reference_path, config.lora,
-                                                                with_value_head=config.algorithm == Algorithm.PPO)
-    if plan.reward_members:
+    member_dirs = [path for path, _, _ in plan.reward_members]
+    if plan.reward_members and config.lora and shares_base(member_dirs, policy_base(plan.policy_path)):
+        reward = SharedBaseReward(tuple(member_dirs), tuple((mean, std) for _, mean, std in plan.reward_members))
+    elif plan.reward_members:
         reward = RewardScorer.from_dirs([path for path, _, _ in plan.reward_members],
                                         [(mean, std) for _, mean, std in plan.reward_members], device=default_device())
     else:
         reward = make_oracle_reward(plan.oracle) if plan.oracle else None
+    policy, reference, tokenizer, value_head = load_plan_models(plan.policy_path, plan.reference_path, config.lora,
+                                                                with_value_head=config.algorithm == Algorithm.PPO)
     if plan.reward_functions:
         reward = CombinedReward(reward, plan.rm_weight, plan_reward_functions(plan, tokenizer))
     return make_trainer(config, policy, tokenizer, plan.prompts, reward, reference=reference, value_head=value_head,

@@ -108,6 +108,9 @@ class LoopConfig:
         "choices": RewardTraining})
     reward_replay: int = field(default=100, metadata={
         "help": "incremental reward training: older labels replayed each round, a seeded sample drawn anew"})
+    reward_lora: bool = field(default=False, metadata={
+        "help": "train the reward model as a LoRA adapter and a score head; with lora and the reward model on the "
+                "policy's base, PPO/GRPO score with that adapter on the policy's own copy of the base"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
         "help": "policy optimiser: ppo (critic, GAE), grpo (G responses per prompt, no critic), or dpo (the labels "
                 "themselves, no reward model needed: iterative DPO against the SFT policy)",
@@ -326,7 +329,7 @@ def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
             "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
             "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
-            "training": config.reward_training, "replay_labels": config.reward_replay,
+            "training": config.reward_training, "replay_labels": config.reward_replay, "lora": config.reward_lora,
             "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
 
 

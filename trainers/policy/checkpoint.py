@@ -103,8 +103,9 @@ def write_policy(policy, tokenizer, path: str | Path, lora: bool, settings: dict
     the run's `settings` as JSON in `settings_file`."""
     path = Path(path)
     if lora:
-        policy.save_pretrained(path / "adapter")
-        policy = copy.deepcopy(policy).merge_and_unload()
+        active = policy.active_adapter  # the policy's own (a reward model's adapters may sit beside it)
+        policy.save_pretrained(path / "adapter", selected_adapters=[active])
+        policy = copy.deepcopy(policy).merge_and_unload(adapter_names=[active])
     policy.save_pretrained(path)
     tokenizer.save_pretrained(path)
     (path / settings_file).write_text(json.dumps(settings, indent=2))

@@ -41,6 +41,7 @@ from labeling.synthetic import load_scorer
 from ..models.chat_format import ChatFormat
 from ..models.generation import left_pad, model_end_ids
 from ..reporting import JobCancelled, Reporter, stop_requested
+from ..reward.shared_base import SharedBaseReward
 from .checkpoint import has_state, load_state, save_policy, save_state
 from .config import Algorithm, PolicyConfig, PolicySetupError
 from .kl_control import make_kl_controller
@@ -126,6 +127,7 @@ class PolicyOptimizer:
                 raise PolicySetupError("with LoRA the reference is the base model with adapters disabled; pass no "
                                        "reference")
             policy = with_lora(policy, config)
+            self._score_on_shared_base(policy)
         else:
             reference = reference if reference is not None else copy.deepcopy(policy)
             self.reference = reference.eval().requires_grad_(False).to(self.accelerator.device)
@@ -151,6 +153,20 @@ class PolicyOptimizer:
             load_state(self, self.state_dir)
 
     # ----- what an algorithm supplies -------------------------------------------------------------------------------
+
+    def _score_on_shared_base(self, policy) -> None:
+        """A reward model whose adapters were trained on this very base scores on it: no second copy (also as the
+        reward-model part of a `CombinedReward`)."""
+        from ..reward.scorer import RewardScorer
+
+        def on_base(reward):
+            if isinstance(reward, SharedBaseReward):
+                return RewardScorer.on_shared_base(policy, reward.member_dirs, list(reward.norms))
+            return reward
+
+        self.reward = on_base(self.reward)
+        if hasattr(self.reward, "reward_model"):
+            self.reward.reward_model = on_base(self.reward.reward_model)
 
     def _make_model(self, policy: nn.Module) -> PolicyModel:
         """The trained model around `policy` (the actor alone, or with a critic)."""

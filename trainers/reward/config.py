@@ -51,6 +51,12 @@ class RewardConfig:
     replay_labels: int = field(default=100, metadata={
         "help": "incremental training: older labels replayed beside the new ones, a seeded sample drawn anew each "
                 "round (0: only the new labels)"})
+    lora: bool = field(default=False, metadata={
+        "help": "Train a LoRA adapter and the score head instead of every weight; the member is saved merged (a "
+                "plain sequence classifier) with the adapter beside it, so a LoRA policy on the same base scores "
+                "with it on its own copy of the base."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank of the reward adapter."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling alpha of the reward adapter."})
     early_stopping_patience: int = field(default=0, metadata={
         "help": "Stop after this many validations without a lower validation loss and keep the best weights (0: "
                 "train every epoch)."})
@@ -89,6 +95,7 @@ class RewardConfig:
                   (self.logging_steps >= 1, f"logging steps must be at least 1, got {self.logging_steps}"),
                   (self.training in {t.value for t in RewardTraining},
                    f"reward training must be one of {', '.join(RewardTraining)}, got {self.training!r}"),
+                  (self.lora_r >= 1, f"LoRA rank must be at least 1, got {self.lora_r}"),
                   (self.replay_labels >= 0, f"replay labels must be 0 or more, got {self.replay_labels}"),
                   (self.early_stopping_patience >= 0,
                    f"early stopping patience must be 0 (off) or more, got {self.early_stopping_patience}")]

@@ -124,6 +124,17 @@ class RewardScorer:
         tokenizer = load_tokenizer(paths[0])
         return cls(models, load_chat_format(paths[0], tokenizer), tokenizer.pad_token_id, norms, batch_size)
 
+    @classmethod
+    def on_shared_base(cls, peft_model, paths: Sequence[str | Path], norms: list[tuple[float, float]],
+                       batch_size: int = 64) -> "RewardScorer":
+        """Members trained as LoRA adapters (`reward_lora`), scoring on the policy's `peft_model` (their base) with
+        their adapters and heads: no second copy of the base (`trainers.reward.shared_base`)."""
+        from .shared_base import attach_reward_adapters
+
+        tokenizer = load_tokenizer(paths[0])
+        models = attach_reward_adapters(peft_model, paths, tokenizer.pad_token_id)
+        return cls(models, load_chat_format(paths[0], tokenizer), tokenizer.pad_token_id, norms, batch_size)
+
     @property
     def size(self) -> int:
         return len(self.models)

@@ -28,6 +28,7 @@ from .config import RewardConfig
 from .data import PreferenceCollator, PreferenceExample, tokenize_examples
 from .loss import preference_loss
 from .scorer import quiet_loading, sequence_scores
+from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
 
 VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
 METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "learning_rate": "reward/learning_rate",
@@ -130,11 +131,9 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
     """Train member `k` of `config.ensemble` from the model in `init_dir` (texts tokenized by its `chat` format) and
     save it (plain HF directory, tokenizer included) into `out_dir`; returns its final metrics (train_loss,
     train_accuracy, val_*); `on_trained` sees the trained model. Raises JobCancelled when stopped."""
-    torch.manual_seed(config.seed + k)  # the new head's initialisation
+    torch.manual_seed(config.seed + k)  # the new head's initialisation (and a new adapter's)
     tokenizer = load_tokenizer(init_dir)
-    with quiet_loading():  # "newly initialized: score.weight" is expected here
-        model = load_reward_model(init_dir)
-    disable_dropout(model)  # both responses of a pair must see the same network
+    model = start_model(config, init_dir)
     early_stopping = bool(val) and config.early_stopping_patience > 0
     callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=early_stopping)
     callbacks = [callback, EarlyStoppingCallback(config.early_stopping_patience)] if early_stopping else [callback]
@@ -152,13 +151,43 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
             raise JobCancelled("reward training was stopped; no reward model was registered (a resumed job trains "
                                "it again)")
         metrics = trainer.evaluate(metric_key_prefix="val") if val else {}
-        trainer.save_model(str(out_dir))
+        if config.lora:
+            model = save_merged(trainer.model, tokenizer, out_dir)
+        else:
+            trainer.save_model(str(out_dir))
         if on_trained is not None:
             on_trained(model)
     (out_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle of our arguments; reward_info.json has them
     train_stats = [h for h in trainer.state.log_history if "loss" in h]
     last = train_stats[-1] if train_stats else {}
     return {**{f"train_{n}": last[n] for n in ("loss", "accuracy") if n in last}, **metrics}
+
+
+def start_model(config: RewardConfig, init_dir: Path) -> torch.nn.Module:
+    """The model member training starts from: `init_dir`'s weights (a new score head on a policy); with `lora`, a new
+    adapter on them, or the adapter a LoRA reward member in `init_dir` carries, on its own base, to train on."""
+    with quiet_loading():  # "newly initialized: score.weight" is expected here
+        carried = adapter_dir(init_dir) if config.lora else None
+        model = load_reward_model(adapter_base(carried) if carried else init_dir)
+        disable_dropout(model)  # both responses of a pair must see the same network
+        if not config.lora:
+            return model
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if carried:
+            return PeftModel.from_pretrained(model, carried, is_trainable=True)
+        return get_peft_model(model, LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0,
+                                                task_type="SEQ_CLS"))  # the score head trains too (modules_to_save)
+
+
+def save_merged(model, tokenizer, out_dir: Path) -> torch.nn.Module:
+    """Save a LoRA reward member: its adapter (and head) under `adapter/`, then the merged sequence classifier, a
+    plain HF directory; returns the merged model."""
+    model.save_pretrained(str(out_dir / ADAPTER_FOLDER))
+    merged = model.merge_and_unload()
+    merged.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    return merged
 
 
 def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val: bool) -> TrainingArguments:
