@@ -24,6 +24,7 @@ from storage.job_warnings import list_warnings
 from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
+from trainers.jobs.launcher import reap_orphans
 from trainers.jobs.layer import job_algorithm, job_kind_label
 from trainers.loop.diagnostics import Finding, diagnose
 from trainers.policy.config import Algorithm
@@ -185,6 +186,7 @@ def write_exports(curves: Curves, choice: str) -> list[str]:
 
 
 def job_choices(studio: Studio) -> list[tuple[str, int]]:
+    reap_orphans(studio.store)  # a job whose process is gone reads as interrupted, never as running
     return [(f"Job {j.id} · {job_kind_label(j)} · {j.status.value}", j.id) for j in job_rows.list_jobs(studio.store)]
 
 

@@ -17,9 +17,12 @@ from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.job_warnings import list_warnings
 from storage.types import Job
+from trainers.jobs.launcher import reap_orphans
 
 from .function_scores import function_score_lines
 from .leaderboard_cli import report_lines
+
+RESUME_COMMAND = {"loop": "loop", "ppo": "ppo", "dpo": "dpo"}  # job kind -> the command whose --resume continues it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +35,8 @@ def job_lines(store: Store, job: Job) -> list[str]:
     progress = f" {job.progress:.0%}" if job.progress is not None else ""
     phase = f" · {job.phase}" if job.phase else ""
     lines = [f"job {job.id} {job.kind}: {job.status.value}{progress}{phase}"]
+    if job.status.resumable and job.kind in RESUME_COMMAND:
+        lines.append(f"  resume: python app.py {RESUME_COMMAND[job.kind]} --resume {job.id} --db {store.path}")
     for w in list_warnings(store, job.id):
         step = f", step {w.step}" if w.step is not None else ""
         seen = " (acknowledged)" if w.acknowledged is not None else ""
@@ -43,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio")
     store = Store(args.db)
+    reap_orphans(store)  # a job whose process is gone (killed, crashed, rebooted) reads as interrupted, not running
     jobs = [job_rows.get_job(store, args.job)] if args.job is not None else job_rows.list_jobs(store)
     if not jobs:
         print("no jobs yet")

@@ -36,10 +36,11 @@ from trainers.policy.config import Algorithm
 
 from . import reward_form
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
+from .refusals import refusing
+from .train_checks import checked_form, field_label, in_form_words
 from .train_form import (
     FORM,
     chosen_line,
-    iterations_label,
     lr_label,
     on_algorithm,
     on_preset,
@@ -50,8 +51,6 @@ from .train_form import (
 )
 
 TITLE = "Train"
-WHOLE = ("rounds", "samples_per_prompt", "labels_per_round", "policy_iterations", "ensemble", "reward_epochs",
-         "group_size", "reward_patience")
 LOG_LINES = 12
 POLL_S = 2.0
 
@@ -85,13 +84,16 @@ def new_jobs_run_on(studio: Studio) -> str:
 
 
 def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str, *values) -> LoopConfig:
-    """The preset (of the project's `presets`), then the form's fields, then the advanced JSON on top."""
-    settings = presets[preset].to_dict()
-    settings.update({name: value for name, value in zip(FORM, values, strict=True)})
-    for name in WHOLE:
-        settings[name] = int(settings[name])
-    settings["label_budget"] = int(settings["label_budget"]) if settings["label_budget"] else None  # blank: from N
-    return LoopConfig.from_dict(settings).updated(settings_from_json(advanced))
+    """The preset (of the project's `presets`), then the form's fields (each checked, by its label), then the advanced
+    JSON on top."""
+    form = dict(zip(FORM, values, strict=True))
+    settings = {**presets[preset].to_dict(), **checked_form(form)}
+    settings["label_budget"] = settings["label_budget"] or None  # blank or 0: from N
+    try:
+        config = LoopConfig.from_dict(settings)
+    except InvalidInput as exc:
+        raise InvalidInput(in_form_words(str(exc), form)) from None
+    return config.updated(settings_from_json(advanced))
 
 
 def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:
@@ -221,27 +223,22 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         algorithm = gr.Radio([a.value for a in Algorithm], value=defaults.algorithm, label="Policy optimiser",
                              elem_id="train-algorithm")
     with gr.Row():
-        counts = [gr.Number(getattr(defaults, name), label=label, precision=0, minimum=minimum)
-                  for name, label, minimum in (("rounds", "Rounds", 1),
-                                               ("samples_per_prompt", "K: samples per prompt", 2),
-                                               ("labels_per_round", "N: labels in round 1 (then × label_decay)", 1),
-                                               ("label_budget", "B: labels of all rounds (blank: from N)", 0),
-                                               ("policy_iterations", iterations_label(defaults.algorithm), 1),
-                                               ("ensemble", "Reward ensemble size", 1))]
+        # no minimum or maximum on the fields: `train_checks` refuses a value naming the field (Gradio would not)
+        counts = [gr.Number(getattr(defaults, name), label=field_label(name, defaults.algorithm), precision=0)
+                  for name in ("rounds", "samples_per_prompt", "labels_per_round", "label_budget",
+                               "policy_iterations", "ensemble")]
     with gr.Row():
-        kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient", minimum=0)
+        kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient")
         reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
         policy_lr = gr.Number(defaults.policy_lr, label=lr_label(defaults.algorithm))
-        reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0, minimum=1)
-        group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0, minimum=2,
+        reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0)
+        group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0,
                                elem_id="train-group-size")
-        dpo_beta = gr.Number(defaults.dpo_beta, label="DPO β (its KL anchor)", minimum=0, elem_id="train-dpo-beta")
+        dpo_beta = gr.Number(defaults.dpo_beta, label="DPO β (its KL anchor)", elem_id="train-dpo-beta")
     with gr.Row():
-        label_decay = gr.Number(defaults.label_decay, label="Label decay (each later round × this)", minimum=0,
-                                maximum=1)
-        audit_share = gr.Number(defaults.audit_share, label="Audit share of labels", minimum=0, maximum=1)
-        reward_patience = gr.Number(defaults.reward_patience, label="Reward early-stop patience (0: off)", precision=0,
-                                    minimum=0)
+        label_decay = gr.Number(defaults.label_decay, label="Label decay (each later round × this)")
+        audit_share = gr.Number(defaults.audit_share, label="Audit share of labels")
+        reward_patience = gr.Number(defaults.reward_patience, label="Reward early-stop patience (0: off)", precision=0)
         reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label="Warm-start the reward model")
         on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning, label="On a failure warning")
     schedule = gr.Markdown(schedule_text(defaults.rounds, defaults.labels_per_round, defaults.label_budget,
@@ -251,7 +248,8 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         reward_form.build(advanced)
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
-                   gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop"), gr.Button("Resume")]
+                   gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop", interactive=False),
+                   gr.Button("Resume", interactive=False)]  # until a job is shown: `JobView` sets them
     limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
@@ -262,18 +260,31 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
 
 @dataclass(frozen=True)
 class JobView(View):
-    """The shown job: a status line, a progress bar, the worker's last log lines; live refresh while it is active."""
+    """The shown job: a status line, a progress bar, the worker's last log lines; live refresh while it is active;
+    the job buttons as its state allows (starts while none runs, Stop while one does, Resume when it stopped early)."""
 
     status: str
     progress: str
     logs: str
     timer: gr.Timer
+    start_loop: dict
+    train_reward: dict
+    run_policy: dict
+    stop: dict
+    resume: dict
+
+
+def job_buttons(job: Job | None) -> tuple[dict, ...]:
+    """The start buttons, Stop and Resume, enabled as `job` (the newest) allows."""
+    active = job is not None and job.status.active
+    resumable = job is not None and job.status.resumable
+    return (*[gr.update(interactive=not active)] * 3, gr.update(interactive=active), gr.update(interactive=resumable))
 
 
 def job_view(studio: Studio, job: Job | None) -> JobView:
     state = job_status_dict(studio, job)
     if job is None:
-        return JobView("No job yet.", "", "", gr.Timer(active=False))
+        return JobView("No job yet.", "", "", gr.Timer(active=False), *job_buttons(None))
     line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
     if state["phase"]:
         line += f" — {markdown_literal(state['phase'])}"
@@ -283,7 +294,7 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
-    return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active))
+    return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active), *job_buttons(job))
 
 
 def newest_job(studio: Studio) -> JobView:
@@ -293,6 +304,7 @@ def newest_job(studio: Studio) -> JobView:
     return job_view(studio, newest[0] if newest else None)
 
 
+@refusing(JobView)
 def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: str, advanced_json: str,
              *values) -> JobView:
     """Start loop / Train reward model now / Run PPO now: a job of `kind` with the form's settings."""
@@ -303,6 +315,7 @@ def on_start(studio: Studio, kind: JobKind, request: gr.Request, preset_name: st
     return job_view(studio, job_rows.get_job(studio.store, state["job_id"]))
 
 
+@refusing(JobView)
 def on_stop(studio: Studio, request: gr.Request) -> JobView:
     """Stop: ask the active job to stop."""
     studio.require_admin(request)
@@ -313,6 +326,7 @@ def on_stop(studio: Studio, request: gr.Request) -> JobView:
         return job_view(studio, stop(studio, active[0].id, request))
 
 
+@refusing(JobView)
 def on_resume(studio: Studio, request: gr.Request) -> JobView:
     """Resume: continue the newest job from its last completed step."""
     studio.require_admin(request)

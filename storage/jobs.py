@@ -24,10 +24,11 @@ def create_job(store: Store, kind: str, config: dict, launch: dict | None = None
     """Queue a job; refused while another job of this store is queued or running (one training job at a time).
     `launch`: how its training phases run (an accelerate config, described); None: in its worker process."""
     with store.write() as db:
-        busy = db.execute("SELECT id, kind FROM jobs WHERE status IN (?, ?) LIMIT 1", list(ACTIVE)).fetchone()
+        busy = db.execute("SELECT id, kind, pid FROM jobs WHERE status IN (?, ?) LIMIT 1", list(ACTIVE)).fetchone()
         if busy:
-            raise Conflict(f"job {busy[0]} ({busy[1]}) is still running; stop it or wait for it before starting "
-                           "another")
+            process = f" in process {busy[2]}" if busy[2] else ""
+            raise Conflict(f"job {busy[0]} ({busy[1]}) is still running{process}; stop it (Ctrl-C in its terminal, "
+                           "or Stop in the Train tab) or wait for it to end before starting another")
         cursor = db.execute("INSERT INTO jobs (kind, config, status, created, launch) VALUES (?, ?, ?, ?, ?)",
                             [kind, json.dumps(config), JobStatus.QUEUED.value, time.time(),
                              json.dumps(launch) if launch is not None else None])

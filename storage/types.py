@@ -39,6 +39,11 @@ class JobStatus(str, enum.Enum):
     def active(self) -> bool:
         return self in (JobStatus.QUEUED, JobStatus.RUNNING)
 
+    @property
+    def resumable(self) -> bool:
+        """Stopped before its end (Stop, Ctrl-C, a crash, a warning): `--resume` or the Train tab's Resume continues."""
+        return not self.active and self is not JobStatus.COMPLETED
+
 
 @dataclass(frozen=True)
 class Prompt:

@@ -41,7 +41,11 @@ def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browse
 
     status = page.locator("#train-status")
     expect(status).to_contain_text("(grpo loop)")
+    expect(page.get_by_role("button", name="Start loop")).to_be_disabled()  # the buttons follow the job
+    expect(page.get_by_role("button", name="Stop")).to_be_enabled()
     expect(status).to_contain_text("completed", timeout=600_000)  # the worker runs the whole loop
+    expect(page.get_by_role("button", name="Start loop")).to_be_enabled()
+    expect(page.get_by_role("button", name="Stop")).to_be_disabled()
     [job] = job_rows.list_jobs(demo_store)
     assert (job.config["algorithm"], job.config["group_size"], job.config["rounds"]) == ("grpo", 2, 1)
     assert job.config["policy_batch_size"] == 2 and job.config["labels_per_round"] == 7
@@ -57,3 +61,30 @@ def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browse
     chart.locator(".cartesianlayer .subplot").first.wait_for(state="attached", timeout=90_000)
     assert chart.locator(".cartesianlayer .subplot").count() == len(GRPO_PANELS)
     assert "Value loss" not in chart.inner_text() and "GRPO loss" in chart.inner_text()
+
+
+def test_a_refused_start_names_the_field_in_a_message_that_goes_away(demo_store, serve_studio, browser, capfd,
+                                                                     caplog):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(serve_studio(demo_store).local_url)
+    page.get_by_role("tab", name="Train").click()
+    expect(page.locator("#train-status")).to_contain_text("No job yet.")
+    expect(page.get_by_role("button", name="Stop")).to_be_disabled()  # nothing to stop or resume
+    expect(page.get_by_role("button", name="Resume")).to_be_disabled()
+
+    page.get_by_label("Rounds", exact=True).fill("")
+    page.get_by_role("button", name="Start loop").click()
+    expect(page.get_by_text("Rounds is required")).to_be_visible()
+    page.get_by_label("Rounds", exact=True).fill("2")
+    page.get_by_label("Reward LR", exact=True).fill("-1")
+    page.get_by_role("button", name="Train reward model now").click()
+    expect(page.get_by_text("Reward LR must be above 0, got -1")).to_be_visible()
+    assert page.get_by_text("Error", exact=True).count() == 0  # no error pills over the status, bar or log
+    expect(page.locator("#train-status")).to_have_text("No job yet.")
+    expect(page.get_by_text("Rounds is required")).to_be_hidden(timeout=20_000)  # the message goes away
+    assert job_rows.list_jobs(demo_store) == []
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err
+    assert [r.getMessage() for r in caplog.records if r.name == "rlhf_studio.refused"] == [
+        "refused: Rounds is required", "refused: Reward LR must be above 0, got -1"]  # a line each in the terminal

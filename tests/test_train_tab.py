@@ -15,6 +15,8 @@ import pytest
 
 from app import train_form, train_tab
 from app.auth import Users
+from app.refusals import unchanged
+from app.train_checks import field_label
 from storage import jobs as job_rows
 from storage.types import JobStatus
 from tests.helpers import workerless_studio
@@ -66,8 +68,8 @@ def test_stop_goes_through_the_launcher_and_resume_continues(studio, store, monk
     assert train_tab.api_stop_job(studio, job_id, OWNER)["status"] == "running"  # the worker ends it within a step
     assert job_rows.get_job(store, job_id).cancel_requested
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
-    with pytest.raises(gr.Error, match="no job is running"):
-        train_tab.on_stop(studio, OWNER)
+    with pytest.warns(UserWarning, match="no job is running"):  # a refusal: a message that goes away
+        assert train_tab.on_stop(studio, OWNER) == unchanged(train_tab.JobView)
     monkeypatch.setattr(train_tab, "resume_job", lambda store, job_id: job_rows.requeue_job(store, job_id))
     resumed = train_tab.on_resume(studio, OWNER)
     assert resumed.status.startswith(f"**Job {job_id}** (ppo) — **queued**") and resumed.timer.active
@@ -99,11 +101,53 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     assert (job.config["label_decay"], job.config["reward_patience"], job.config["reward_warm_start"],
             job.config["on_warning"]) == (0.5, 2, True, "pause")
     assert shown.progress == '<progress max="1" value="0.000" style="width:100%"></progress>'
-    with pytest.raises(gr.Error, match="only an admin"):
+    with pytest.warns(UserWarning, match="only an admin"):
         train_tab.on_start(studio, "ppo", ALICE, "demo", "{}", *values)
     values[train_form.FORM.index("label_decay")] = 0.0
-    with pytest.raises(gr.Error, match=r"label_decay must be in \(0, 1\]"):
+    with pytest.warns(UserWarning, match=r"Label decay \(each later round × this\) must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("rounds", None, "Rounds is required"),
+    ("rounds", 0.0, "Rounds must be at least 1, got 0"),
+    ("reward_lr", -1e-4, "Reward LR must be above 0, got -0.0001"),
+    ("policy_lr", 0.0, "PPO LR must be above 0, got 0"),
+    ("label_decay", 1.5, r"Label decay \(each later round × this\) must be at most 1, got 1.5"),
+    ("selector", None, "Pair selector is required"),
+    ("samples_per_prompt", 2.5, "K: samples per prompt must be a whole number, got 2.5"),
+])
+def test_each_field_is_checked_by_its_label_before_any_job_row(studio, store, field, value, message):
+    values = train_form.fill_preset("demo")
+    values[train_form.FORM.index(field)] = value
+    with pytest.warns(UserWarning, match=f"^{message}$"):
+        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(train_tab.JobView)
+    assert job_rows.list_jobs(store) == []
+
+
+def test_a_settings_check_across_fields_names_the_fields_by_their_labels(studio, store):
+    values = train_form.fill_preset("demo")
+    values[train_form.FORM.index("labels_per_round")] = 10_000.0
+    with pytest.warns(UserWarning, match='^"N: labels in round 1 \\(then × label_decay\\)" is 10000 but a round '):
+        train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
+    assert job_rows.list_jobs(store) == []
+
+
+def test_the_buttons_follow_the_newest_job(studio, store):
+    def enabled(view) -> list[bool]:
+        return [button["interactive"] for button in (view.start_loop, view.train_reward, view.run_policy, view.stop,
+                                                      view.resume)]
+
+    assert enabled(train_tab.newest_job(studio)) == [True, True, True, False, False]  # nothing to stop or resume
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, os.getpid())
+    assert enabled(train_tab.newest_job(studio)) == [False, False, False, True, False]  # one runs: Stop only
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    assert enabled(train_tab.newest_job(studio)) == [True, True, True, False, True]  # stopped early: Resume too
+    job_rows.requeue_job(store, job_id)
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+    assert enabled(train_tab.newest_job(studio)) == [True, True, True, False, False]
 
 
 def test_a_label_budget_in_the_form_sets_n_and_the_form_says_what_each_round_collects(studio, store):
@@ -141,7 +185,9 @@ def test_the_newest_job_is_shown(studio, store):
 def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
-    assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer]
+    assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer, ui.start_loop,
+                                                ui.train_reward, ui.run_policy, ui.stop, ui.resume]
+    assert [c.label for c in ui.form] == [field_label(name, "ppo") for name in train_form.FORM]  # one set of labels
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt",
                                          "N: labels in round 1 (then × label_decay)",
                                          "B: labels of all rounds (blank: from N)", "M: PPO iterations",
@@ -175,7 +221,7 @@ def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(stu
     button, iterations, lr = train_form.on_algorithm("dpo")
     assert (button.value, lr.label) == ("Run DPO now", "DPO LR") and "DPO runs epochs" in iterations.label
     values[train_form.FORM.index("dpo_beta")] = 0.0
-    with pytest.raises(gr.Error, match="dpo_beta .DPO's β. must be a positive number, got 0.0"):
+    with pytest.warns(UserWarning, match="DPO β .its KL anchor. must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     api = train_tab.api_start_loop(studio, json.dumps({**SMALL, "algorithm": "dpo", "dpo_loss_type": "ipo"}), OWNER)
     assert job_rows.get_job(store, api["job_id"]).config["dpo_loss_type"] == "ipo"
@@ -198,7 +244,7 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     assert run_now.status.startswith(f"**Job {job.id}** (grpo) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
     values[train_form.FORM.index("group_size")] = 1.0
-    with pytest.raises(gr.Error, match="group_size must be at least 2"):
+    with pytest.warns(UserWarning, match="G: GRPO responses per prompt must be at least 2, got 1"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
 
 

@@ -25,7 +25,7 @@ from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import requeue
+from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.dpo_config import DPOConfig, DPORun
@@ -128,10 +128,10 @@ def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
     from .worker import run_job as run_claimed_job
 
     if args.resume is not None:
-        job_id = requeue(store, args.resume).id
+        job = job_rows.claim_job(store, requeue(store, args.resume).id, os.getpid())
     else:
-        job_id = job_rows.create_job(store, JobKind.DPO.value, asdict(run))
-    job = job_rows.claim_job(store, job_id, os.getpid())
+        job = open_job_here(store, JobKind.DPO, asdict(run))
+    job_id = job.id
     bar = ProgressBar(job_id)
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_dpo(s, run, j.id, listener=bar)))

@@ -22,7 +22,7 @@ from storage import jobs as job_rows
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import requeue
+from ..jobs.launcher import open_job_here, reap_orphans, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig, settings_from_json
 from .options import add_options, given_options
@@ -82,10 +82,15 @@ def run_here(args: argparse.Namespace, store: Store) -> int:
     from .worker import run_job
 
     if args.resume is not None:
-        job_id = requeue(store, args.resume).id
+        job = job_rows.claim_job(store, requeue(store, args.resume).id, os.getpid())
     else:
-        job_id = job_rows.create_job(store, JobKind.LOOP.value, project_config(args, store).to_dict())
-    job = job_rows.claim_job(store, job_id, os.getpid())
+        settings = project_config(args, store).to_dict()
+        reap_orphans(store)
+        unfinished = unfinished_loop_line(store)
+        if unfinished:
+            print(unfinished)
+        job = open_job_here(store, JobKind.LOOP, settings)
+    job_id = job.id
     bar = tqdm(total=1000, desc="loop", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")
 
     def progress(fraction: float, phase: str) -> None:
@@ -95,6 +100,21 @@ def run_here(args: argparse.Namespace, store: Store) -> int:
     status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=bar.write, progress=progress).run())
     bar.close()
     return report_end(store, job_id, status)
+
+
+def resume_command(store: Store, job_id: int) -> str:
+    return f"python app.py loop --resume {job_id} --db {store.path}"
+
+
+def unfinished_loop_line(store: Store) -> str | None:
+    """When the store's newest loop job stopped before its end (Ctrl-C, Stop, a crash): that a new job starts, and
+    how to continue that one instead."""
+    loops = [job for job in job_rows.list_jobs(store, limit=20) if job.kind == JobKind.LOOP]
+    if not loops or not loops[0].status.resumable:
+        return None
+    job = loops[0]
+    return (f"job {job.id} (loop) is {job.status.value} at {job.phase or 'its start'}; this starts a new loop job "
+            f"(to continue job {job.id} instead: {resume_command(store, job.id)})")
 
 
 def report_end(store: Store, job_id: int, status: JobStatus) -> int:
@@ -107,4 +127,7 @@ def report_end(store: Store, job_id: int, status: JobStatus) -> int:
         print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
     if status is JobStatus.PAUSED:
         print(f"{job_rows.get_job(store, job_id).phase}; resume with --resume {job_id}")
+    elif status.resumable:
+        print(f"loop job {job_id} stopped at {job_rows.get_job(store, job_id).phase or 'its start'}; continue it with "
+              f"{resume_command(store, job_id)}")
     return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED) else 1

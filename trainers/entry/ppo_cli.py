@@ -25,7 +25,7 @@ from storage.errors import InvalidInput
 from storage.types import Job, JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import requeue
+from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.config import Algorithm, PolicyConfig, PolicyRun
@@ -130,10 +130,10 @@ def run_here(args: argparse.Namespace, store: Store, run: PolicyRun) -> int:
               f"{run.config.response_length} response tokens (python app.py prompts --db {store.path} lists them)")
     trainer = build_trainer(plan)  # every check, models loaded, before the job row
     if args.resume is not None:
-        job_id = requeue(store, args.resume).id
+        job = job_rows.claim_job(store, requeue(store, args.resume).id, os.getpid())
     else:
-        job_id = job_rows.create_job(store, JobKind.POLICY.value, asdict(run))
-    job = job_rows.claim_job(store, job_id, os.getpid())
+        job = open_job_here(store, JobKind.POLICY, asdict(run))
+    job_id = job.id
     name = trainer.algorithm.value
     bar = ProgressBar(job_id, run.iterations, trainer.algorithm)
     outcome = []

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from typing import Callable
 
@@ -23,6 +22,7 @@ from storage import jobs as job_rows
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
+from ..jobs.launcher import open_job_here
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig, reward_settings
 from ..reporting import Reporter
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
         print(f"reward job {job.id}: trained on {members[0].labels_used} labels")
         print_members([(m.id, m.path, m.metrics) for m in members])
         return 0
-    job_id = job_rows.create_job(store, JobKind.REWARD.value, dataclasses.asdict(config))
-    job = job_rows.claim_job(store, job_id, os.getpid())
+    job = open_job_here(store, JobKind.REWARD, dataclasses.asdict(config))
+    job_id = job.id
     bar = ProgressBar()
     results = []
     status = run_job(store, job, runner=lambda s, j: results.append(

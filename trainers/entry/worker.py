@@ -1,10 +1,11 @@
 """The job worker: `python -m trainers.entry.worker --db PATH --job ID` claims a job and runs it to an end state.
 
 It heartbeats from a background thread, and records `completed`, `cancelled` (the runner raised JobCancelled, or
-the cancel flag was set), `interrupted` (a process of a launched training phase was killed: resume continues) or
-`failed` with the tail of the traceback. `RUNNERS` is the one table of what each job kind runs. The worker is one
-process; a job with an accelerate config runs its training phases under `accelerate launch`
-(`trainers.jobs.phase_launch`), and a config asking for more GPUs than this machine has fails the job at once.
+the cancel flag was set, or Ctrl-C / SIGTERM reached it: `trainers.jobs.stopping`), `interrupted` (a process of a
+launched training phase was killed: resume continues) or `failed` with the tail of the traceback. `RUNNERS` is the
+one table of what each job kind runs. The worker is one process; a job with an accelerate config runs its training
+phases under `accelerate launch` (`trainers.jobs.phase_launch`), and a config asking for more GPUs than this machine
+has fails the job at once.
 Before running, it removes the partial checkpoints a killed worker left behind (never registered, only disk).
 """
 
@@ -27,6 +28,7 @@ from storage.types import Job, JobStatus
 from ..jobs import dpo_job, policy_job, reward_job, sft_job
 from ..jobs.layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
 from ..jobs.phase_launch import PhaseFailed, PhaseInterrupted, check_machine
+from ..jobs.stopping import stop_on_signals
 from ..loop import rounds
 from ..reporting import JobCancelled, JobPaused
 
@@ -92,8 +94,9 @@ def run_job(store: Store, job: Job, runner: Runner | None = None) -> JobStatus:
     try:
         if job.launch is not None:
             check_machine(job.launch)
-        (runner or RUNNERS[job.kind])(store, job)
-    except JobCancelled:
+        with stop_on_signals(store, job.id):
+            (runner or RUNNERS[job.kind])(store, job)
+    except (JobCancelled, KeyboardInterrupt):  # Stop, or Ctrl-C / SIGTERM (twice: at once)
         job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
         return JobStatus.CANCELLED
     except PhaseInterrupted as exc:

@@ -58,6 +58,13 @@ def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config
     return job_id
 
 
+def open_job_here(store: Store, kind: JobKind, config: dict) -> Job:
+    """A job run by this process (a headless command): its row written and claimed under this process's id; a job
+    whose process is gone is found first (`reap_orphans`), so it no longer blocks the new one."""
+    reap_orphans(store)
+    return job_rows.claim_job(store, job_rows.create_job(store, kind.value, config), os.getpid())
+
+
 def resume_job(store: Store, job_id: int, accelerate_config: str | Path | None = None) -> Job:
     """Offer a cancelled, failed, interrupted or paused job to a new worker; it continues from its last completed step,
     under `accelerate_config` when given, else under the config it ran with (read again: it may have changed)."""
