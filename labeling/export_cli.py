@@ -1,4 +1,4 @@
-"""`python app.py export --db PATH --format trl|soft --out FILE`: write the labels for training elsewhere.
+"""`python app.py export --db PATH --format trl|soft|rankings --out FILE`: write the labels for training elsewhere.
 
 The store must exist (an export never creates one); the output is .jsonl or .parquet, written whole or not at all.
 """
@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default="studio.db", help="store file to export from")
     parser.add_argument("--format", choices=FORMATS, default="trl",
                         help="trl: {prompt, chosen, rejected} rows without ties, both-bad and skips; "
-                             "soft: every label with its outcome, target (1, 0, 0.5) and annotator")
+                             "soft: every label with its outcome, target (1, 0, 0.5) and annotator; "
+                             "rankings: every ranking verdict whole {prompt, responses, order, ties, all_bad}")
     parser.add_argument("--out", required=True, help="output file, .jsonl or .parquet (both load with `datasets`)")
 
 
