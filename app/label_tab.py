@@ -393,5 +393,7 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(save_queue_settings, studio), api_name="save_queue_settings")
     ui.save.click(bind(on_save_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
                   api_visibility="private")
-    return [Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
+    from . import ranking_panel  # rankings of K answers (rank_k 3-6): its own panel below the pair (it imports us)
+    rankings = ranking_panel.build(studio, ui.name_box, ui.annotator, ui.start)
+    return [*rankings, Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
             Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False)]

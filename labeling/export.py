@@ -6,6 +6,15 @@
 - `soft`: every current label, skips included: `{label_id, pair_id, annotator, prompt, first, second, outcome,
   target, margin}` where `target` = P(first preferred): 1, 0, 0.5 for ties and both-bad, null for skips.
 
+- `rankings`: one row per current ranking verdict, skips left out and counted: `{ranking_id, label_id, annotator,
+  prompt, responses, order, ties, all_bad}`: `responses` in the order they were shown (A first), `order` their indices
+  best first, `ties` the groups of indices tied (each of 2 or more, neighbours in `order`), `all_bad` true with an
+  empty `order` for an "all bad" verdict.
+
+A ranking verdict's comparisons (InstructGPT: every pair of its answers) are rows of `trl` and `soft` too: a tie or
+an "all bad" verdict's pairs as ties and both-bad; their `soft` rows carry the verdict's `label_id`, a null `pair_id`
+and its `ranking_id` (a `ranking_id` column appears when the store has ranking verdicts).
+
 Labels on win-rate pairs (blind judgements of policy versions, `storage.winrate`) are evaluation, not training data:
 the export leaves them out, as reward training does (`storage.labels.training_labels`).
 
@@ -30,9 +39,12 @@ import pyarrow.parquet as pq
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import LabeledPair, training_labels
+from storage.rankings import ALL_BAD, SKIP, LabeledRanking, ranking_verdicts
 from storage.types import Outcome
 
-FORMATS = ("trl", "soft")
+from .ranking import comparison_pairs
+
+FORMATS = ("trl", "soft", "rankings")
 SUFFIXES = (".jsonl", ".parquet")
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -40,6 +52,10 @@ MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])
 
 def _schema(fmt: str, conversational: bool) -> pa.Schema:
     text = MESSAGES if conversational else pa.string()
+    if fmt == "rankings":
+        return pa.schema([("ranking_id", pa.int64()), ("label_id", pa.int64()), ("annotator", pa.string()),
+                          ("prompt", text), ("responses", pa.list_(text)), ("order", pa.list_(pa.int64())),
+                          ("ties", pa.list_(pa.list_(pa.int64()))), ("all_bad", pa.bool_())])
     if fmt == "trl":
         return pa.schema([("prompt", text), ("chosen", text), ("rejected", text)])
     return pa.schema([("label_id", pa.int64()), ("pair_id", pa.int64()), ("annotator", pa.string()),
@@ -57,6 +73,9 @@ class ExportResult:
     skips: int
 
     def summary(self) -> str:
+        if self.format == "rankings":
+            return (f"wrote {self.rows} rankings to {self.path} ({self.ties} with ties, {self.both_bad} all bad; "
+                    f"left out: {self.skips} skips)")
         kept = "left out" if self.format == "trl" else "included"
         return (f"wrote {self.rows} rows to {self.path} ({kept}: {self.ties} ties, {self.both_bad} both bad, "
                 f"{self.skips} skips)")
@@ -78,23 +97,58 @@ def check_export_path(path: str | Path) -> Path:
 
 
 def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
-    """Write the store's current labels in format `trl` or `soft`; the file appears whole or not at all."""
+    """Write the store's current labels in format `trl`, `soft` or `rankings`; the file appears whole or not at all."""
     if fmt not in FORMATS:
-        raise InvalidInput(f"unknown export format {str(fmt)[:20]!r}; use trl or soft")
+        raise InvalidInput(f"unknown export format {str(fmt)[:20]!r}; use {', '.join(FORMATS)}")
     path = check_export_path(path)
-    labels = training_labels(store, include_skips=True)
+    if fmt == "rankings":
+        return _export_rankings(store, path)
+    verdicts = ranking_verdicts(store, include_skips=True)
+    ranked = {v.label_id: v.ranking_id for v in verdicts}
+    labels = training_labels(store, include_skips=True) + [lp for v in verdicts for lp in comparison_pairs(v)]
     counts = {outcome: sum(row.outcome is outcome for row in labels) for outcome in Outcome}
     conversational = any(row.prompt_messages is not None for row in labels)
-    rows = _trl_rows(labels, conversational) if fmt == "trl" else [_soft_row(row, conversational) for row in labels]
+    if fmt == "trl":
+        rows = _trl_rows(labels, conversational)
+    else:
+        rows = [_soft_row(row, conversational) for row in labels]
+        if ranked:
+            for row, label in zip(rows, labels, strict=True):
+                row["ranking_id"] = ranked[label.label_id] if label.pair_id is None else None
     if not rows and labels:
         raise InvalidInput("nothing to export in the trl format: no label prefers one response; use --format soft")
     if not rows:
         raise InvalidInput("nothing to export: the store has no labels yet; label some pairs first")
     schema = _schema(fmt, conversational)
-    if fmt == "trl" and "margin" in rows[0]:
-        schema = schema.append(pa.field("margin", pa.float64()))
+    for column in ("margin", "ranking_id"):
+        if column in rows[0] and column not in schema.names:
+            schema = schema.append(pa.field(column, pa.float64() if column == "margin" else pa.int64()))
     _write_atomically(path, rows, schema)
     return ExportResult(path, fmt, len(rows), counts[Outcome.TIE], counts[Outcome.BOTH_BAD], counts[Outcome.SKIP])
+
+
+def _export_rankings(store: Store, path: Path) -> ExportResult:
+    verdicts = ranking_verdicts(store, include_skips=True)
+    kept = [v for v in verdicts if v.outcome != SKIP]
+    if not kept:
+        raise InvalidInput("nothing to export in the rankings format: the store has no ranking verdicts yet; "
+                           "use --format trl or soft for pairs")
+    conversational = any(v.prompt_messages is not None for v in kept)
+    rows = [_ranking_row(v, conversational) for v in kept]
+    _write_atomically(path, rows, _schema("rankings", conversational))
+    ties = sum(len(row["ties"]) > 0 for row in rows)
+    return ExportResult(path, "rankings", len(rows), ties, sum(v.outcome == ALL_BAD for v in kept),
+                        len(verdicts) - len(kept))
+
+
+def _ranking_row(verdict: LabeledRanking, conversational: bool) -> dict:
+    tiers = verdict.tiers or []
+    prompt = (verdict.prompt_messages or [{"role": "user", "content": verdict.prompt}]) if conversational \
+        else verdict.prompt
+    return {"ranking_id": verdict.ranking_id, "label_id": verdict.label_id, "annotator": verdict.annotator,
+            "prompt": prompt, "responses": [_response(text, conversational) for text in verdict.responses],
+            "order": [p for tier in tiers for p in tier], "ties": [tier for tier in tiers if len(tier) > 1],
+            "all_bad": verdict.outcome == ALL_BAD}
 
 
 def _prompt(row: LabeledPair, conversational: bool) -> str | list[dict]:

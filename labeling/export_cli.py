@@ -1,5 +1,6 @@
-"""`python app.py export --db PATH --format trl|soft|sft|prompts --out FILE`: write the labels (with `sft`, the
-demonstrations; with `prompts`, the prompts with their references) for training elsewhere.
+"""`python app.py export --db PATH --format trl|soft|rankings|sft|prompts --out FILE`: write the labels (with
+`rankings`, whole ranking verdicts; with `sft`, the demonstrations; with `prompts`, the prompts with their references)
+for training elsewhere.
 
 The store must exist (an export never creates one); the output is .jsonl or .parquet, written whole or not at all.
 """
@@ -25,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="trl: {prompt, chosen, rejected} rows without ties, both-bad and skips; "
                              "soft: every label with its outcome, target (1, 0, 0.5) and annotator; "
                              "sft: the demonstrations as {prompt, completion} rows (TRL's SFT format); "
-                             "prompts: {prompt, <reference fields>} rows, the training prompts")
+                             "prompts: {prompt, <reference fields>} rows, the training prompts; "
+                             "rankings: every ranking verdict whole {prompt, responses, order, ties, all_bad}")
     parser.add_argument("--heldout", action="store_true",
                         help="with --format prompts: the held-out prompts instead of the training ones")
     parser.add_argument("--out", required=True, help="output file, .jsonl or .parquet (both load with `datasets`)")

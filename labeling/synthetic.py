@@ -23,6 +23,7 @@ from storage import Store
 from storage.errors import InvalidInput
 
 from .annotation import ShownPair, next_pair, submit_label
+from .ranking import ShownRanking, next_ranking, submit_ranking
 
 DEFAULT_ORACLE = "assets.lexicon:sentiment_score"
 
@@ -87,6 +88,26 @@ class OracleAnnotator:
         label_ids = []
         while len(label_ids) < n and (shown := next_pair(store, self.name, self.rng, selector)) is not None:
             label_ids.append(submit_label(store, self.name, shown.pair_id, self.choose(shown), str(uuid.uuid4())))
+        return label_ids
+
+    def order(self, shown: ShownRanking) -> str:
+        """The ranking of what is on screen: letters best first, equal scores tied (`=`); with probability `noise`
+        a random order."""
+        letters = shown.letters
+        if self.noise and self.rng.random() < self.noise:
+            return "".join(self.rng.sample(letters, len(letters)))
+        scores = [self._score(text) for text in shown.responses]
+        best_first = sorted(range(len(letters)), key=lambda i: -scores[i])
+        return "".join(("=" if n and scores[i] == scores[best_first[n - 1]] else "") + letters[i]
+                       for n, i in enumerate(best_first))
+
+    def rank(self, store: Store, n: int) -> list[int]:
+        """Judge up to `n` queued rankings (fewer when none is left); returns the new ranking verdicts' ids."""
+        if n < 0:
+            raise InvalidInput(f"the number of rankings must be 0 or more, got {n}")
+        label_ids = []
+        while len(label_ids) < n and (shown := next_ranking(store, self.name)) is not None:
+            label_ids.append(submit_ranking(store, self.name, shown.ranking_id, self.order(shown), str(uuid.uuid4())))
         return label_ids
 
     def _score(self, text: str) -> float:

@@ -364,3 +364,65 @@ def m016_judge_verdicts(db: Database) -> None:
         CREATE INDEX judge_verdicts_training ON judge_verdicts(pair_id) WHERE trains = 1
         """
     )
+
+
+@migrations()
+def m017_rankings(db: Database) -> None:
+    """Rankings of K answers to one prompt: the item (its answers in the stored order shown as A, B, C, ...), its
+    reservations, and its verdicts (tiers of positions best first, or all bad, or a skip) with decision time, vote id
+    and undo; `rankings.votes` = current non-skip verdicts, kept by triggers, as `pairs.votes`."""
+    _run(db,
+        """
+        CREATE TABLE rankings (
+            id INTEGER PRIMARY KEY,
+            prompt_id INTEGER NOT NULL REFERENCES prompts(id),
+            round INTEGER NOT NULL DEFAULT 0,
+            policy_id INTEGER REFERENCES policies(id),
+            selector TEXT NOT NULL,
+            score REAL,
+            votes INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL
+        );
+        CREATE INDEX rankings_queue ON rankings(round DESC, score DESC, id, votes, selector);
+        CREATE TABLE ranking_members (
+            ranking_id INTEGER NOT NULL REFERENCES rankings(id),
+            position INTEGER NOT NULL,
+            generation_id INTEGER NOT NULL REFERENCES generations(id),
+            PRIMARY KEY (ranking_id, position),
+            UNIQUE (ranking_id, generation_id)
+        );
+        CREATE TABLE ranking_reservations (
+            ranking_id INTEGER NOT NULL REFERENCES rankings(id),
+            annotator TEXT NOT NULL,
+            expires REAL NOT NULL,
+            shown REAL,
+            PRIMARY KEY (ranking_id, annotator)
+        );
+        CREATE TABLE ranking_labels (
+            id INTEGER PRIMARY KEY,
+            ranking_id INTEGER NOT NULL REFERENCES rankings(id),
+            annotator TEXT NOT NULL,
+            outcome TEXT NOT NULL CHECK (outcome IN ('ranked', 'all_bad', 'skip')),
+            tiers TEXT,
+            decision_ms INTEGER,
+            vote_id TEXT UNIQUE,
+            created REAL NOT NULL,
+            undone REAL
+        );
+        CREATE UNIQUE INDEX ranking_labels_current ON ranking_labels(ranking_id, annotator) WHERE undone IS NULL;
+        CREATE INDEX ranking_labels_annotator ON ranking_labels(annotator, created)
+        """
+    )
+    for statement in (  # trigger bodies hold ';', so they cannot go through _run
+        """CREATE TRIGGER ranking_labels_votes_insert AFTER INSERT ON ranking_labels
+           WHEN NEW.undone IS NULL AND NEW.outcome != 'skip'
+           BEGIN UPDATE rankings SET votes = votes + 1 WHERE id = NEW.ranking_id; END""",
+        """CREATE TRIGGER ranking_labels_votes_update AFTER UPDATE OF undone ON ranking_labels
+           BEGIN
+             UPDATE rankings SET votes = votes - 1 WHERE id = OLD.ranking_id AND OLD.undone IS NULL
+               AND OLD.outcome != 'skip';
+             UPDATE rankings SET votes = votes + 1 WHERE id = NEW.ranking_id AND NEW.undone IS NULL
+               AND NEW.outcome != 'skip';
+           END""",
+    ):
+        db.execute(statement)

@@ -64,7 +64,9 @@ def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_marg
     assert batch["margin"].tolist() == [2.0, 0.25, 0.25]
     model = load_reward_model(tiny_gpt2_dir)
     trainer = PreferenceTrainer(model=model, args=training_arguments(RewardConfig(), str(store.data_dir), 0, False))
-    first, second = sequence_scores(model, batch["input_ids"], batch["attention_mask"]).chunk(2)
+    scores = sequence_scores(model, batch["input_ids"], batch["attention_mask"])  # (6,): each pair's two in turn
+    first, second = scores[0::2], scores[1::2]
+    assert batch["first"].tolist() == [0, 2, 4] and batch["second"].tolist() == [1, 3, 5]
     expected = -torch.nn.functional.logsigmoid(torch.stack([first[0] - second[0] - 2.0, first[1] - second[1] - 0.25,
                                                             second[2] - first[2] - 0.25])).mean()
     assert trainer.compute_loss(model, batch).item() == pytest.approx(expected.item(), rel=1e-5)
@@ -118,9 +120,9 @@ def test_nothing_is_cut_a_pair_longer_than_the_context_is_left_out(tiny_gpt2_dir
     short = PreferenceExample(1, 1, "the movie was", " great .", " bad .", 1.0)
     long = PreferenceExample(7, 3, "the movie was", " great" * 3, " great and moving and fun ." * 8, 0.0)
     dataset = tokenize_examples(chat, [short, long])
-    assert dataset[1]["second_ids"] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
+    assert dataset[1]["sequences"][1] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
     assert split_by_fit(chat, [short, long], context=None) == ([short, long], [])
-    tokens = len(dataset[1]["second_ids"])
+    tokens = len(dataset[1]["sequences"][1])
     assert split_by_fit(chat, [short, long], context=tokens) == ([short, long], [])
     assert split_by_fit(chat, [short, long], context=tokens - 1) == ([short], [long])
 

@@ -2,7 +2,8 @@
 
 A run (`trainers.policy.dpo_config.DPORun`, saved as the job's config so a resumed job repeats it) trains a policy
 version of the store (default: the newest) on the labels that train, read as reward training reads them
-(`storage.labels.training_labels`: current labels, no skips, none on a win-rate pair; with `source`, only that
+(`storage.labels.training_labels`: current labels, no skips, none on a win-rate pair, then every ranking verdict's
+comparisons as pairs, whose label ids are the verdict's negated so none equals a pair label's; with `source`, only that
 annotator's or imported data set's), against the SFT root (the lineage's root) as reference, then registers the new
 version with the start policy as parent. Ties and "both bad" are left out and counted, unless `train_ties` trains them
 at p = 0.5, and so are the labels of excluded prompts and those too long for the policy (nothing is cut). This is the
@@ -23,6 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from labeling.ranking import ranking_comparison_pairs
 from labeling.synthetic import load_scorer
 from storage import Store
 from storage.errors import InvalidInput
@@ -57,7 +59,7 @@ def dpo_examples(store: Store, config: DPOConfig, source: str | None = None
                  ) -> tuple[list[PreferenceExample], dict[str, int]]:
     """The examples DPO trains on and the labels it leaves out by outcome (ties and both-bad, unless `train_ties`);
     raises InvalidInput, in one line, when nothing would train."""
-    labeled = training_labels(store)
+    labeled = training_labels(store) + ranking_comparison_pairs(store)
     if source is not None:
         sources = sorted({lp.annotator for lp in labeled})
         labeled = [lp for lp in labeled if lp.annotator == source]
@@ -74,7 +76,8 @@ def dpo_examples(store: Store, config: DPOConfig, source: str | None = None
         if lp.prompt_excluded:
             left_out[EXCLUDED] += 1
             continue
-        examples.append(PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second, target))
+        examples.append(PreferenceExample(lp.label_id if lp.pair_id is not None else -lp.label_id, lp.pair_id,
+                                          lp.prompt_content, lp.first, lp.second, target))
     if examples:
         return examples, dict(left_out)
     stored = count_labels(store, include_skips=False, evaluation=False)

@@ -3,7 +3,8 @@
 This is the job layer around `trainers.reward.trainer`: it reads the labels that train
 (`storage.labels.training_labels`: every current label but skips and win-rate judgements, as examples with target p = 1,
 0 or 0.5: ties, and "both bad" unless `both_bad_as_tie` is off; those of excluded prompts and those longer than the
-model's context are left out, counted), checks the inputs, splits by pair (one pair's labels never straddle the split),
+model's context are left out, counted) and every ranking verdict (one example of its comparisons), checks the inputs,
+splits by pair or ranking item (one item's labels never straddle the split),
 trains `ensemble` members (K > 1: each on a bootstrap resample), then normalises and registers them. The model starts
 from the project's reward base (`init --reward-base`), else the SFT policy (the root of the newest policy's lineage); it
 reads prompts and responses in its own format (`ChatFormat`), so a base with another tokenizer or chat template works
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from labeling.conversations import PromptInput
+from labeling.ranking import verdict_comparisons
 from storage import Store
 from storage.errors import InvalidInput, NotFound
 from storage.generations import SAMPLE_SOURCE, list_generations
@@ -40,6 +42,7 @@ from storage.labels import count_labels, training_labels
 from storage.metrics import last_step
 from storage.policies import get_policy, latest_policy, reward_base_path
 from storage.prompts import get_prompt
+from storage.rankings import ranking_verdicts
 from storage.reward_models import add_reward_model, latest_reward_models
 from storage.types import Job, Policy
 
@@ -47,7 +50,16 @@ from ..models.chat_format import ChatFormat, listed, model_context
 from ..models.loading import default_device, load_chat_format
 from ..reporting import Reporter
 from ..reward.config import RewardConfig, RewardTraining
-from ..reward.data import PreferenceExample, bootstrap, split_by_fit, split_by_pair
+from ..reward.data import (
+    Example,
+    PreferenceExample,
+    RankingExample,
+    bootstrap,
+    example_from_dict,
+    split_by_fit,
+    split_by_pair,
+    unit_order,
+)
 from ..reward.replay import incremental_share
 from ..reward.scorer import INFO_FILE, RewardScorer
 from ..reward.trainer import train_member
@@ -101,13 +113,13 @@ class RewardInputs:
     they read prompts and responses, the labels left out, and the labels the newest reward model's lineage has seen
     (with `warm_dirs`)."""
 
-    examples: list[PreferenceExample]
+    examples: list[Example]
     policy: Policy
     init_dir: Path
     chat: ChatFormat
     warm_dirs: tuple[Path, ...] = ()
     left_out: LeftOutLabels = field(default_factory=LeftOutLabels)
-    seen_label_ids: frozenset[int] = frozenset()
+    seen_label_ids: frozenset[int | str] = frozenset()
     training: str = RewardTraining.FULL.value
 
     @property
@@ -139,7 +151,7 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
                         seen_label_ids(warm_dirs[0]) if warm_dirs else frozenset(), config.training)
 
 
-def seen_label_ids(model_dir: Path) -> frozenset[int]:
+def seen_label_ids(model_dir: Path) -> frozenset[int | str]:
     """The labels a reward model and those it continued trained on (`label_ids` in files older than incremental
     training, which always trained on every label)."""
     info = json.loads((model_dir / INFO_FILE).read_text())
@@ -155,17 +167,21 @@ def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
 
 
 def load_examples(store: Store, both_bad_as_tie: bool = True,
-                  margin: float = 0.0) -> tuple[list[PreferenceExample], list[int]]:
+                  margin: float = 0.0) -> tuple[list[Example], list[int]]:
     """Every current non-skip label that trains (none on a win-rate pair) as an example, with its own margin
-    (imported) or `margin`, but those of excluded prompts, whose label ids come second; raises InvalidInput when no
-    label can train."""
+    (imported or graded) or `margin`, then every ranking verdict that trains as one example of its comparisons, but
+    those of excluded prompts, whose label ids come second; raises InvalidInput when no label can train."""
     labeled = training_labels(store)
     trained = [(lp, target) for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
-    examples = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second, target,
-                                  margin if lp.margin is None else lp.margin)
-                for lp, target in trained if not lp.prompt_excluded]
-    if trained:
-        return examples, [lp.label_id for lp, _ in trained if lp.prompt_excluded]
+    examples: list[Example] = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second,
+                                                 target, margin if lp.margin is None else lp.margin)
+                               for lp, target in trained if not lp.prompt_excluded]
+    ranked = [(v, c) for v in ranking_verdicts(store) if (c := verdict_comparisons(v, both_bad_as_tie))]
+    examples += [RankingExample(v.label_id, v.ranking_id, v.prompt_content, v.responses, c, margin)
+                 for v, c in ranked if not v.prompt_excluded]
+    if trained or ranked:
+        return examples, ([lp.label_id for lp, _ in trained if lp.prompt_excluded]
+                          + [v.label_id for v, _ in ranked if v.prompt_excluded])
     stored = count_labels(store, include_skips=False, evaluation=False)
     if not stored and count_labels(store, include_skips=False):
         raise InvalidInput("every label is on a win-rate pair, which judges policy versions and never trains; label "
@@ -187,12 +203,12 @@ class RewardPlan:
     config: dict  # RewardConfig settings
     init_dir: str  # the model the members start from (with a warm start, the newest reward model's first member)
     policy_id: int  # the policy whose samples normalise the scores
-    train: list[PreferenceExample]
-    val: list[PreferenceExample]
+    train: list[Example]
+    val: list[Example]
     norm_texts: tuple[list, list[str], str]  # (prompts, responses, source) the scores are normalised on
     staged: list[str]  # where each member is written before it is registered
     warm_dirs: list[str] = field(default_factory=list)  # warm start: the newest reward model's members
-    seen_label_ids: list[int] = field(default_factory=list)  # what the trained model's lineage will have seen
+    seen_label_ids: list[int | str] = field(default_factory=list)  # what the trained model's lineage has seen (keys)
     replayed: int = 0  # incremental training: the older labels among train and val
 
     def start_dir(self, k: int) -> Path:
@@ -200,7 +216,7 @@ class RewardPlan:
         return Path(self.warm_dirs[k % len(self.warm_dirs)] if self.warm_dirs else self.init_dir)
 
     @property
-    def members(self) -> list[list[PreferenceExample]]:
+    def members(self) -> list[list[Example]]:
         """Each member's training examples: all of them, or (K > 1) a bootstrap resample each."""
         seed, ensemble = self.config["seed"], self.config["ensemble"]
         return [self.train] if ensemble == 1 else [bootstrap(self.train, seed + k) for k in range(ensemble)]
@@ -210,7 +226,7 @@ class RewardPlan:
 
     @classmethod
     def from_dict(cls, values: dict) -> RewardPlan:
-        examples = {name: [PreferenceExample(**e) for e in values[name]] for name in ("train", "val")}
+        examples = {name: [example_from_dict(e) for e in values[name]] for name in ("train", "val")}
         return cls(**{**values, **examples})
 
 
@@ -232,7 +248,7 @@ def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInput
     norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
     staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
               for _ in range(config.ensemble)]
-    seen = sorted(inputs.seen_label_ids | {e.label_id for e in examples})
+    seen = sorted(inputs.seen_label_ids | {e.key for e in examples}, key=unit_order)
     return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged,
                       [str(d) for d in inputs.warm_dirs], seen, len(replayed))
 
@@ -258,8 +274,8 @@ def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = 
         else:
             train_plan(plan, job_reporter(store, job_id, step_offset, listener=listener))
         return register_reward_models(store, config, job_id, plan.policy_id, [Path(p) for p in plan.staged],
-                                      len(plan.train) + len(plan.val), len({e.pair_id for e in plan.train}),
-                                      len({e.pair_id for e in plan.val}), inputs.left_out, plan.replayed)
+                                      len(plan.train) + len(plan.val), len({e.unit for e in plan.train}),
+                                      len({e.unit for e in plan.val}), inputs.left_out, plan.replayed)
     finally:
         for staged in plan.staged:
             shutil.rmtree(staged, ignore_errors=True)
@@ -288,7 +304,7 @@ def run_phase(spec: dict, reporter: Reporter) -> dict:
     return {"metrics": metrics, "digest": "/".join(digests)}
 
 
-def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[PreferenceExample],
+def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[Example],
                    metrics: dict) -> None:
     """Score the normalisation texts with the saved member (mean/std) and write reward_info.json beside it."""
     prompts, responses, source = plan.norm_texts
@@ -299,7 +315,7 @@ def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: lis
         "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
         "seen_label_ids": plan.seen_label_ids, "replayed": plan.replayed,
         "member_label_ids": [e.label_id for e in member_examples],
-        "val_pair_ids": sorted({e.pair_id for e in plan.val}),
+        "val_pair_ids": sorted({e.unit for e in plan.val}, key=unit_order),
         "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
         "norm_samples": len(responses), "norm_source": source, "policy_id": plan.policy_id,
         "ensemble_index": k, "ensemble_size": len(plan.staged), "config": plan.config,
@@ -307,7 +323,7 @@ def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: lis
     (out_dir / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
 
 
-def _normalisation_texts(store: Store, policy_id: int, examples: list[PreferenceExample], limit: int,
+def _normalisation_texts(store: Store, policy_id: int, examples: list[Example], limit: int,
                          seed: int) -> tuple[list[PromptInput], list[str], str]:
     """(prompts, responses, source): the policy's samples, or the labelled responses when it has none."""
     generations = list_generations(store, policy_id=policy_id, source=SAMPLE_SOURCE)
@@ -318,10 +334,10 @@ def _normalisation_texts(store: Store, policy_id: int, examples: list[Preference
             if g.prompt_id not in prompts:
                 prompts[g.prompt_id] = get_prompt(store, g.prompt_id).content
         return [prompts[g.prompt_id] for g in rows], [g.text for g in rows], f"policy {policy_id} samples"
-    responses = sorted({(e.pair_id, i, text) for e in examples for i, text in enumerate((e.first, e.second))})
-    by_pair = {e.pair_id: e.prompt for e in examples}
+    responses = sorted({(unit_order(e.unit), i, text) for e in examples for i, text in enumerate(e.texts)})
+    by_unit = {unit_order(e.unit): e.prompt for e in examples}
     rows = random.Random(seed).sample(responses, min(limit, len(responses)))
-    return [by_pair[pair_id] for pair_id, _, _ in rows], [text for _, _, text in rows], "labelled responses"
+    return [by_unit[unit] for unit, _, _ in rows], [text for _, _, text in rows], "labelled responses"
 
 
 def register_reward_models(store: Store, config: RewardConfig, job_id: int | None, policy_id: int,

@@ -88,6 +88,9 @@ class LoopConfig:
     selector: str = field(default=Selector.RANDOM.value, metadata={
         "help": "pair selector: random, disagreement (an ensemble's), or a posterior one on the reward model's last "
                 "layer: thompson, info_gain, diverse, d_optimal", "choices": Selector})
+    rank_k: int = field(default=2, metadata={
+        "help": "answers an annotator judges at once: 2 queues pairs; 3-6 queues rankings of that many of a prompt's "
+                "samples (at most samples_per_prompt), each ranking one of the round's labels"})
     pair_with_previous: bool = field(default=False, metadata={
         "help": "also pair each round's samples with the previous version's samples of the same prompts (a wider "
                 "pool, of pairs that differ more)"})
@@ -228,7 +231,10 @@ class LoopConfig:
             raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {self.selector!r}")
         if self.selector == Selector.DISAGREEMENT and self.ensemble < 2:
             raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
-        most_pairs = self.prompts_per_round * self.samples_per_prompt * (self.samples_per_prompt - 1) // 2
+        if not 2 <= self.rank_k <= min(6, self.samples_per_prompt):
+            raise InvalidInput(f"rank_k must be 2 (pairs) to 6 and at most samples_per_prompt "
+                               f"({self.samples_per_prompt}), got {self.rank_k}")
+        most_pairs = self.prompts_per_round * math.comb(self.samples_per_prompt, self.rank_k)
         if self.labels_per_round > most_pairs:
             raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most "
                                f"{most_pairs} pairs (prompts_per_round x K(K-1)/2); lower it or raise "

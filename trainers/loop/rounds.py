@@ -32,7 +32,7 @@ from storage.metrics import last_step, log_metrics, read_metrics
 from storage.policies import latest_policy, list_policies
 from storage.prompts import excluded_prompt_ids
 from storage.reward_models import list_reward_models
-from storage.rounds import add_round, list_rounds, max_policy_round_before, round_label_count, round_pair_count
+from storage.rounds import add_round, list_rounds, max_policy_round_before
 from storage.types import Generation, Job, Policy
 
 from ..policy.config import Algorithm, PolicyRun
@@ -63,6 +63,7 @@ from .failure_warnings import (
 )
 from .function_evaluation import log_function_scores
 from .prompt_use import check_against_store
+from .ranking_round import queue_round_rankings, round_judgements, round_queued
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
 from .sft_steps import run_sft_first, run_sft_step
@@ -149,12 +150,12 @@ class Loop:
         seed = round_seed(config.seed, g)
         policy = latest_policy(self.store)
         labels = collects_labels(config)  # a reward of the functions alone needs no pairs, labels or reward model
-        if labels and round_pair_count(self.store, g) == 0:
+        if labels and not round_queued(self.store, g):
             self.step(index, "sampling responses", 0.0)
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
         if labels:
             self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
-        if labels and round_label_count(self.store, g) < self.labels_wanted(index):
+        if labels and round_judgements(self.store, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -208,6 +209,9 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
+        if config.rank_k > 2:  # rankings instead of pairs (no audit pairs)
+            queue_round_rankings(self.store, config, samples, contents, labels + config.queue_reserve, seed, g)
+            return
         older = self.previous_samples(policy, samples) if config.pair_with_previous else []
         regular = choose_pairs(self.store, config, samples, contents, labels + config.queue_reserve, seed, g, older)
         queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g)
@@ -227,10 +231,11 @@ class Loop:
             from labeling.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-            while (missing := wanted - round_label_count(self.store, g)) > 0 and oracle.label(self.store, missing):
+            while (missing := wanted - round_judgements(self.store, g)) > 0 and (
+                    oracle.rank(self.store, missing) or oracle.label(self.store, missing)):
                 pass
             return
-        while (have := round_label_count(self.store, g)) < wanted:
+        while (have := round_judgements(self.store, g)) < wanted:
             self.step(index, f"waiting for labels ({have}/{wanted})", 0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
 
@@ -295,7 +300,7 @@ class Loop:
         prefix = f"{self.config.algorithm}/"
         trained = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix=prefix)}
         summary = {
-            "labels": round_label_count(self.store, g),
+            "labels": round_judgements(self.store, g),
             "reward_val_accuracy": members[0].metrics.get("val_accuracy") if members else None,
             "score": trained.get(f"{prefix}score"),
             "kl": trained.get(f"{prefix}kl"),

@@ -1,25 +1,28 @@
-"""Reward-model data: labelled pairs as examples, the split by pair, bootstrap resamples, token ids and batches.
+"""Reward-model data: labelled pairs and rankings as examples, the split by item, bootstrap resamples, token ids and
+batches.
 
     train, val = split_by_pair(examples, val_fraction=0.2, seed=0)
-    dataset = tokenize_examples(chat, train, context=512)     # {first_ids, second_ids, target, margin, length}
-    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # input_ids (2B, T): the B firsts, then the B seconds
+    dataset = tokenize_examples(chat, train)      # {sequences, first, second, target, margin, length} per example
+    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # input_ids (N, T) and the C comparisons' indices
 
-Token ids come from the reward model's `ChatFormat` (prompt, then response closed by the end-of-turn id), the same
-function that scores rollouts for PPO; nothing is cut: a pair longer than the model's context is left out.
+An example is one batch element: a pair (two sequences, one comparison) or a ranking verdict (K sequences, its C(K,2)
+comparisons, each weighted 1/C(K,2) so that the ranking counts as one element: InstructGPT's loss). Token ids come
+from the reward model's `ChatFormat` (prompt, then response closed by the end-of-turn id), the same function that
+scores rollouts for PPO; nothing is cut: an example longer than the model's context is left out.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, Union
 
 import torch
 from datasets import Dataset
 
 from labeling.conversations import PromptInput
 
-from ..models.chat_format import ChatFormat, pair_token_counts
+from ..models.chat_format import ChatFormat
 
 
 @dataclass(frozen=True)
@@ -34,27 +37,90 @@ class PreferenceExample:
     target: float
     margin: float = 0.0
 
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return (self.first, self.second)
 
-def split_by_pair(examples: Sequence[PreferenceExample], val_fraction: float, seed: int,
-                  stable: bool = False) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
-    """(train, validation), at least one pair training. By default a seeded shuffle of the pair ids puts
-    round(n x val_fraction) of the pairs in validation; `stable`: a pair validates when its own seeded draw is below
-    `val_fraction`, so it keeps its side as labels are added (a model warm-started from one trained on fewer labels
-    is never validated on pairs it trained on)."""
-    pair_ids = sorted({e.pair_id for e in examples})
+    @property
+    def unit(self) -> int:
+        """What the split keeps on one side: the pair."""
+        return self.pair_id
+
+    @property
+    def key(self) -> int:
+        """The judgement it comes from, unique among labels and ranking verdicts (what a reward model has seen)."""
+        return self.label_id
+
+    @property
+    def comparisons(self) -> list[tuple[int, int, float]]:
+        return [(0, 1, self.target)]
+
+
+@dataclass(frozen=True)
+class RankingExample:
+    """One ranking verdict: its `responses` (the stored order) and `comparisons` (a, b, p = P(a preferred)), every
+    one weighted 1/C(K,2); the winner of each must lead by `margin`."""
+
+    label_id: int
+    ranking_id: int
+    prompt: PromptInput
+    responses: tuple[str, ...]
+    comparisons: list[tuple[int, int, float]]
+    margin: float = 0.0
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(self.responses)
+
+    @property
+    def unit(self) -> str:
+        """What the split keeps on one side: the ranking item (every annotator's verdict on it)."""
+        return f"ranking-{self.ranking_id}"
+
+    @property
+    def key(self) -> str:
+        """The judgement it comes from, unique among labels and ranking verdicts (their ids are two sequences)."""
+        return f"ranking-label-{self.label_id}"
+
+
+Example = Union[PreferenceExample, RankingExample]
+
+
+def example_from_dict(values: dict) -> Example:
+    """An example as `dataclasses.asdict` wrote it (a launched phase reads its plan so)."""
+    if "responses" in values:
+        return RankingExample(**{**values, "responses": tuple(values["responses"]),
+                                 "comparisons": [tuple(c) for c in values["comparisons"]]})
+    return PreferenceExample(**values)
+
+
+def unit_order(unit: int | str) -> tuple[bool, int | str]:
+    """A sort key over split units (the pairs by id, then the rankings) and over example keys alike."""
+    return isinstance(unit, str), unit
+
+
+def split_by_pair(examples: Sequence[Example], val_fraction: float, seed: int,
+                  stable: bool = False) -> tuple[list[Example], list[Example]]:
+    """(train, validation), at least one item training; a pair's labels, and a ranking's verdicts with all their
+    comparisons, stay on one side. By default a seeded shuffle of the items puts round(n x val_fraction) of them in
+    validation; `stable`: an item validates when its own seeded draw is below `val_fraction`, so it keeps its side as
+    labels are added (a model warm-started from one trained on fewer labels is never validated on pairs it trained
+    on)."""
+    units = sorted({e.unit for e in examples}, key=unit_order)
     if stable:
-        draws = {pair_id: random.Random(f"{seed}/{pair_id}").random() for pair_id in pair_ids}
-        val_pairs = {pair_id for pair_id, draw in draws.items() if draw < val_fraction}
-        if val_pairs and len(val_pairs) == len(pair_ids):
-            val_pairs.discard(max(pair_ids, key=draws.get))
+        draws = {unit: random.Random(f"{seed}/{unit}").random() for unit in units}
+        val_units = {unit for unit, draw in draws.items() if draw < val_fraction}
+        if val_units and len(val_units) == len(units):
+            val_units.discard(max(units, key=draws.get))
     else:
-        random.Random(seed).shuffle(pair_ids)
-        val_pairs = set(pair_ids[:min(round(len(pair_ids) * val_fraction), len(pair_ids) - 1)])
-    return [e for e in examples if e.pair_id not in val_pairs], [e for e in examples if e.pair_id in val_pairs]
+        random.Random(seed).shuffle(units)
+        val_units = set(units[:min(round(len(units) * val_fraction), len(units) - 1)])
+    return [e for e in examples if e.unit not in val_units], [e for e in examples if e.unit in val_units]
 
 
-def bootstrap(examples: Sequence[PreferenceExample], seed: int) -> list[PreferenceExample]:
-    """A seeded resample with replacement, as large as `examples` (one ensemble member's training set)."""
+def bootstrap(examples: Sequence[Example], seed: int) -> list[Example]:
+    """A seeded resample with replacement, as large as `examples` (one ensemble member's training set); a ranking
+    verdict is drawn whole, with all its comparisons."""
     rng = random.Random(seed)
     return [examples[rng.randrange(len(examples))] for _ in examples]
 
@@ -72,37 +138,55 @@ def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
 
 @dataclass
 class PreferenceCollator:
-    """Batches {first_ids, second_ids, target, margin} into input_ids (2B, T): the B firsts, then the B seconds."""
+    """Batches examples' rows into input_ids (N, T), every sequence of every row, and their C comparisons: `first`,
+    `second` (indices into the N sequences), `target`, `margin` and `weight` (1 / the row's comparisons, so each row
+    weighs 1), all (C,)."""
 
     pad_id: int
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        sequences = [r["first_ids"] for r in rows] + [r["second_ids"] for r in rows]
+        sequences, first, second, target, margin, weight = [], [], [], [], [], []
+        for row in rows:
+            offset, n = len(sequences), len(row["first"])
+            sequences.extend(row["sequences"])
+            first.extend(offset + i for i in row["first"])
+            second.extend(offset + j for j in row["second"])
+            target.extend(row["target"])
+            margin.extend(row["margin"])
+            weight.extend([1.0 / n] * n)
         input_ids, attention_mask = pad_right(sequences, self.pad_id)
         return {"input_ids": input_ids, "attention_mask": attention_mask,
-                "target": torch.tensor([r["target"] for r in rows], dtype=torch.float32),
-                "margin": torch.tensor([r["margin"] for r in rows], dtype=torch.float32)}
+                "first": torch.tensor(first, dtype=torch.long), "second": torch.tensor(second, dtype=torch.long),
+                "target": torch.tensor(target, dtype=torch.float32),
+                "margin": torch.tensor(margin, dtype=torch.float32),
+                "weight": torch.tensor(weight, dtype=torch.float32)}
 
 
-def tokenize_examples(chat: ChatFormat, examples: Sequence[PreferenceExample]) -> Dataset | None:
-    """The Trainer's dataset: {first_ids, second_ids, target, margin, length} per example (length: the longer side)."""
+def tokenize_examples(chat: ChatFormat, examples: Sequence[Example]) -> Dataset | None:
+    """The Trainer's dataset, a row per example: {sequences (its responses' token ids), first, second, target, margin
+    (one entry per comparison), length (the longest sequence)}."""
     if not examples:
         return None
-    prompts = [e.prompt for e in examples]
-    firsts = chat.sequences_ids(prompts, [e.first for e in examples])
-    seconds = chat.sequences_ids(prompts, [e.second for e in examples])
-    return Dataset.from_list([{"first_ids": f, "second_ids": s, "target": e.target, "margin": e.margin,
-                               "length": max(len(f), len(s))}
-                              for f, s, e in zip(firsts, seconds, examples, strict=True)])
+    prompts = [e.prompt for e in examples for _ in e.texts]
+    ids = iter(chat.sequences_ids(prompts, [text for e in examples for text in e.texts]))
+    rows = []
+    for e in examples:
+        sequences = [next(ids) for _ in e.texts]
+        rows.append({"sequences": sequences, "first": [c[0] for c in e.comparisons],
+                     "second": [c[1] for c in e.comparisons], "target": [float(c[2]) for c in e.comparisons],
+                     "margin": [float(e.margin)] * len(e.comparisons), "length": max(map(len, sequences))})
+    return Dataset.from_list(rows)
 
 
-def split_by_fit(chat: ChatFormat, examples: Sequence[PreferenceExample],
-                 context: int | None) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
-    """(fitting, too long): the examples whose prompt and longer response fit the model's `context`, and the others,
+def split_by_fit(chat: ChatFormat, examples: Sequence[Example],
+                 context: int | None) -> tuple[list[Example], list[Example]]:
+    """(fitting, too long): the examples whose prompt and longest response fit the model's `context`, and the others,
     left out (nothing is cut). With no known context, every example fits."""
     if context is None or not examples:
         return list(examples), []
-    tokens = pair_token_counts(chat, [e.prompt for e in examples], [e.first for e in examples],
-                               [e.second for e in examples])
+    prompts = [e.prompt for e in examples for _ in e.texts]
+    responses = chat.responses_ids([text for e in examples for text in e.texts])
+    counts = iter(len(p) + len(r) for p, r in zip(chat.prompts_ids(prompts), responses, strict=True))
+    tokens = [max(next(counts) for _ in e.texts) for e in examples]
     return ([e for e, n in zip(examples, tokens, strict=True) if n <= context],
             [e for e, n in zip(examples, tokens, strict=True) if n > context])

@@ -10,17 +10,17 @@ from __future__ import annotations
 import random
 from typing import Collection, Sequence
 
-from .data import PreferenceExample
+from .data import Example, unit_order
 
 
-def incremental_share(examples: Sequence[PreferenceExample], seen_label_ids: Collection[int], replay: int,
-                      seed: int) -> tuple[list[PreferenceExample], list[PreferenceExample]]:
+def incremental_share(examples: Sequence[Example], seen_label_ids: Collection[int | str], replay: int,
+                      seed: int) -> tuple[list[Example], list[Example]]:
     """(new, replayed): the examples whose label the previous model never saw, in their order, and a seeded sample of
     `replay` of the others (all of them when fewer), in label order. Each seed draws its own sample, so a loop whose
     rounds have their own seeds replays every older label sooner or later."""
     seen = set(seen_label_ids)
-    new = [e for e in examples if e.label_id not in seen]
-    old = sorted((e for e in examples if e.label_id in seen), key=lambda e: e.label_id)
+    new = [e for e in examples if e.key not in seen]
+    old = sorted((e for e in examples if e.key in seen), key=lambda e: unit_order(e.key))
     if replay >= len(old):
         return new, old
     picked = random.Random(f"replay/{seed}").sample(range(len(old)), replay)

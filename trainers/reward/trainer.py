@@ -25,7 +25,7 @@ from ..models.chat_format import ChatFormat
 from ..models.loading import disable_dropout, load_reward_model, load_tokenizer
 from ..reporting import JobCancelled, Reporter, stop_requested
 from .config import RewardConfig
-from .data import PreferenceCollator, PreferenceExample, tokenize_examples
+from .data import Example, PreferenceCollator, tokenize_examples
 from .loss import preference_loss
 from .scorer import quiet_loading, sequence_scores
 from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
@@ -38,11 +38,12 @@ METRIC_NAMES = {"loss": "reward/loss", "accuracy": "reward/accuracy", "learning_
 
 
 def preference_metrics(d: torch.Tensor, target: torch.Tensor, margin: torch.Tensor | None = None,
-                       noise: float = 0.0) -> dict[str, float]:
-    """Loss, accuracy on strict pairs (d > 0 when the first wins) and log-loss on ties, from d = r_first - r_second."""
+                       noise: float = 0.0, weight: torch.Tensor | None = None) -> dict[str, float]:
+    """Loss (weighted: a ranking's comparisons weigh 1/C(K,2)), accuracy on strict comparisons (d > 0 when the first
+    wins) and log-loss on ties, from d = r_first - r_second."""
     zeros = torch.zeros_like(d)
     strict, ties = target != 0.5, target == 0.5
-    metrics = {"loss": preference_loss(d, zeros, target, margin, noise).item()}
+    metrics = {"loss": preference_loss(d, zeros, target, margin, noise, weight).item()}
     if strict.any():
         metrics["accuracy"] = ((d[strict] > 0) == (target[strict] > 0.5)).float().mean().item()
     if ties.any():
@@ -59,10 +60,10 @@ class PreferenceTrainer(Trainer):
         self._correct_and_strict = torch.zeros(2, device=self.args.device)  # since the last log
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        scores = sequence_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (2B,)
-        first, second = scores.chunk(2)  # (B,), (B,)
+        scores = sequence_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (N,) every sequence
+        first, second = scores[inputs["first"]], scores[inputs["second"]]  # (C,), (C,) every comparison
         target = inputs["target"]
-        loss = preference_loss(first, second, target, inputs["margin"], self.label_noise)
+        loss = preference_loss(first, second, target, inputs["margin"], self.label_noise, inputs["weight"])
         with torch.no_grad():
             strict = target != 0.5
             correct = ((first > second) == (target > 0.5)) & strict
@@ -82,18 +83,21 @@ class PreferenceTrainer(Trainer):
         training, where early stopping reads `eval_loss`)."""
         was_training = self.model.training
         self.model.eval()
-        diffs, targets, margins = [], [], []
+        diffs, targets, margins, weights = [], [], [], []
         with torch.no_grad():
             for batch in self.get_eval_dataloader(eval_dataset):
                 batch = self._prepare_inputs(batch)
-                first, second = sequence_scores(self.model, batch["input_ids"], batch["attention_mask"]).chunk(2)
-                d, target, margin = self.accelerator.gather_for_metrics(
-                    (first - second, batch["target"], batch["margin"]))
+                scores = sequence_scores(self.model, batch["input_ids"], batch["attention_mask"])  # (N,)
+                d, target, margin, weight = self.accelerator.gather_for_metrics(
+                    (scores[batch["first"]] - scores[batch["second"]], batch["target"], batch["margin"],
+                     batch["weight"]))
                 diffs.append(d.float())
                 targets.append(target)
                 margins.append(margin)
+                weights.append(weight)
         self.model.train(was_training)
-        metrics = preference_metrics(torch.cat(diffs), torch.cat(targets), torch.cat(margins), self.label_noise)
+        metrics = preference_metrics(torch.cat(diffs), torch.cat(targets), torch.cat(margins), self.label_noise,
+                                     torch.cat(weights))
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
         self.log(dict(metrics))  # log() adds the epoch to the dict it is given
         if metric_key_prefix == "eval":  # during training: early stopping hears it
@@ -125,8 +129,8 @@ class ReporterCallback(TrainerCallback):
             self.stopped = control.should_training_stop = True
 
 
-def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat, train: list[PreferenceExample],
-                 val: list[PreferenceExample], out_dir: Path, reporter: Reporter,
+def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat, train: list[Example],
+                 val: list[Example], out_dir: Path, reporter: Reporter,
                  on_trained: Callable[[torch.nn.Module], None] | None = None) -> dict:
     """Train member `k` of `config.ensemble` from the model in `init_dir` (texts tokenized by its `chat` format) and
     save it (plain HF directory, tokenizer included) into `out_dir`; returns its final metrics (train_loss,

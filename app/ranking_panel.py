@@ -1,0 +1,220 @@
+"""The Label tab's ranking panel: K answers to one prompt shown as A, B, C, ..., ordered with the keyboard.
+
+Keys (while the panel shows a ranking and no other box has the focus): a letter puts that answer next in the order
+(best first), `=` ties the next letter with the previous one, Backspace takes the last one back; the order is sent
+as soon as it names every answer (or with Enter / the button). `0` is "all bad", `Z` undoes the last ranking sent
+(its ranking comes back). The panel appears when the annotator starts labeling and rankings are queued (a loop with
+`rank_k` 3 to 6).
+
+Public API (gradio_client): `/next_ranking(annotator)`, `/submit_ranking(annotator, ranking_id, order, vote_id)`
+(returns the label id and the next ranking) and `/undo_ranking(annotator)`. A ranking is `{ranking_id, prompt,
+messages, responses, letters, left_in_queue}`; `order` is letters best first with `=` between tied neighbours
+(`BA=CD`), `all_bad` or `skip` (see `labeling.ranking`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import gradio as gr
+
+from labeling.ranking import ShownRanking, next_ranking, open_rankings, submit_ranking, undo_ranking
+from storage.errors import Conflict, NotFound
+
+from .context import Refresh, Studio, View, bind, user_errors, user_message
+from .label_tab import QUEUE, QUEUE_WORKERS, annotator_name
+from .render import TEXT_SCOPE, panes_html, text_html
+
+RANKING_KEYS_JS = """
+if (!window.studioRankingKeys) {
+  window.studioRankingKeys = true;
+  const click = (id) => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
+  document.addEventListener("keydown", (event) => {
+    const panel = document.getElementById("ranking-panel");
+    const answers = document.querySelector("#rank-answers [data-letters]");
+    if (!panel || panel.offsetParent === null || !answers) return;  // no ranking on screen
+    if (event.ctrlKey || event.altKey || event.metaKey || event.repeat) return;
+    const box = document.querySelector("#rank-order textarea, #rank-order input");
+    const target = event.target;
+    const typing = target && target !== box && (target.isContentEditable
+      || ["TEXTAREA", "SELECT"].includes(target.tagName) || (target.tagName === "INPUT" && target.type !== "checkbox"));
+    if (typing || !box) return;
+    const letters = answers.dataset.letters;
+    const key = event.key.length === 1 ? event.key.toUpperCase() : event.key;
+    const set = (value) => { box.value = value; box.dispatchEvent(new Event("input", {bubbles: true})); };
+    let value = box.value.toUpperCase();
+    if (letters.includes(key) && !value.includes(key)) {
+      event.preventDefault();
+      value += key;
+      set(value);
+      if ([...letters].every((l) => value.includes(l))) setTimeout(() => click("rank-submit"), 50);
+    } else if (key === "=" && value && !value.endsWith("=")) {
+      event.preventDefault(); set(value + "=");
+    } else if (key === "Backspace" && target !== box) {
+      event.preventDefault(); set(value.slice(0, -1));
+    } else if (key === "Enter") {
+      event.preventDefault(); click("rank-submit");
+    } else if (key === "0" && target !== box) {
+      event.preventDefault(); click("rank-all-bad");
+    } else if (key === "Z" && target !== box) {
+      event.preventDefault(); click("rank-undo");
+    }
+  });
+}
+"""
+EMPTY = "No rankings are queued for you."
+
+
+def ranking_dict(studio: Studio, name: str, shown: ShownRanking | None) -> dict:
+    """What the API returns for a ranking: texts as shown, the letters, what is left; no generation ids."""
+    left = open_rankings(studio.store, name)
+    if shown is None:
+        return {"ranking_id": None, "prompt": None, "messages": None, "responses": None, "letters": None,
+                "left_in_queue": left}
+    return {"ranking_id": shown.ranking_id, "prompt": shown.prompt, "messages": shown.messages,
+            "responses": list(shown.responses), "letters": shown.letters, "left_in_queue": left}
+
+
+def api_next_ranking(studio: Studio, annotator: str, request: gr.Request) -> dict:
+    """Reserve the next ranking for `annotator` (or return the one reserved for them); `ranking_id` is null when
+    none is queued. `responses` are in the order shown, lettered `letters`."""
+    with user_errors():
+        name = annotator_name(studio, request, annotator)
+        return ranking_dict(studio, name, next_ranking(studio.store, name))
+
+
+def api_submit_ranking(studio: Studio, annotator: str, ranking_id: int, order: str, vote_id: str,
+                       request: gr.Request) -> dict:
+    """Store a verdict on the ranking reserved for `annotator`: `order` is the letters best first, `=` between tied
+    neighbours (`BA=CD`), or `all_bad` or `skip`. Returns `label_id` and `next` (the next ranking)."""
+    with user_errors():
+        name = annotator_name(studio, request, annotator)
+        label_id = submit_ranking(studio.store, name, ranking_id, order, vote_id)
+        return {"label_id": label_id, "next": ranking_dict(studio, name, next_ranking(studio.store, name))}
+
+
+def api_undo_ranking(studio: Studio, annotator: str, request: gr.Request) -> dict:
+    """Revert `annotator`'s latest ranking verdict; returns that ranking again (or the next one)."""
+    with user_errors():
+        name = annotator_name(studio, request, annotator)
+        return ranking_dict(studio, name, undo_ranking(studio.store, name))
+
+
+# ---- the screen ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RankingLayout:
+    panel: gr.Column
+    prompt: gr.HTML
+    answers: gr.HTML
+    order: gr.Textbox
+    submit: gr.Button
+    all_bad: gr.Button
+    skip: gr.Button
+    undo: gr.Button
+    status: gr.Markdown
+    ranking_id: gr.State
+    vote_id: gr.State
+
+
+def layout() -> RankingLayout:
+    with gr.Column(elem_id="ranking-panel", visible=False, elem_classes=[TEXT_SCOPE]) as panel:
+        gr.Markdown("### Rank the answers, best first", elem_id="rank-title")
+        prompt = gr.HTML(js_on_load=None, elem_id="rank-prompt")
+        answers = gr.HTML(js_on_load=None, elem_id="rank-answers")
+        with gr.Row():
+            order = gr.Textbox(label="Your order, best first (= ties two neighbours)", max_length=32,
+                               elem_id="rank-order", scale=3)
+            submit = gr.Button("Send ranking (Enter)", variant="primary", elem_id="rank-submit", scale=1)
+            all_bad = gr.Button("All bad (0)", elem_id="rank-all-bad", scale=1)
+            skip = gr.Button("Skip", elem_id="rank-skip", scale=0)
+        with gr.Row():
+            undo = gr.Button("↶ Undo last ranking (Z)", size="sm", elem_id="rank-undo")
+            status = gr.Markdown(elem_id="rank-status")
+        gr.HTML("Keys: a letter puts that answer next · <kbd>=</kbd> ties the next with the previous · "
+                "<kbd>Backspace</kbd> takes one back · <kbd>0</kbd> all bad · <kbd>Z</kbd> undo",
+                js_on_load=RANKING_KEYS_JS, elem_id="rank-keys")
+    return RankingLayout(panel, prompt, answers, order, submit, all_bad, skip, undo, status, gr.State(None),
+                         gr.State(None))
+
+
+@dataclass(frozen=True)
+class RankingScreen(View):
+    panel: dict  # a visibility update
+    prompt: str
+    answers: str
+    order: str
+    status: str
+    ranking_id: int | None
+    vote_id: str | None
+
+
+def answers_html(shown: ShownRanking) -> str:
+    """The answers side by side, lettered A, B, C, ... (rendered as the pair's responses are)."""
+    panes = panes_html([(f"rank-answer-{letter}", f"Answer {letter}", text_html(text))
+                        for letter, text in zip(shown.letters, shown.responses, strict=True)])
+    return f'<div data-letters="{shown.letters}">{panes}</div>'
+
+
+def ranking_screen(shown: ShownRanking | None, message: str = "") -> RankingScreen:
+    if shown is None:
+        return RankingScreen(gr.update(visible=bool(message)), "", f'<p class="queue-empty">{EMPTY}</p>', "",
+                             message, None, None)
+    prompt = panes_html([("rank-prompt-text", "Prompt", text_html(shown.messages or shown.prompt))])
+    return RankingScreen(gr.update(visible=True), prompt, answers_html(shown), "", message, shown.ranking_id,
+                         uuid.uuid4().hex)
+
+
+def show_next(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
+    """Start labeling: the annotator's reserved or next ranking (the panel stays hidden when none is queued)."""
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        return ranking_screen(next_ranking(studio.store, name))
+
+
+def send(studio: Studio, order: str, typed: str, ranking_id: int | None, vote_id: str | None,
+         request: gr.Request) -> RankingScreen:
+    """Send the order (or all_bad / skip) for the ranking on screen and show the next one."""
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        if ranking_id is None:
+            return ranking_screen(next_ranking(studio.store, name), "Nothing to rank yet.")
+        try:
+            submit_ranking(studio.store, name, ranking_id, order, vote_id)
+        except (Conflict, NotFound) as exc:
+            gr.Warning(user_message(str(exc)))
+            return ranking_screen(next_ranking(studio.store, name))
+        return ranking_screen(next_ranking(studio.store, name), f"Saved: {order.strip() or 'nothing'}.")
+
+
+def undo(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
+    with user_errors():
+        name = annotator_name(studio, request, typed)
+        return ranking_screen(undo_ranking(studio.store, name), "Undone: the ranking is back; rank it again.")
+
+
+def show_signed_in(studio: Studio, request: gr.Request) -> RankingScreen | dict:
+    """On page load, a signed-in annotator sees their ranking at once (others type a name first)."""
+    return show_next(studio, "", request) if studio.users is not None else gr.skip()
+
+
+def build(studio: Studio, name_box: gr.Textbox, annotator: gr.BrowserState, start: gr.Button) -> list[Refresh]:
+    """The panel, its API endpoints, and its listeners on the Label tab's name box and Start button (the name typed
+    there starts it; the name the tab labels as, `annotator`, goes with every later action); returns the page-load
+    refresh for signed-in annotators."""
+    group = {"concurrency_id": QUEUE, "concurrency_limit": QUEUE_WORKERS}
+    gr.api(bind(api_next_ranking, studio), api_name="next_ranking", **group)
+    gr.api(bind(api_submit_ranking, studio), api_name="submit_ranking", **group)
+    gr.api(bind(api_undo_ranking, studio), api_name="undo_ranking", **group)
+    ui = layout()
+    outputs = RankingScreen.components(ui)
+    private = {"api_visibility": "private", **group}
+    start.click(bind(show_next, studio), name_box, outputs, **private)
+    name_box.submit(bind(show_next, studio), name_box, outputs, **private)
+    held = [annotator, ui.ranking_id, ui.vote_id]
+    ui.submit.click(bind(send, studio), [ui.order, *held], outputs, **private)
+    for button, verdict in ((ui.all_bad, "all_bad"), (ui.skip, "skip")):
+        button.click(bind(send, studio, verdict), held, outputs, **private)
+    ui.undo.click(bind(undo, studio), annotator, outputs, **private)
+    return [Refresh(bind(show_signed_in, studio), [], outputs, on_open=False)]
