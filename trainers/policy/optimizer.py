@@ -152,8 +152,6 @@ class PolicyOptimizer:
         if self.state_dir is not None and has_state(self.state_dir):
             load_state(self, self.state_dir)
 
-    # ----- what an algorithm supplies -------------------------------------------------------------------------------
-
     def _score_on_shared_base(self, policy) -> None:
         """A reward model whose adapters were trained on this very base scores on it: no second copy (also as the
         reward-model part of a `CombinedReward`)."""
@@ -167,6 +165,8 @@ class PolicyOptimizer:
         self.reward = on_base(self.reward)
         if hasattr(self.reward, "reward_model"):
             self.reward.reward_model = on_base(self.reward.reward_model)
+
+    # ----- what an algorithm supplies -------------------------------------------------------------------------------
 
     def _make_model(self, policy: nn.Module) -> PolicyModel:
         """The trained model around `policy` (the actor alone, or with a critic)."""
