@@ -203,7 +203,7 @@ def test_a_warm_start_begins_each_member_from_the_newest_reward_models_same_memb
 def test_incremental_training_continues_the_newest_model_on_its_new_labels_and_a_replay_only(store, tiny_gpt2_dir,
                                                                                                corpus_sentences):
     policy = fill_store(store, tiny_gpt2_dir, corpus_sentences, 60)
-    incremental = {**FAST, "epochs": 1.0, "training": "incremental", "replay_labels": 10}
+    incremental = {**FAST, "epochs": 1.0, "training": "incremental", "replay_labels": 10, "split_seed": 0}
     first = train_reward_model(store, RewardConfig(**incremental))  # none to continue: every label
     assert first.labels_used == 60 and first.replayed == 0
     first_info = json.loads((Path(first.paths[0]) / INFO_FILE).read_text())
