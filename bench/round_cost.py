@@ -5,8 +5,8 @@ label, every round). The figure is the reward phase's growth: its seconds in the
 (target: 10 rounds, at most 1.2x).
 
 Quality beside it, paired by seed: each round's reward validation accuracy as the loop reports it (incremental: on the
-round's share), the final reward model's accuracy on every held-out pair of its store (the pairs its lineage never
-trained on: for incremental the stable split of all labels, for full its own split of all labels), and the loop's
+round's share), the final reward model's accuracy on every decided label of its store whose pair its lineage never
+trained on (full: the final model alone, retrained from the base; incremental: every model of the run), and the loop's
 oracle gain (held-out oracle score of the final policy minus the SFT policy's, from `round/oracle_score`). Each run
 works on its own copy of a demo-seeded store under bench/out/label_efficiency/; one process, one torch thread by
 default. Prints the tables and writes bench/out/<name>.json.
@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from bench.label_efficiency import WORK, fresh_store, interval  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-MODES = {"incremental": {"reward_training": "incremental"}, "full": {"reward_training": "full"},
+MODES = {"incremental": {"reward_training": "incremental"},
+         "full": {"reward_training": "full", "reward_patience": 0, "reward_warm_start": False},  # today's retrain
          # variants of incremental training: early stopping on the share's validation pairs, a smaller replay
          "incremental_patience": {"reward_training": "incremental", "reward_patience": 3},
          "incremental_replay25": {"reward_training": "incremental", "reward_replay": 25}}
@@ -95,27 +96,31 @@ def timed_loop(store, config) -> dict[int, dict[str, list[float]]]:
     return seconds
 
 
-def heldout_accuracy(store, config) -> tuple[float, int]:
-    """(accuracy, pairs): the newest reward model on every held-out pair of the store that its lineage never trained
-    on (the last round's validation split of all labels, stable for incremental training as it trains)."""
+def heldout_accuracy(store, config, job_id: int) -> tuple[float, int]:
+    """(accuracy, pairs): the newest reward model on every decided label of the store whose pair its lineage never
+    trained on (full retrain: the newest model alone; incremental or warm-started: every model of the job)."""
+    import json as json_lib
+
     import torch
 
-    from trainers.jobs.reward_job import plan_reward_training
-    from trainers.loop.config import reward_settings
-    from trainers.reward.config import RewardConfig
-    from trainers.reward.scorer import RewardScorer
+    from storage.labels import training_labels
+    from storage.reward_models import list_reward_models
+    from trainers.reward.scorer import INFO_FILE, RewardScorer
 
-    settings = reward_settings(config, config.rounds)
-    incremental = config.reward_training == "incremental"
-    plan = plan_reward_training(store, RewardConfig(**{**settings, "training": "full",
-                                                       "warm_start": incremental or config.reward_warm_start}))
-    strict = [e for e in plan.val if e.target != 0.5]
+    models = [m for m in list_reward_models(store) if m.job_id == job_id]
+    lineage = models if config.reward_training == "incremental" or config.reward_warm_start else models[-1:]
+    trained = {label_id for m in lineage for label_id in
+               json_lib.loads((Path(m.path) / INFO_FILE).read_text())["member_label_ids"]}
+    labels = [lp for lp in training_labels(store) if lp.outcome.target(True) in (0.0, 1.0)]
+    trained_pairs = {lp.pair_id for lp in labels if lp.label_id in trained}
+    held = [lp for lp in labels if lp.pair_id not in trained_pairs]
     scorer = RewardScorer.from_store(store)
     with torch.no_grad():
-        first = scorer.raw_scores([e.prompt for e in strict], [e.first for e in strict])[0]
-        second = scorer.raw_scores([e.prompt for e in strict], [e.second for e in strict])[0]
-    right = [(a > b) == (e.target > 0.5) for a, b, e in zip(first.tolist(), second.tolist(), strict, strict=True)]
-    return sum(right) / len(right), len({e.pair_id for e in plan.val})
+        first = scorer.raw_scores([lp.prompt_content for lp in held], [lp.first for lp in held])[0]
+        second = scorer.raw_scores([lp.prompt_content for lp in held], [lp.second for lp in held])[0]
+    right = [(a > b) == (lp.outcome.target(True) > 0.5) for a, b, lp in zip(first.tolist(), second.tolist(), held,
+                                                                             strict=True)]
+    return sum(right) / len(right), len({lp.pair_id for lp in held})
 
 
 def one_run(mode: str, seed: int, rounds: int, labels: int, settings: dict, name: str) -> dict:
@@ -135,7 +140,7 @@ def one_run(mode: str, seed: int, rounds: int, labels: int, settings: dict, name
         [job_id] = {r["job_id"] for r in list_rounds(store)}
         scores = {row["step"]: row["value"] for row in read_metrics(store, job_id, names=["round/oracle_score"])}
         val = [r["summary"].get("reward_val_accuracy") for r in list_rounds(store, job_id)]
-        accuracy, val_pairs = heldout_accuracy(store, config)
+        accuracy, val_pairs = heldout_accuracy(store, config, job_id)
     finally:
         store.close()
         shutil.rmtree(WORK / folder, ignore_errors=True)

@@ -203,16 +203,18 @@ def test_a_warm_start_begins_each_member_from_the_newest_reward_models_same_memb
 def test_incremental_training_continues_the_newest_model_on_its_new_labels_and_a_replay_only(store, tiny_gpt2_dir,
                                                                                                corpus_sentences):
     policy = fill_store(store, tiny_gpt2_dir, corpus_sentences, 60)
-    incremental = {**FAST, "epochs": 1.0, "training": "incremental", "replay_labels": 10}
+    incremental = {**FAST, "epochs": 1.0, "training": "incremental", "replay_labels": 10, "split_seed": 0}
     first = train_reward_model(store, RewardConfig(**incremental))  # none to continue: every label
     assert first.labels_used == 60 and first.replayed == 0
-    old = set(json.loads((Path(first.paths[0]) / INFO_FILE).read_text())["label_ids"])
+    first_info = json.loads((Path(first.paths[0]) / INFO_FILE).read_text())
+    old = set(first_info["label_ids"])
     new = set(label_more(store, policy, 20, seed=1).values())
     config = RewardConfig(**incremental, seed=5, round=2)
     plan = plan_reward_training(store, config)
     share = {e.label_id for e in plan.train + plan.val}
     assert share >= new and len(share - new) == 10 and share - new <= old
     assert [str(plan.start_dir(0))] == first.paths
+    assert not set(first_info["val_pair_ids"]) & {e.pair_id for e in plan.train}  # validated once: never trained
     seen = []
     second = train_reward_model(store, config, listener=Progress(lambda done, total: seen.append(total)))
     info = json.loads((Path(second.paths[0]) / INFO_FILE).read_text())

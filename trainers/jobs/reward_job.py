@@ -244,7 +244,8 @@ def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInput
                                "training has nothing to train on; label more pairs, or set replay_labels or "
                                "training: full")
     split_seed = config.seed if config.split_seed is None else config.split_seed
-    train, val = split_by_pair(share, config.val_fraction, split_seed, stable=config.warm_start or inputs.incremental)
+    stable = config.warm_start or config.training == RewardTraining.INCREMENTAL  # the first one too: its successors
+    train, val = split_by_pair(share, config.val_fraction, split_seed, stable=stable)  # never validate on its training
     norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
     staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
               for _ in range(config.ensemble)]
