@@ -148,16 +148,23 @@ WORKER_OPTIONS = ("db", "threads", "prompts_per_step", "group", "response_length
                   "temperature", "iterations", "trl_blocks")
 
 
-def run_worker(worker: str, seed: int, args: argparse.Namespace) -> dict:
+def run_worker(worker: str, seed: int, args: argparse.Namespace) -> dict | None:
+    """The worker's JSON line (also printed as it comes); None when TRL ran past --trl-timeout."""
     command = [sys.executable, __file__, "--worker", worker, "--seed", str(seed),
                *itertools.chain.from_iterable((f"--{name.replace('_', '-')}", str(getattr(args, name)))
                                               for name in WORKER_OPTIONS)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env,
+                              timeout=args.trl_timeout if worker == "trl" else None)
+    except subprocess.TimeoutExpired:
+        print(f"{worker} ran past {args.trl_timeout} s; not measured", flush=True)
+        return None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         raise SystemExit(f"{worker} failed:\n{done.stderr[-3000:]}")
+    print(lines[-1], flush=True)
     return json.loads(lines[-1])
 
 
@@ -179,6 +186,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--trl-timeout", type=float, default=600, help="seconds TRL's run may take")
     parser.add_argument("--worker", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)

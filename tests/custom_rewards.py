@@ -41,3 +41,8 @@ def text_values(completions, **kwargs):
 def slow(completions, **kwargs):
     time.sleep(2)
     return [0.0] * len(completions)
+
+
+def hangs(completions, **kwargs):
+    time.sleep(3600)
+    return [0.0] * len(completions)

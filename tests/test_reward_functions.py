@@ -89,3 +89,16 @@ def test_bad_lists_are_refused(value, message):
         return
     with pytest.raises(InvalidInput, match=message):
         parse_reward_functions(value)
+
+
+def test_a_function_left_running_past_its_limit_does_not_hold_the_process_at_exit():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from trainers.reward.functions import RewardFunctions, RewardFunctionError\n"
+            "f = RewardFunctions.build([{'name': 'tests.custom_rewards:hangs'}], {}, timeout_s=0.2)\n"
+            "try:\n    f(['p'], ['r'])\nexcept RewardFunctionError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "reward function hangs ran past its time limit of 0.2 s" in done.stdout

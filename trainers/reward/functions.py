@@ -20,12 +20,12 @@ run with a RewardFunctionError naming it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import importlib
 import json
 import math
 import numbers
+import threading
 from typing import Callable
 
 import torch
@@ -84,7 +84,6 @@ class RewardFunctions:
         self.fields = list(dict.fromkeys(name for reference in references.values() for name in reference))
         self.encode, self.timeout_s = encode, timeout_s
         self.latest: dict[str, list[float | None]] = {}
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward-function")
 
     @classmethod
     def build(cls, entries, references: dict[str, dict], encode: Callable[[str], list[int]] | None = None,
@@ -114,16 +113,26 @@ class RewardFunctions:
 
     def _call(self, spec: RewardFunctionSpec, function: Callable, keywords: dict, rows: int) -> list[float | None]:
         """One function's values on a batch, checked; RewardFunctionError naming it on any failure."""
-        future = self.pool.submit(function, **keywords)
-        try:
-            values = future.result(timeout=self.timeout_s)
-        except concurrent.futures.TimeoutError:
+        outcome: dict = {}
+
+        def call() -> None:
+            try:
+                outcome["values"] = function(**keywords)
+            except BaseException as exc:  # the user's code: any error stops the run, named
+                outcome["error"] = exc
+
+        # a daemon thread: one that runs past its time is left behind, and never holds the process at its exit
+        thread = threading.Thread(target=call, name=f"reward-function-{spec.label}", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+        if thread.is_alive():
             raise RewardFunctionError(f"reward function {spec.label} ran past its time limit of {self.timeout_s:g} s "
-                                      "on one batch; make it faster") from None
-        except Exception as exc:  # the user's code: any error stops the run, named
+                                      "on one batch; make it faster")
+        if "error" in outcome:
+            exc = outcome["error"]
             raise RewardFunctionError(f"reward function {spec.label} raised {type(exc).__name__}: "
                                       f"{str(exc).splitlines()[0] if str(exc) else '(no message)'}") from exc
-        return check_values(spec.label, values, rows)
+        return check_values(spec.label, outcome["values"], rows)
 
     def metrics(self) -> dict[str, float]:
         """Per function of the latest call: `<label>/mean` of its values and `<label>/pass_rate` (the share above 0),
