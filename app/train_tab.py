@@ -34,6 +34,7 @@ from trainers.loop.prompt_use import check_against_store
 from trainers.policy.config import Algorithm
 
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
+from .judging import check_studio_judge
 from .train_form import (
     FORM,
     chosen_line,
@@ -98,6 +99,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
     if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
         raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
                            f"run, so only {DEFAULT_ORACLE} may be used here")
+    check_studio_judge(config, studio.judge)  # a judge's path or URL only from the command line (app.judging)
     store = studio.store
     check_against_store(config, store)
     kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job

@@ -132,6 +132,15 @@ def round_training_verdicts(store: Store, round: int) -> int:
         [round]).fetchone()[0]
 
 
+def round_unsure_verdicts(store: Store, judge: str, round: int) -> int:
+    """`judge`'s verdicts on the pairs of `round` that do not train (unsure) on pairs no person labelled yet (win-rate
+    pairs aside): the pairs a hybrid round leaves to people."""
+    return store.db().execute(
+        "SELECT count(*) FROM judge_verdicts j JOIN pairs p ON p.id = j.pair_id WHERE j.judge = ? AND j.trains = 0"
+        f" AND j.status = 'ok' AND p.round = ? AND {_NOT_WINRATE.format(pair='p.id')}"
+        f" AND NOT {_PERSON_LABELLED.format(pair='p.id')}", [judge, round]).fetchone()[0]
+
+
 def judge_training_rows(store: Store) -> list[dict]:
     """The verdicts that train, joined with their texts (for `storage.labels.training_labels`): marked `trains`, on a
     pair no person labelled (skips aside) and that is not a win-rate pair; one per pair (the newest verdict)."""

@@ -60,6 +60,7 @@ from .failure_warnings import (
     warning_line,
     winrate_warnings,
 )
+from .judging import collect_judge_labels, round_labels
 from .prompt_use import check_against_store
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
@@ -145,7 +146,7 @@ class Loop:
             self.step(index, "sampling responses", 0.0)
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
         self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
-        if round_label_count(self.store, g) < self.labels_wanted(index):
+        if round_labels(self.store, config, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -212,6 +213,8 @@ class Loop:
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config, wanted = self.config, self.labels_wanted(index)
+        if config.annotator == Annotator.JUDGE:  # a judge model, and people (or the oracle) where it is unsure
+            return collect_judge_labels(self, index, g, seed)
         if config.annotator == Annotator.ORACLE:  # win-rate pairs among the round's count for nothing: label on
             from labeling.synthetic import OracleAnnotator
 
@@ -281,7 +284,7 @@ class Loop:
         prefix = f"{self.config.algorithm}/"
         trained = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix=prefix)}
         summary = {
-            "labels": round_label_count(self.store, g),
+            "labels": round_labels(self.store, self.config, g),
             "reward_val_accuracy": members[0].metrics.get("val_accuracy") if members else None,
             "score": trained.get(f"{prefix}score"),
             "kl": trained.get(f"{prefix}kl"),
