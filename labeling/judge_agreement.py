@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from storage.judge_verdicts import judged_beside_people
+from storage.judge_verdicts import STATUSES, judged_beside_people, status_counts
 from storage.types import Outcome
 
 from .agreement import cohen_kappa, percent_agreement
@@ -98,3 +98,18 @@ def judge_agreement(rows: Iterable[dict], by_round: bool = True) -> list[JudgeAg
 def store_agreement(store, by_round: bool = True) -> list[JudgeAgreement]:
     """`judge_agreement` of the store's verdicts beside people's current labels."""
     return judge_agreement(judged_beside_people(store), by_round)
+
+
+def judge_report_lines(store) -> list[str]:
+    """What `status` prints about judges: each judge's verdicts by status, then its agreement with people over all
+    rounds and round by round; nothing when no judge has answered."""
+    counts = status_counts(store)
+    if not counts:
+        return []
+    lines = ["judges (verdicts kept apart from people's labels; agreement on the items both judged, 95% intervals):"]
+    table = store_agreement(store)
+    for judge, row in counts.items():
+        failures = ", ".join(f"{row[s]} {s}" for s in STATUSES[1:] if row[s])
+        lines.append(f"  {judge}: {row['ok']} verdicts ({row['trains']} train){', ' + failures if failures else ''}")
+        lines += [f"    {figures.line()}" for figures in table if figures.judge == judge]
+    return lines

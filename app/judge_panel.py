@@ -1,0 +1,59 @@
+"""The Data tab's judges section: each judge model's verdicts by status (timeouts, refusals, unparseable answers
+counted) and its agreement with people on the items both judged (agreement, Cohen's κ, 95% intervals, by round).
+Its refresh button is the public API endpoint `/judge_agreement`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from labeling.judge_agreement import store_agreement
+from storage.judge_verdicts import STATUSES, status_counts
+
+from .context import Refresh, Studio, View, bind
+
+HEADERS = ["judge", "round", "items", "agreement", "95% interval", "Cohen's κ", "κ 95% interval"]
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "—" if low is None else f"[{low:.2f}, {high:.2f}]"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+@dataclass(frozen=True)
+class Judges(View):
+    """The judges' verdict counts (a line) and their agreement with people (a table)."""
+
+    judge_summary: str
+    judge_table: list[list]
+
+
+def judges_view(studio: Studio) -> Judges:
+    counts = status_counts(studio.store)
+    if not counts:
+        return Judges("No judge model has answered yet (`python app.py label --annotator judge`, docs/judges.md).", [])
+    summary = " · ".join(f"**{judge}**: {row['ok']} verdicts ({row['trains']} train)"
+                         + "".join(f", {row[s]} {s}" for s in STATUSES[1:] if row[s]) for judge, row in counts.items())
+    rows = [[f.judge, "all" if f.round is None else f.round, f.items, _num(f.agreement),
+             _interval(f.agreement_low, f.agreement_high), _num(f.kappa), _interval(f.kappa_low, f.kappa_high)]
+            for f in store_agreement(studio.store)]
+    return Judges(summary, rows)
+
+
+def on_judges(studio: Studio, request: gr.Request) -> Judges:
+    studio.annotator(request, None)  # signed in, under --auth
+    return judges_view(studio)
+
+
+def build(studio: Studio) -> Refresh:
+    """The section's components, wired; returns its refresh for the tab's load."""
+    gr.Markdown("### Judges\nA judge model's verdicts are kept apart from people's labels; here is how it agrees with "
+                "people on the items both judged.")
+    ui = Judges(gr.Markdown(), gr.Dataframe(headers=HEADERS, datatype="str", interactive=False, wrap=True))
+    refresh = gr.Button("Refresh judges", size="sm")
+    refresh.click(bind(on_judges, studio), None, Judges.components(ui), api_name="judge_agreement")
+    return Refresh(bind(on_judges, studio), [], Judges.components(ui))
