@@ -11,7 +11,8 @@ import gradio as gr
 from labeling.judge_agreement import store_agreement
 from storage.judge_verdicts import STATUSES, status_counts
 
-from .context import Refresh, Studio, View, bind
+from .context import Refresh, Studio, View, bind, user_errors
+from .label_suggestions import SuggestionTiming, set_timing, timing
 
 HEADERS = ["judge", "round", "items", "agreement", "95% interval", "Cohen's κ", "κ 95% interval"]
 
@@ -49,11 +50,22 @@ def on_judges(studio: Studio, request: gr.Request) -> Judges:
     return judges_view(studio)
 
 
+def on_timing(studio: Studio, value: str, request: gr.Request) -> str:
+    """Admins: when the Label tab shows a judge's verdict on a pair (after the vote, before it, never)."""
+    studio.require_admin(request)
+    with user_errors():
+        return set_timing(studio.store, value).value
+
+
 def build(studio: Studio) -> Refresh:
     """The section's components, wired; returns its refresh for the tab's load."""
     gr.Markdown("### Judges\nA judge model's verdicts are kept apart from people's labels; here is how it agrees with "
                 "people on the items both judged.")
     ui = Judges(gr.Markdown(), gr.Dataframe(headers=HEADERS, datatype="str", interactive=False, wrap=True))
-    refresh = gr.Button("Refresh judges", size="sm")
+    with gr.Row():
+        refresh = gr.Button("Refresh judges", size="sm")
+        shown = gr.Radio([t.value for t in SuggestionTiming], value=timing(studio.store).value,
+                         label="Label tab: show the judge's verdict on a pair (admins)", elem_id="judge-suggestions")
     refresh.click(bind(on_judges, studio), None, Judges.components(ui), api_name="judge_agreement")
+    shown.input(bind(on_timing, studio), shown, shown, api_visibility="private")
     return Refresh(bind(on_judges, studio), [], Judges.components(ui))
