@@ -20,6 +20,7 @@ from storage.audit import AuditAction
 from storage.errors import InvalidInput
 
 from .init_cli import PROMPT_FORMATS, seed_demo, store_is_empty
+from .judging import add_serve_judge_arguments, served_judge
 from .limits import IDLE_TIMEOUT_MIN, LOGIN_BACKOFF_MAX_S, MAX_UPLOAD_MB
 from .prompts_cli import changes_asked as prompts_changes_asked
 
@@ -85,6 +86,7 @@ def serve_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--accelerate-config", default=None, metavar="FILE",
                         help="jobs started from the Train tab run each training phase under `accelerate launch "
                              "--config_file FILE` (several GPUs or machines; see docs/scale-out.md)")
+    add_serve_judge_arguments(parser)
 
     def run(args: argparse.Namespace) -> int:
         from app.auth import AuthFile
@@ -97,11 +99,12 @@ def serve_arguments(parser: argparse.ArgumentParser):
         check_root_path(args.root_path)
         check_tls(args.ssl_certfile, args.ssl_keyfile)
         users = AuthFile(args.auth) if args.auth else None
+        judge = served_judge(args)
         store = open_store(args)
         serve(store, host=args.host, port=args.port, users=users, max_upload_mb=args.max_upload_mb,
               root_path=args.root_path, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
               idle_timeout_s=args.idle_timeout_min * 60, backoff_max_s=args.login_backoff_max_s,
-              accelerate_config=args.accelerate_config)
+              accelerate_config=args.accelerate_config, judge=judge)
         return 0
 
     return run

@@ -53,6 +53,7 @@ class Studio:
     store: Store
     users: AuthFile | Users | None = None  # a served studio's auth file (re-read when it changes); tests: a snapshot
     accelerate_config: str | None = None  # serve --accelerate-config: the Train tab's jobs run their phases under it
+    judge: dict | None = None  # serve --judge ...: the only judge settings a loop started here may name (app.judging)
 
     def annotator(self, request: gr.Request | None, typed_name: str | None) -> str | None:
         """Under --auth the annotator is the logged-in user, whatever name was typed; otherwise the typed name."""

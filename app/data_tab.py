@@ -20,7 +20,7 @@ from labeling.importing import import_prompt_file
 from storage.audit import AuditAction
 from storage.votes import current_votes
 
-from . import project_panel, references_panel
+from . import judge_panel, project_panel, references_panel
 from .audit import HEADERS as AUDIT_HEADERS
 from .audit import audit_rows, write_audit_csv
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
@@ -219,6 +219,6 @@ def build(studio: Studio) -> list[Refresh]:
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")
     ui.refresh_audit.click(bind(on_audit, studio), None, Audit.components(ui), api_visibility="private")
     ui.export_audit.click(bind(on_export_audit, studio), None, ui.audit_download, api_name="export_audit")
-    references = references_panel.build(studio)
-    return [project, references, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
+    references, judges = references_panel.build(studio), judge_panel.build(studio)
+    return [project, references, judges, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
             Refresh(bind(on_audit, studio), [], Audit.components(ui))]

@@ -36,6 +36,7 @@ from storage.errors import Conflict, InvalidInput, NotFound
 
 from . import demonstration_editor
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
+from .label_suggestions import after_vote, before_vote
 from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
 
 TITLE = "Label"
@@ -241,8 +242,8 @@ def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = ""
     counts = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
     if shown is None:
         return Screen(None, None, EMPTY_HTML, "", counts, message, gr.Timer(active=True))
-    return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts, message,
-                  gr.Timer(active=False))
+    return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts,
+                  message + before_vote(studio.store, name, shown.pair_id), gr.Timer(active=False))
 
 
 def only_status(view: type[View], message: str) -> View:
@@ -303,7 +304,8 @@ def vote(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | N
         except (Conflict, NotFound) as exc:
             gr.Warning(user_message(str(exc)))
             return screen(studio, name, next_pair(studio.store, name))
-        return screen(studio, name, shown, f"Saved: {choice.value.replace('_', ' ')}.")
+        saved = f"Saved: {choice.value.replace('_', ' ')}." + after_vote(studio.store, name, pair_id)  # a judge's
+        return screen(studio, name, shown, saved)
 
 
 def undo(studio: Studio, annotator: str | None, request: gr.Request) -> Screen:

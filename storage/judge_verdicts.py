@@ -132,6 +132,15 @@ def round_training_verdicts(store: Store, round: int) -> int:
         [round]).fetchone()[0]
 
 
+def round_unsure_verdicts(store: Store, judge: str, round: int) -> int:
+    """`judge`'s verdicts on the pairs of `round` that do not train (unsure) on pairs no person labelled yet (win-rate
+    pairs aside): the pairs a hybrid round leaves to people."""
+    return store.db().execute(
+        "SELECT count(*) FROM judge_verdicts j JOIN pairs p ON p.id = j.pair_id WHERE j.judge = ? AND j.trains = 0"
+        f" AND j.status = 'ok' AND p.round = ? AND {_NOT_WINRATE.format(pair='p.id')}"
+        f" AND NOT {_PERSON_LABELLED.format(pair='p.id')}", [judge, round]).fetchone()[0]
+
+
 def judge_training_rows(store: Store) -> list[dict]:
     """The verdicts that train, joined with their texts (for `storage.labels.training_labels`): marked `trains`, on a
     pair no person labelled (skips aside) and that is not a win-rate pair; one per pair (the newest verdict)."""
@@ -177,3 +186,17 @@ def judged_beside_people(store: Store) -> list[dict]:
         ORDER BY j.judge, j.pair_id, l.id
         """
     ))
+
+
+def shown_verdict(store: Store, pair_id: int, annotator: str) -> tuple[Verdict, bool] | None:
+    """The newest answered verdict on a pair (any judge) and whether the pair's first response is on `annotator`'s
+    left (their reservation's side, else their current label's); None without either."""
+    row = store.db().execute(
+        "SELECT j.id, p.first_id = coalesce((SELECT r.left_id FROM reservations r WHERE r.pair_id = p.id"
+        " AND r.annotator = :annotator), (SELECT l.left_id FROM labels l WHERE l.pair_id = p.id"
+        " AND l.annotator = :annotator AND l.undone IS NULL))"
+        " FROM judge_verdicts j JOIN pairs p ON p.id = j.pair_id WHERE j.pair_id = :pair AND j.status = 'ok'"
+        " ORDER BY j.id DESC LIMIT 1", {"pair": pair_id, "annotator": annotator}).fetchone()
+    if row is None or row[1] is None:
+        return None
+    return next(v for v in list_verdicts(store, pair_ids=[pair_id]) if v.id == row[0]), bool(row[1])

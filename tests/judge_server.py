@@ -3,7 +3,8 @@
     with JudgeServer(prefers_word("good")) as server:
         client = EndpointClient(server.url, model="fake")
 
-`answer(messages) -> str` writes the assistant's text; a reply of `SLOW` sleeps past any test timeout, `REFUSE` comes
+`answer(messages) -> str` writes the assistant's text (or `(text, confidence)`: that answer's letter probability);
+a reply of `SLOW` sleeps past any test timeout, `REFUSE` comes
 back as a refusal (`finish_reason: content_filter`). With `logprobs`, the verdict letter's token carries
 `top_logprobs` (the letter at `confidence`, the other two sharing the rest). Requests are kept (body and headers).
 """
@@ -32,6 +33,18 @@ def prefers_word(word: str):
     return answer
 
 
+def prefers_score(score, sure_gap: float = 2.0):
+    """A judge that prefers the answer `score(text)` rates higher (a tie when equal), sure (0.9) when the scores
+    differ by at least `sure_gap`, else unsure (0.5)."""
+    def answer(messages: list[dict]):
+        user = messages[-1]["content"]
+        a = user.split("[The Start of Assistant A's Answer]\n")[1].split("\n[The End of Assistant A's Answer]")[0]
+        b = user.split("[The Start of Assistant B's Answer]\n")[1].split("\n[The End of Assistant B's Answer]")[0]
+        gap = score(a) - score(b)
+        return f"[[{'A' if gap > 0 else 'B' if gap < 0 else 'C'}]]", 0.9 if abs(gap) >= sure_gap else 0.5
+    return answer
+
+
 def always(text: str):
     return lambda messages: text
 
@@ -52,7 +65,9 @@ class JudgeServer:
                 server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                 if server.refuse_logprobs and body.get("logprobs"):
                     return self.send(400, {"error": "logprobs not supported"})
-                text = server.answer(body["messages"])
+                text, confidence = server.answer(body["messages"]), server.confidence
+                if isinstance(text, tuple):
+                    text, confidence = text
                 if text == SLOW:
                     time.sleep(2.0)
                     text = "[[A]]"
@@ -61,7 +76,7 @@ class JudgeServer:
                     choice = {"index": 0, "message": {"role": "assistant", "content": ""},
                               "finish_reason": "content_filter"}
                 elif server.logprobs and body.get("logprobs"):
-                    choice["logprobs"] = {"content": server.token_logprobs(text)}
+                    choice["logprobs"] = {"content": server.token_logprobs(text, confidence)}
                 self.send(200, {"id": "x", "object": "chat.completion", "model": body["model"], "choices": [choice]})
 
             def send(self, code: int, payload: dict):
@@ -76,15 +91,15 @@ class JudgeServer:
         self.httpd.daemon_threads, self.httpd.block_on_close = True, False  # a slow answer never holds the test
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def token_logprobs(self, text: str) -> list[dict]:
+    def token_logprobs(self, text: str, confidence: float) -> list[dict]:
         """The answer as tokens `...[[`, `X`, `]]` with the letter's top log-probabilities."""
         match = re.search(r"\[\[([ABC])\]\]", text)
         if not match:
             return [{"token": text, "logprob": -0.1, "top_logprobs": []}]
-        letter, rest = match.group(1), (1 - self.confidence) / 2
-        top = [{"token": x, "logprob": math.log(self.confidence if x == letter else rest)} for x in "ABC"]
+        letter, rest = match.group(1), (1 - confidence) / 2
+        top = [{"token": x, "logprob": math.log(confidence if x == letter else rest)} for x in "ABC"]
         return [{"token": text[:match.start()] + "[[", "logprob": -0.1, "top_logprobs": []},
-                {"token": letter, "logprob": math.log(self.confidence), "top_logprobs": top},
+                {"token": letter, "logprob": math.log(confidence), "top_logprobs": top},
                 {"token": "]]" + text[match.end():], "logprob": -0.01, "top_logprobs": []}]
 
     @property

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from app.cli import main
-from labeling.judge import JudgeTemplate, Status, judge_queue
+from labeling.judge import JudgeTemplate, Status, judge_queue, parse_verdict
 from storage import Store
 from storage.judge_verdicts import list_verdicts
 from tests.judge_server import JudgeServer, prefers_word
@@ -95,15 +95,16 @@ def test_a_local_judge_model_folder_labels_the_queue(store, queue_pairs, tiny_qw
             assert order["probs"] is None or abs(sum(order["probs"].values()) - 1) < 1e-6
 
 
-def test_the_verdict_is_the_likeliest_next_token_and_must_be_a_letter():
+def test_the_verdict_is_the_likeliest_letter_while_the_letters_hold_enough_probability():
     letters = {"A": 5, "B": 6, "C": 7}
     logits = torch.full((10,), -5.0)
-    logits[6], logits[5] = 3.0, 2.0
+    logits[6], logits[5], logits[0] = 3.0, 2.0, 3.5  # token 0 is likelier, but the letters hold 55%
     reply = read_next_token(logits, letters, lambda ids: f"tok{ids[0]}")
-    assert reply.text == "[[B]]" and reply.probs["B"] > reply.probs["A"] > reply.probs["C"]
-    assert abs(sum(reply.probs.values()) - 1) < 1e-6
-    logits[0] = 9.0  # the model would write something else: unparseable, not the likeliest letter
-    assert read_next_token(logits, letters, lambda ids: f"tok{ids[0]}").text == "[[tok0"
+    assert reply.text.startswith("[[B]]") and reply.probs["B"] > reply.probs["A"] > reply.probs["C"]
+    assert parse_verdict(reply.text).letter == "B" and abs(sum(reply.probs.values()) - 1) < 1e-6
+    logits[0] = 9.0  # the model would write something else: the letters hold under 10%, so no verdict
+    reply = read_next_token(logits, letters, lambda ids: f"tok{ids[0]}")
+    assert reply.text.startswith("[[tok0") and reply.probs is None and parse_verdict(reply.text).letter is None
 
 
 def test_a_gguf_judge_is_converted_once_into_the_data_folder(store, queue_pairs, tiny_gguf):

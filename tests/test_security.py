@@ -33,7 +33,7 @@ MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b"
 ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
                    "/export_labels", "/save_queue_settings", "/export_audit"}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats",
-                       "/leaderboard"}
+                       "/leaderboard", "/judge_agreement"}
 ADMIN_HANDLERS = {"on_start", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
 
 

@@ -27,6 +27,7 @@ class Annotator(StrEnum):
 
     ORACLE = "oracle"
     HUMAN = "human"
+    JUDGE = "judge"  # a judge model (RLAIF; hybrid with judge_threshold): trainers.loop.judging
 
 
 class OnWarning(StrEnum):
@@ -81,10 +82,25 @@ class LoopConfig:
         "help": "each later round collects this fraction of the previous round's labels (1: N every round)"})
     queue_reserve: int = field(default=50, metadata={"help": "extra pairs queued so annotators never run dry"})
     annotator: str = field(default=Annotator.ORACLE.value, metadata={
-        "help": "oracle labels synthetically; human waits for labels from the studio's Label tab",
-        "choices": Annotator})
+        "help": "oracle labels synthetically; human waits for labels from the studio's Label tab; judge: a judge model "
+                "labels (RLAIF; with judge_threshold, hybrid)", "choices": Annotator})
     oracle: str = field(default=DEFAULT_ORACLE, metadata={"help": "module:function scoring a text"})
     oracle_noise: float = field(default=0.0, metadata={"help": "probability the oracle answers at random"})
+    judge: str | None = field(default=None, metadata={
+        "help": "annotator judge: a model folder, GGUF file or OpenAI-compatible endpoint URL (set by an admin on the "
+                "command line; the studio uses only the judge serve was started with)"})
+    judge_model: str | None = field(default=None, metadata={"help": "the model an endpoint judge serves"})
+    judge_key_env: str | None = field(default=None, metadata={
+        "help": "environment variable holding an endpoint judge's key (the key itself is never stored)"})
+    judge_template: str | None = field(default=None, metadata={
+        "help": "judge prompt template file (default: the shipped pairwise one, assets/judge_pairwise.md)"})
+    judge_threshold: float = field(default=0.0, metadata={
+        "help": "hybrid: the judge's verdicts at least this confident train, its unsure pairs go to people "
+                "(judge_people); 0: every verdict trains (RLAIF)"})
+    judge_people: str = field(default=Annotator.HUMAN.value, metadata={
+        "help": "who labels the pairs the judge is unsure of: human (the Label tab) or oracle (benchmarks)"})
+    judge_min_agreement: float = field(default=0.6, metadata={
+        "help": "warn when the judge, labelling for training, agrees with people's labels less often than this"})
     selector: str = field(default=Selector.RANDOM.value, metadata={
         "help": "pair selector: random, disagreement (an ensemble's), or a posterior one on the reward model's last "
                 "layer: thompson, info_gain, diverse, d_optimal", "choices": Selector})
@@ -227,6 +243,7 @@ class LoopConfig:
             raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
         if self.annotator not in {a.value for a in Annotator}:
             raise InvalidInput(f"annotator must be one of {', '.join(Annotator)}, got {self.annotator!r}")
+        check_judge_settings(self)
         if self.selector not in {s.value for s in Selector}:
             raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {self.selector!r}")
         if self.selector == Selector.DISAGREEMENT and self.ensemble < 2:
@@ -302,6 +319,16 @@ class LoopConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def check_judge_settings(config: LoopConfig) -> None:
+    """The judge settings fit together: a judge named for annotator judge, a threshold in [0, 1], people who exist."""
+    if config.annotator == Annotator.JUDGE and not config.judge:
+        raise InvalidInput("annotator judge needs judge: a model folder, a GGUF file or an endpoint URL (--judge)")
+    if not 0 <= config.judge_threshold <= 1 or not 0 <= config.judge_min_agreement <= 1:
+        raise InvalidInput("judge_threshold and judge_min_agreement must be between 0 and 1")
+    if config.judge_people not in (Annotator.HUMAN, Annotator.ORACLE):
+        raise InvalidInput(f"judge_people must be human or oracle, got {config.judge_people!r}")
 
 
 def settings_from_json(text: str) -> dict:

@@ -26,6 +26,7 @@ from storage.winrate import winrate_judgements
 from ..policy.config import Algorithm
 from .config import LoopConfig
 from .diagnostics import Finding
+from .judging import judge_agreement_findings
 from .phase_rules import (
     Phase,
     audit_findings,
@@ -74,6 +75,7 @@ def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: 
     found = reward_model_findings(round, step, accuracy.get(step) if step is not None else None, val_pairs)
     audit = agreement(audit_votes(store, round=round))
     found += audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
+    found += judge_agreement_findings(store, config, round)
     return found + winrate_findings(store, job_id, config, first_round)
 
 

@@ -62,6 +62,7 @@ from .failure_warnings import (
     winrate_warnings,
 )
 from .function_evaluation import log_function_scores
+from .judging import collect_judge_labels, round_labels
 from .prompt_use import check_against_store
 from .ranking_round import queue_round_rankings, round_judgements, round_queued
 from .sampling import SamplingConfig, sample_policy
@@ -155,7 +156,7 @@ class Loop:
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
         if labels:
             self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
-        if labels and round_judgements(self.store, g) < self.labels_wanted(index):
+        if labels and round_labels(self.store, config, g) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -227,6 +228,8 @@ class Loop:
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
         config, wanted = self.config, self.labels_wanted(index)
+        if config.annotator == Annotator.JUDGE:  # a judge model, and people (or the oracle) where it is unsure
+            return collect_judge_labels(self, index, g, seed)
         if config.annotator == Annotator.ORACLE:  # win-rate pairs among the round's count for nothing: label on
             from labeling.synthetic import OracleAnnotator
 
@@ -300,7 +303,7 @@ class Loop:
         prefix = f"{self.config.algorithm}/"
         trained = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix=prefix)}
         summary = {
-            "labels": round_judgements(self.store, g),
+            "labels": round_labels(self.store, self.config, g),
             "reward_val_accuracy": members[0].metrics.get("val_accuracy") if members else None,
             "score": trained.get(f"{prefix}score"),
             "kl": trained.get(f"{prefix}kl"),

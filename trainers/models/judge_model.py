@@ -3,9 +3,10 @@ verdict token's probabilities, in a worker or the terminal, never in the serving
 
 The judge prompt goes through the model's chat format (`ChatFormat.prompt_text`, its chat template), and the
 assistant's answer is begun with `[[` (prefilled): one forward pass gives the next token's distribution, from which
-the verdict is read. The model's most likely token over its whole vocabulary must be one of the letters A, B, C (a
-model that would write anything else gives an unparseable answer, counted, never guessed); the three letters'
-probabilities, normalised over the three, are the verdict's probabilities. A folder is data, never code: it loads
+the verdict is read as RLAIF reads it (Lee et al. 2023: the softmax over the answer tokens' log-probabilities): the
+likeliest of the letters A, B, C, with their probabilities normalised over the three. The letters must hold at least
+`MIN_VERDICT_MASS` of the model's next-token probability: below it the model is not answering the question, and the
+answer is unparseable (counted, never guessed). The mass is kept with the answer. A folder is data, never code: it loads
 as policies do (`trainers.models.checks`: safetensors only, no remote code); its pad token is not needed.
 
     judge = LocalJudge.load("models/qwen2.5-1.5b-instruct", cache_dir=store.data_dir / "judges")
@@ -28,6 +29,7 @@ from .checks import ModelError, ModelRole, find_weights, inspect_model_dir, read
 from .gguf import convert_gguf, gguf_source
 
 PREFILL = "[["
+MIN_VERDICT_MASS = 0.1  # the share of next-token probability the three letters must hold for a verdict
 
 
 @dataclass
@@ -90,12 +92,13 @@ def verdict_token_ids(chat: ChatFormat) -> dict[str, int]:
 
 
 def read_next_token(logits: torch.Tensor, letter_ids: dict[str, int], decode) -> Reply:
-    """The verdict the next-token logits (V,) give after `[[`: the likeliest token must be a letter, else the answer
-    is unparseable (its text shows what the model would write); the letters' probabilities normalised over the
-    three."""
-    probs = torch.softmax(logits, dim=-1)
-    top = int(probs.argmax())
-    letter = next((x for x, i in letter_ids.items() if i == top), None)
-    if letter is None:
-        return Reply(f"{PREFILL}{decode([top])}")
-    return Reply(f"{PREFILL}{letter}]]", letter_probs({x: float(probs[i]) for x, i in letter_ids.items()}))
+    """The verdict the next-token logits (V,) give after `[[`: the likeliest letter with the letters' probabilities
+    normalised over the three, when they hold at least MIN_VERDICT_MASS; else unparseable (the text shows what the
+    model would write, and the letters' share)."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    weights = {x: float(probs[i]) for x, i in letter_ids.items()}
+    mass = sum(weights.values())
+    if mass < MIN_VERDICT_MASS:
+        return Reply(f"{PREFILL}{decode([int(probs.argmax())])} (the letters held {mass:.0%} of the probability)")
+    letter = max(weights, key=weights.get)
+    return Reply(f"{PREFILL}{letter}]] (the letters held {mass:.0%} of the probability)", letter_probs(weights))

@@ -1,0 +1,71 @@
+"""The Data tab's judges section: each judge model's verdicts by status (timeouts, refusals, unparseable answers
+counted) and its agreement with people on the items both judged (agreement, Cohen's κ, 95% intervals, by round).
+Its refresh button is the public API endpoint `/judge_agreement`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from labeling.judge_agreement import store_agreement
+from storage.judge_verdicts import STATUSES, status_counts
+
+from .context import Refresh, Studio, View, bind, user_errors
+from .label_suggestions import SuggestionTiming, set_timing, timing
+
+HEADERS = ["judge", "round", "items", "agreement", "95% interval", "Cohen's κ", "κ 95% interval"]
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "—" if low is None else f"[{low:.2f}, {high:.2f}]"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+@dataclass(frozen=True)
+class Judges(View):
+    """The judges' verdict counts (a line) and their agreement with people (a table)."""
+
+    judge_summary: str
+    judge_table: list[list]
+
+
+def judges_view(studio: Studio) -> Judges:
+    counts = status_counts(studio.store)
+    if not counts:
+        return Judges("No judge model has answered yet (`python app.py label --annotator judge`, docs/judges.md).", [])
+    summary = " · ".join(f"**{judge}**: {row['ok']} verdicts ({row['trains']} train)"
+                         + "".join(f", {row[s]} {s}" for s in STATUSES[1:] if row[s]) for judge, row in counts.items())
+    rows = [[f.judge, "all" if f.round is None else f.round, f.items, _num(f.agreement),
+             _interval(f.agreement_low, f.agreement_high), _num(f.kappa), _interval(f.kappa_low, f.kappa_high)]
+            for f in store_agreement(studio.store)]
+    return Judges(summary, rows)
+
+
+def on_judges(studio: Studio, request: gr.Request) -> Judges:
+    studio.annotator(request, None)  # signed in, under --auth
+    return judges_view(studio)
+
+
+def on_timing(studio: Studio, value: str, request: gr.Request) -> str:
+    """Admins: when the Label tab shows a judge's verdict on a pair (after the vote, before it, never)."""
+    studio.require_admin(request)
+    with user_errors():
+        return set_timing(studio.store, value).value
+
+
+def build(studio: Studio) -> Refresh:
+    """The section's components, wired; returns its refresh for the tab's load."""
+    gr.Markdown("### Judges\nA judge model's verdicts are kept apart from people's labels; here is how it agrees with "
+                "people on the items both judged.")
+    ui = Judges(gr.Markdown(), gr.Dataframe(headers=HEADERS, datatype="str", interactive=False, wrap=True))
+    with gr.Row():
+        refresh = gr.Button("Refresh judges", size="sm")
+        shown = gr.Radio([t.value for t in SuggestionTiming], value=timing(studio.store).value,
+                         label="Label tab: show the judge's verdict on a pair (admins)", elem_id="judge-suggestions")
+    refresh.click(bind(on_judges, studio), None, Judges.components(ui), api_name="judge_agreement")
+    shown.input(bind(on_timing, studio), shown, shown, api_visibility="private")
+    return Refresh(bind(on_judges, studio), [], Judges.components(ui))

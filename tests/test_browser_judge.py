@@ -1,0 +1,25 @@
+"""The judge's suggestion in a real browser (Playwright driving Debian's Chromium): after a vote on the Label tab the
+status line says what the judge said about that pair, and not before. Fails, never skips, when Chromium is missing."""
+
+import pytest
+from playwright.sync_api import expect
+
+from storage.judge_verdicts import NewVerdict, add_verdicts
+from storage.types import Outcome
+
+pytestmark = pytest.mark.browser
+expect.set_options(timeout=20_000)
+
+
+def test_the_judges_suggestion_appears_after_a_vote(store, queue_pairs, serve_studio, browser):
+    ids = queue_pairs([(f"Prompt {i}: review the film.", f"A fine film {i}.", f"A dull film {i}.") for i in range(3)])
+    add_verdicts(store, [NewVerdict(i, "smol-judge", "ok", Outcome.TIE, 0.75) for i in ids])
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.goto(serve_studio(store).local_url)
+    page.get_by_label("Your name").fill("alice")
+    page.get_by_label("Your name").press("Enter")
+    status = page.locator("#label-status")
+    expect(status).to_contain_text("Labeling as alice")
+    expect(status).not_to_contain_text("smol-judge")  # nothing before the vote (the default)
+    page.get_by_role("button", name="Left is better").click()
+    expect(status).to_contain_text("Saved: left. Judge smol-judge said a tie (confidence 75%).")

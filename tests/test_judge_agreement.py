@@ -1,0 +1,72 @@
+"""The judge checked against people (labeling.judge_agreement): agreement and κ with intervals against hand
+computations, per judge and by round, and the failure warning while the judge labels for training."""
+
+import math
+
+import pytest
+
+from labeling.judge_agreement import agreement_of, judge_agreement, store_agreement
+from storage.judge_verdicts import NewVerdict, add_verdicts
+from storage.types import Outcome
+from tests.helpers import label_pairs
+from trainers.loop.config import LoopConfig
+from trainers.loop.judging import JUDGE_AGREEMENT_RULE, judge_agreement_findings
+
+F, S, T, BB = Outcome.FIRST, Outcome.SECOND, Outcome.TIE, Outcome.BOTH_BAD
+
+
+def test_agreement_and_kappa_match_a_hand_computation():
+    figures = agreement_of("j", None, [F, F, S, T], [F, S, S, BB])  # both bad is a tie on the judge's scale
+    assert figures.items == 4 and figures.agreement == 0.75
+    expected = (2 * 1 + 1 * 2 + 1 * 1) / 16  # chance agreement from the two marginals
+    assert math.isclose(figures.kappa, (0.75 - expected) / (1 - expected))
+    half = 1.959963984540054 * math.sqrt(0.75 * 0.25 / 4) / (1 - expected)
+    assert math.isclose(figures.kappa_low, figures.kappa - half) and figures.kappa_high == 1.0  # clipped
+    assert figures.agreement_low < 0.75 < figures.agreement_high
+    assert "agreement 0.75" in figures.line() and "on 4 items" in figures.line()
+
+
+def test_no_items_give_no_figures():
+    assert agreement_of("j", 1, [], []).agreement is None
+    assert "no item judged by both" in agreement_of("j", 1, [], []).line()
+
+
+def test_rows_group_by_judge_then_round():
+    rows = [{"judge": "j", "round": r, "judge_outcome": a, "person_outcome": b}
+            for r, a, b in [(1, "first", "first"), (1, "second", "first"), (2, "tie", "tie")]]
+    table = judge_agreement(rows)
+    assert [(f.judge, f.round, f.items, f.agreement) for f in table] == [
+        ("j", None, 3, pytest.approx(2 / 3)), ("j", 1, 2, 0.5), ("j", 2, 1, 1.0)]
+
+
+def test_the_judge_is_checked_against_people_and_warned_about_while_it_trains(store, queue_pairs):
+    ids = queue_pairs([(f"p{i}", f"a{i}", f"b{i}") for i in range(12)])
+    add_verdicts(store, [NewVerdict(i, "j", "ok", F, 1.0) for i in ids])
+    label_pairs(store, "alice", {i: (F if n < 3 else S) for n, i in enumerate(ids)})  # agrees on 3 of 12
+    [overall, round0] = store_agreement(store)
+    assert (overall.items, overall.agreement, round0.round) == (12, 0.25, 0)
+    judged = LoopConfig(annotator="judge", judge="http://127.0.0.1:1/v1", judge_model="m")
+    [finding] = judge_agreement_findings(store, judged, round=1)
+    assert finding.rule == JUDGE_AGREEMENT_RULE and "agreement 0.25" in finding.detail
+    assert judge_agreement_findings(store, LoopConfig(), round=1) == []  # people label: nothing to warn about
+
+
+def test_status_and_the_data_tab_show_each_judge_beside_people(store, queue_pairs, capsys):
+    from app.cli import main
+    from app.context import Studio
+    from app.judge_panel import judges_view
+
+    ids = queue_pairs([(f"p{i}", f"a{i}", f"b{i}") for i in range(4)])
+    add_verdicts(store, [NewVerdict(i, "qwen", "ok", F, 1.0, trains=True) for i in ids[:3]]
+                 + [NewVerdict(ids[3], "qwen", "timeout")])
+    label_pairs(store, "alice", {ids[3]: F})
+    assert judges_view(Studio(store)).judge_table == []  # no item judged by both yet: no figures
+    add_verdicts(store, [NewVerdict(ids[3], "qwen", "ok", S, 0.5)])
+    view = judges_view(Studio(store))
+    assert "**qwen**: 4 verdicts (3 train)" in view.judge_summary
+    assert view.judge_table == [["qwen", "all", 1, "0.00", "[0.00, 0.79]", "0.00", "[0.00, 0.00]"],
+                                ["qwen", 0, 1, "0.00", "[0.00, 0.79]", "0.00", "[0.00, 0.00]"]]
+    assert main(["status", "--db", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "  qwen: 4 verdicts (3 train)" in out
+    assert "    qwen: agreement 0.00 [0.00, 0.79], κ 0.00 [0.00, 0.00] on 1 items" in out

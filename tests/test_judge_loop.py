@@ -1,0 +1,52 @@
+"""A loop whose labels come from a judge model over loopback HTTP: RLAIF, and hybrid (the judge's confident verdicts
+train, the pairs it is unsure of go to people, played by the oracle here); the judge's agreement with people."""
+
+import json
+
+from app.cli import main
+from assets.lexicon import sentiment_score
+from storage import jobs as job_rows
+from storage.judge_verdicts import list_verdicts
+from storage.labels import list_labels, training_labels
+from storage.reward_models import list_reward_models
+from storage.rounds import list_rounds
+from tests.judge_server import JudgeServer, prefers_score
+
+TINY = {"prompts_per_round": 8, "samples_per_prompt": 3, "queue_reserve": 6, "reward_epochs": 2,
+        "policy_iterations": 1, "policy_batch_size": 8, "policy_epochs": 1, "response_length": 8, "eval_prompts": 4,
+        "eval_samples": 1, "winrate_pairs": 0, "audit_share": 0.0}
+
+
+def test_a_hybrid_loop_trains_on_confident_verdicts_and_people_label_the_rest(demo_store, capsys):
+    with JudgeServer(prefers_score(sentiment_score), logprobs=True) as server:
+        code = main(["loop", "--db", str(demo_store.path), "--rounds", "1", "--labels-per-round", "12",
+                     "--annotator", "judge", "--judge", server.url, "--judge-model", "fake-judge",
+                     "--judge-threshold", "0.7", "--judge-people", "oracle", "--config", json.dumps(TINY)])
+    assert code == 0, capsys.readouterr().err
+    [round_row] = list_rounds(demo_store)
+    assert round_row["summary"]["labels"] == 12
+    verdicts = [v for v in list_verdicts(demo_store, "fake-judge") if v.status == "ok"]
+    sure = {v.pair_id for v in verdicts if v.trains}
+    unsure = {v.pair_id for v in verdicts if not v.trains}
+    assert sure and unsure and all(v.confidence >= 0.7 for v in verdicts if v.trains)
+    people = {label.pair_id for label in list_labels(demo_store, annotator="oracle")}
+    assert not people & sure  # people were never handed a pair the judge labelled for training
+    assert unsure <= people or len(people) + len(sure) == 12  # the unsure pairs went to people
+    trained = training_labels(demo_store)
+    assert len(trained) == 12 == len(sure) + len(people)
+    assert {lp.annotator for lp in trained} == {"judge:fake-judge", "oracle"}
+    [member] = list_reward_models(demo_store)
+    assert member.labels_used <= 12
+    [job] = job_rows.list_jobs(demo_store)
+    assert any("judge fake-judge judged 12 pairs" in line for line in job_rows.tail_logs(demo_store, job.id, 200))
+
+
+def test_an_rlaif_loop_labels_with_the_judge_alone(demo_store, capsys):
+    with JudgeServer(prefers_score(sentiment_score)) as server:
+        code = main(["loop", "--db", str(demo_store.path), "--rounds", "1", "--labels-per-round", "10",
+                     "--annotator", "judge", "--judge", server.url, "--judge-model", "fake-judge",
+                     "--config", json.dumps(TINY)])
+    assert code == 0, capsys.readouterr().err
+    assert list_labels(demo_store) == []  # nobody labelled: the judge's verdicts alone trained
+    assert list_rounds(demo_store)[0]["summary"]["labels"] == 10
+    assert {lp.annotator for lp in training_labels(demo_store)} == {"judge:fake-judge"}
