@@ -135,12 +135,34 @@ def undo(studio: Studio, namer: Namer, typed: str, request: gr.Request) -> str:
     return f"Took back demonstration {demo.id}: “{markdown_literal(shown)}”."
 
 
+def api_submit_demonstration(studio: Studio, namer: Namer, annotator: str, pair_id: int, text: str,
+                             edited_from: str, seconds: float | None, record_preferences: bool,
+                             request: gr.Request) -> dict:
+    """Store `annotator`'s better answer to the prompt of the pair reserved for them: `edited_from` is `left` or
+    `right` (the response as shown) or `empty`; `seconds` the time spent (or null); with `record_preferences` the
+    answer is also preferred to each response. Returns `demonstration_id` and `preferences` (labels recorded)."""
+    with user_errors():
+        written = write_demonstration(studio.store, namer(studio, request, annotator), pair_id, text,
+                                      None if edited_from == EMPTY else edited_from, seconds, bool(record_preferences))
+    return {"demonstration_id": written.id, "preferences": written.preferences}
+
+
+def api_undo_demonstration(studio: Studio, namer: Namer, annotator: str, request: gr.Request) -> dict:
+    """Take back `annotator`'s newest demonstration (and the preferences it recorded); returns its id and text."""
+    with user_errors():
+        demo = undo_demonstration(studio.store, namer(studio, request, annotator))
+    return {"demonstration_id": demo.id, "text": demo.text}
+
+
 def close() -> Closed:
     return Closed(gr.update(visible=False), "")
 
 
 def build(studio: Studio, ui: EditorLayout, name_box: gr.components.Component, pair_id: gr.State, namer: Namer) -> None:
-    """Wire the editor to the Label tab's name box and the pair on screen (a new pair closes it)."""
+    """Wire the editor to the Label tab's name box and the pair on screen (a new pair closes it); the public API
+    endpoints `/submit_demonstration` and `/undo_demonstration`."""
+    gr.api(bind(api_submit_demonstration, studio, namer), api_name="submit_demonstration")
+    gr.api(bind(api_undo_demonstration, studio, namer), api_name="undo_demonstration")
     private = {"api_visibility": "private"}
     ui.open.click(bind(open_editor, studio, namer), [name_box, pair_id], Opened.components(ui), **private)
     ui.start_from.input(start_from, [ui.texts, ui.start_from], ui.text, **private)

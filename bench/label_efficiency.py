@@ -28,6 +28,12 @@ Arms, each with the same rounds and label schedule and the same seeds:
   default 0.8, else the other way) labels, its position-consistent verdicts train, and the oracle plays the people
   for the pairs it is unsure of (the orders disagree: `judge_threshold` 0.75, `judge_people: oracle`); "labels used"
   counts people's labels only, so compare it with random at a budget equal to those.
+- **sft** (SFT, then RM + PPO): `--demonstrations` D synthetic demonstrations (`trainers/loop/demonstrator.py`: the
+  oracle's best of `--demonstration-m` samples of the SFT policy, on D training prompts drawn by the seed), then the
+  random arm's loop with `sft_first` (SFT on them, the SFT version the new root and reference) at `sft_lr` /
+  `sft_epochs`; its gain is against the SFT policy the other arms start from. **sft_only**: the same SFT alone, no
+  labels. Annotator effort counts a demonstration as `--seconds-per-demonstration` (default 60 s: an edit of a best
+  response, six labels' worth at the default 10 s a label).
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
@@ -71,9 +77,10 @@ WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
 ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
-        "judge", "hybrid")
+        "judge", "hybrid", "sft", "sft_only")
 NOISY_JUDGE = "bench:noisy-oracle"  # the hybrid arm's judge, made in-process (`NoisyOracleJudge`)
 JUDGE_ACCURACY = 0.8  # its accuracy per order (--judge-accuracy)
+SFT_SETTINGS = {"sft_lr": 3e-4, "sft_epochs": 3.0}  # a full fine-tune of the demo's tiny policy
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
                 "versions": {"selector": "random", "pair_with_previous": True},
@@ -86,13 +93,16 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 # failed on every other pair of the round (so a judge that never answers cannot hang the bench)
                 "judge": {"annotator": "judge", "selector": "random", "judge_people": "oracle"},
                 "hybrid": {"annotator": "judge", "judge": NOISY_JUDGE, "judge_threshold": 0.75,
-                           "judge_people": "oracle", "selector": "random"}}
+                           "judge_people": "oracle", "selector": "random"},
+                "sft": {"selector": "random", "sft_first": True, **SFT_SETTINGS}, "sft_only": SFT_SETTINGS}
+NO_LABELS = ("oracle", "sft_only")  # arms that use no labels: one run per seed, whatever the budgets
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
              "versions": "RM + PPO, random pairs across versions",
              **{s: f"RM + PPO, {s}" for s in SELECTORS},
              "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5",
-             "judge": "RM + PPO, SmolLM2-135M judge (RLAIF)", "hybrid": "RM + PPO, noisy judge + people where unsure"}
+             "judge": "RM + PPO, SmolLM2-135M judge (RLAIF)", "hybrid": "RM + PPO, noisy judge + people where unsure",
+             "sft": "SFT on demonstrations, then RM + PPO", "sft_only": "SFT on demonstrations alone"}
 DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
@@ -285,8 +295,33 @@ def run_oracle_ppo(store, config) -> dict:
     return {**seconds, "select": []}
 
 
+def write_demonstrations(store, config, count: int, m: int) -> int:
+    """`count` synthetic demonstrations (the oracle's best of `m` samples of the SFT policy) on training prompts drawn
+    by the seed; returns how many were written."""
+    from labeling.synthetic import load_scorer
+    from storage.policies import latest_policy
+    from storage.prompts import list_prompts
+    from trainers.loop.demonstrator import write_synthetic_demonstrations
+
+    prompts = random.Random(config.seed).sample(list_prompts(store, heldout=False), count)
+    return len(write_synthetic_demonstrations(store, latest_policy(store), prompts, load_scorer(config.oracle), m,
+                                              config.response_length, seed=config.seed,
+                                              temperature=config.temperature, top_p=config.top_p))
+
+
+def run_sft_only(store, config) -> dict:
+    """SFT alone on the store's demonstrations, as `python app.py sft` runs it."""
+    from trainers.jobs.sft_job import run_sft
+    from trainers.loop.sft_steps import sft_settings
+    from trainers.policy.sft_config import SFTRun
+
+    started = time.perf_counter()
+    run_sft(store, SFTRun(settings=sft_settings(config, 0)))
+    return {"reward": 0.0, "policy": time.perf_counter() - started, "select": []}
+
+
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
-            name: str) -> dict:
+            name: str, demonstrations: int = 0, demonstration_m: int = 8) -> dict:
     """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, win_rate, loop_win_rate,
     labels_used, seconds, reward_seconds, policy_seconds, select_seconds (per round)} (win_rate: oracle-judged on the
     bench's held-out samples; loop_win_rate: the loop's own blind win-rate pairs, judged by its oracle annotator; None
@@ -309,13 +344,15 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
         judging.open_judge = lambda *args, **kwargs: NoisyOracleJudge(load_scorer(config.oracle), JUDGE_ACCURACY,
                                                                       seed)
-    if arm != "oracle":
+    if arm not in NO_LABELS:
         config = config.updated({"label_budget": labels})
     folder = f"{name}-{arm}-L{labels}-s{seed}"
     store = fresh_store(folder)
     try:
         labels_before = count_labels(store, evaluation=False)
-        phases = (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
+        written = write_demonstrations(store, config, demonstrations, demonstration_m) if arm.startswith("sft") else 0
+        runner = {"oracle": run_oracle_ppo, "sft_only": run_sft_only}.get(arm, run_loop)
+        phases = runner(store, config)
         sft = heldout_scores(store, list_policies(store)[0], config, eval_samples)
         final = heldout_scores(store, latest_policy(store), config, eval_samples)
         used = count_labels(store, evaluation=False) - labels_before
@@ -324,17 +361,18 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     finally:
         store.close()
         shutil.rmtree(WORK / folder, ignore_errors=True)
-    row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": statistics.fmean(sft),
+    row = {"arm": arm, "labels": labels if arm not in NO_LABELS else 0, "seed": seed, "sft": statistics.fmean(sft),
            "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
-           "labels_used": used, "seconds": time.perf_counter() - started,
+           "labels_used": used, "demonstrations": written, "seconds": time.perf_counter() - started,
            "reward_seconds": phases["reward"], "policy_seconds": phases["policy"],
            "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0,
            "label_seconds": phases.get("labels", 0.0), "judge_agreement": judge_agreement,
            "judge_verdicts": judge_verdicts}
     loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {row['sft']:+.3f} -> {row['final']:+.3f} (gain "
-          f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {row['seconds']:.0f} s",
+          f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {written} demonstrations, "
+          f"{row['seconds']:.0f} s",
           flush=True)
     return row
 
@@ -378,6 +416,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                       **{f"vs_{other}": paired(rows, arm, labels, other, labels) if arm not in ("oracle", other)
                          else None for other in VERSUS},
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
+                      "demonstrations": statistics.fmean(r.get("demonstrations", 0) for r in group),
                       **{name: statistics.fmean(r.get(name, float("nan")) for r in group)
                          for name in ("seconds", "reward_seconds", "policy_seconds", "select_seconds")}})
     return table
@@ -406,7 +445,7 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    budgets = sorted({t["labels"] for t in table if t["arm"] != "oracle"})
+    budgets = sorted({t["labels"] for t in table if t["arm"] not in NO_LABELS})
     minutes = f"annotator minutes ({seconds_per_label:g} s a label)"
     for axis, scale, unit in ((axes[0], 1.0, "labels used (all rounds)"), (axes[1], seconds_per_label / 60, minutes)):
         for oracle in (t for t in table if t["arm"] == "oracle"):
@@ -414,7 +453,7 @@ def plot(table: list[dict], path: Path, seconds_per_label: float) -> None:
             axis.axhspan(oracle["gain"] - oracle["gain_ci95"], oracle["gain"] + oracle["gain_ci95"], color="black",
                          alpha=0.08)
             axis.axhline(0.9 * oracle["gain"], color="black", linestyle=":", label="90% of oracle PPO")
-        for arm in ARMS[1:]:
+        for arm in (a for a in ARMS[1:] if a not in NO_LABELS):
             points = [t for t in table if t["arm"] == arm]
             if points:
                 axis.errorbar([t["labels"] * scale for t in points], [t["gain"] for t in points],
@@ -440,7 +479,7 @@ def winners(table: list[dict]) -> list[str]:
     """Per budget: the arms of VERSUS (and dpo_ties) by mean gain, the best one's paired lead over each other and
     whether its 95% interval excludes 0."""
     lines = []
-    for labels in sorted({t["labels"] for t in table if t["arm"] != "oracle"}):
+    for labels in sorted({t["labels"] for t in table if t["arm"] not in NO_LABELS}):
         contenders = sorted((t for t in table if t["labels"] == labels and t["arm"] in (*VERSUS, "dpo_ties")),
                             key=lambda t: -t["gain"])
         if len(contenders) < 2:
@@ -479,6 +518,10 @@ def main() -> None:
                         help="M: PPO (or GRPO) iterations per round (default: the loop's)")
     parser.add_argument("--eval-samples", type=int, default=8, help="samples per held-out prompt for the score")
     parser.add_argument("--seconds-per-label", type=float, default=10.0, help="annotator time per label, for the plot")
+    parser.add_argument("--demonstrations", type=int, default=50, help="D: synthetic demonstrations of the sft arms")
+    parser.add_argument("--demonstration-m", type=int, default=8, help="M: samples the demonstrator picks the best of")
+    parser.add_argument("--seconds-per-demonstration", type=float, default=60.0,
+                        help="annotator time per demonstration, for the effort column")
     parser.add_argument("--config", type=json.loads, default={},
                         help="JSON of other loop settings for every arm (e.g. '{\"reward_epochs\": 8}')")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
@@ -495,11 +538,12 @@ def main() -> None:
     settings = {**args.config, **{name: value for name, value in given.items() if value is not None}}
     defaults = LoopConfig.from_dict(settings)
     seeded_template()
-    tasks = [("oracle", 0, seed) for seed in args.seeds if "oracle" in args.arms]
+    tasks = [(arm, 0, seed) for arm in NO_LABELS for seed in args.seeds if arm in args.arms]
     tasks += [(arm, labels, seed) for labels in args.budgets for arm in ARMS[1:] if arm in args.arms
-              for seed in args.seeds]
+              and arm not in NO_LABELS for seed in args.seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(one_run, arm, labels, seed, settings, args.eval_samples, 1, args.name)
+        futures = [pool.submit(one_run, arm, labels, seed, settings, args.eval_samples, 1, args.name,
+                               args.demonstrations, args.demonstration_m)
                    for arm, labels, seed in tasks]
         rows = [f.result() for f in futures]
 
@@ -518,19 +562,21 @@ def main() -> None:
           f"prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval over seeds\n")
     print("| arm | label budget | labels used | seeds | gain | win rate vs SFT (oracle-judged) | loop's win-rate pairs "
           "| share of oracle PPO gain | minus oracle (paired) | minus RM + PPO (paired) | minus RM + GRPO (paired) | "
-          "minus DPO (paired) | selection s/round | seconds per run (reward model, policy) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "minus DPO (paired) | selection s/round | seconds per run (reward model, policy) | demonstrations | "
+          "annotator minutes |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
-        budget = "—" if t["arm"] == "oracle" else t["labels"]
+        budget = "—" if t["arm"] in NO_LABELS else t["labels"]
+        effort = t["labels_used"] * args.seconds_per_label + t["demonstrations"] * args.seconds_per_demonstration
         judged = "—" if t["loop_win_rate"] is None else f"{t['loop_win_rate'][0]:.0%} ± {t['loop_win_rate'][1]:.0%}"
         print(f"| {ARM_NAMES.get(t['arm'], t['arm'])} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
               f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['win_rate']:.0%} ± {t['win_rate_ci95']:.0%} | {judged} | "
               f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
               + " | ".join(difference(t[f"vs_{other}"]) for other in VERSUS)
               + f" | {t['select_seconds']:.2f} | {t['seconds']:.0f} ({t['reward_seconds']:.0f}, "
-              f"{t['policy_seconds']:.0f}) |")
+              f"{t['policy_seconds']:.0f}) | {t['demonstrations']:.0f} | {effort / 60:.0f} |")
     print("\n| arm | labels to reach 90% of oracle PPO | labels to reach 75% |\n|---|---:|---:|")
-    for arm in (a for a in ARMS[1:] if a in args.arms):
+    for arm in (a for a in ARMS[1:] if a in args.arms and a not in NO_LABELS):
         print(f"| {arm} | {labels_to_reach(table, arm, 0.9)} | {labels_to_reach(table, arm, 0.75)} |")
     judged = [r for r in rows if r["judge_verdicts"]]
     if judged:

@@ -55,3 +55,22 @@ def test_recorded_preferences_train_and_undo_takes_them_back(store, queue_pairs)
     assert list_demonstrations(store) == [] and training_labels(store) == []
     with pytest.raises(Conflict, match="ada has no demonstration to undo"):
         undo_demonstration(store, "ada")
+
+
+def test_the_api_writes_and_undoes_a_demonstration(store, queue_pairs, serve_studio):
+    from gradio_client import Client
+
+    [pair_id] = queue_pairs([("the movie was", " dull .", " fine .")])
+    client = Client(serve_studio(store).local_url, verbose=False)
+    shown = client.predict("ada", api_name="/next_pair")
+    written = client.predict("ada", pair_id, "A wonderful film.", "left", 9.5, True, api_name="/submit_demonstration")
+    assert written == {"demonstration_id": 1, "preferences": 2}
+    [demo] = list_demonstrations(store)
+    pair = get_pair(store, pair_id)
+    assert demo.generation_id == (pair.first_id if shown["left"] == " dull ." else pair.second_id)
+    assert demo.seconds == 9.5 and len(training_labels(store)) == 2
+    with pytest.raises(Exception, match="the demonstration is empty"):
+        client.predict("ada", pair_id, " ", "empty", None, False, api_name="/submit_demonstration")
+    assert client.predict("ada", api_name="/undo_demonstration") == {"demonstration_id": 1,
+                                                                     "text": "A wonderful film."}
+    assert list_demonstrations(store) == [] and training_labels(store) == []
