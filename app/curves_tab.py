@@ -225,6 +225,7 @@ class CurvesLayout:
     optimiser_title: gr.Markdown  # names the job's policy optimiser, PPO or GRPO
     optimiser_plot: gr.Plot
     timer: gr.Timer  # on while the shown job is active
+    charts: gr.Column  # the three charts and their titles, hidden before any job (the status says how to start one)
 
 
 def optimiser_title(algorithm: Algorithm) -> str:
@@ -250,14 +251,15 @@ def layout() -> CurvesLayout:
     status = gr.Markdown(elem_id="curves-status")
     warnings = gr.HTML(css_template=WARNINGS_CSS, elem_id="curves-warnings")
     plots = []
-    for title, elem_id in (("Rounds: is the loop working?", "curves-rounds"),
-                           ("Reward model: one line per round", "curves-reward")):
-        gr.Markdown(f"### {title}")
-        plots.append(gr.Plot(show_label=False, elem_id=elem_id))
-    title = gr.Markdown(optimiser_title(Algorithm.PPO), elem_id="curves-optimiser-title")
+    with gr.Column(visible=False, elem_id="curves-charts") as charts:  # shown once there is a job
+        for title, elem_id in (("Rounds: is the loop working?", "curves-rounds"),
+                               ("Reward model: one line per round", "curves-reward")):
+            gr.Markdown(f"### {title}")
+            plots.append(gr.Plot(show_label=False, elem_id=elem_id))
+        title = gr.Markdown(optimiser_title(Algorithm.PPO), elem_id="curves-optimiser-title")
+        optimiser_plot = gr.Plot(show_label=False, elem_id="curves-optimiser")
     return CurvesLayout(job, gr.State(None), round_choice, smoothing, refresh, export, downloads, status, warnings,
-                        *plots, title, gr.Plot(show_label=False, elem_id="curves-optimiser"),
-                        gr.Timer(LIVE_REFRESH_S, active=False))
+                        *plots, title, optimiser_plot, gr.Timer(LIVE_REFRESH_S, active=False), charts)
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,7 @@ class Charts(View):
     optimiser_title: str
     optimiser_plot: PlotData
     timer: gr.Timer
+    charts: dict
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,8 @@ def show_charts(studio: Studio, job_id: int | None, choice: str, smoothing: floa
                   rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
                   reward_figure(reward, smoothing, f"{stem}-reward"), optimiser_title(algorithm),
                   optimiser_figure(optimiser, smoothing, f"{stem}-{algorithm.value}", algorithm),
-                  gr.Timer(active=bool(curves.job and curves.job.status.active)))
+                  gr.Timer(active=bool(curves.job and curves.job.status.active)),
+                  gr.update(visible=curves.job is not None or bool(curves.rounds)))
 
 
 def pick_job(studio: Studio, job_id: int | None, smoothing: float) -> PickedCharts:

@@ -222,7 +222,8 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
                        ("Samples", "show_samples"), ("Leaderboard", "show_leaderboard"), ("Data", "show_project"),
                        ("Data", "on_stats"), ("Data", "on_audit")}
     on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
-    assert on_load == {"show_known_annotator", "current_settings", "project_form", *(name for _, name in on_open)}
+    assert on_load == {"show_known_annotator", "current_settings", "project_form", "reopen_tab",
+                       *(name for _, name in on_open)}
 
 
 def test_the_metrics_handler(store, run):
