@@ -25,7 +25,7 @@ from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.jobs.launcher import reap_orphans
-from trainers.jobs.layer import job_algorithm, job_kind_label
+from trainers.jobs.layer import JobKind, job_algorithm, job_kind_label
 from trainers.loop.diagnostics import Finding, diagnose
 from trainers.policy.config import Algorithm
 
@@ -108,9 +108,10 @@ def with_win_rates(rounds: list[dict], report: WinrateReport) -> list[dict]:
 
 
 def findings(curves: Curves, choice: str) -> list[Finding]:
-    """The warnings the job recorded (of the chosen round, or all), then the whole-job rules on the shown PPO (or GRPO)
-    curves, the finished rounds' reward-model validation accuracy and the rounds' scores (a rule already recorded
-    is not repeated)."""
+    """The warnings the job recorded (of the chosen round, or all). A loop checks its rules after each phase and
+    records what fires, so its warnings are those alone: the one set of rules that `status`, the loop's pause and
+    `bench/failure_warnings.py` read. A PPO, GRPO or DPO job run alone records none: the whole-job rules judge its
+    shown curves, the finished rounds' reward-model validation accuracy and the rounds' scores."""
     optimiser = curves.select(curves.optimiser, choice)
     series = {name: np.concatenate([s.values for s in segs]) for name, segs in optimiser.items() if segs}
     finished = [s.values[-1] for s in curves.select(curves.reward, choice).get("reward/val_accuracy", [])
@@ -119,6 +120,8 @@ def findings(curves: Curves, choice: str) -> list[Finding]:
     for key in ("score", "oracle_score"):
         series[f"round/{key}"] = [r["summary"][key] for r in curves.rounds if r["summary"].get(key) is not None]
     fired = [f for f in curves.fired if choice in (ALL, str(f.round))]
+    if curves.job is not None and curves.job.kind == JobKind.LOOP:
+        return fired
     return fired + [f for f in diagnose(series) if f.rule not in {w.rule for w in fired}]
 
 
