@@ -46,7 +46,7 @@ STEP_NAME = {Algorithm.DPO: "step"}  # what one point of the optimiser's series 
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",
                 "audit_agreement": "Audit pairs: people agree with the RM",
-                "winrate": "People prefer it to SFT (win rate, 95% CI)",
+                "winrate": "Preferred to SFT (win rate, 95% CI)",
                 "lc_winrate": "Length-controlled win rate vs SFT"}
 INTERVAL_PANELS = ("winrate", "lc_winrate")  # drawn with error bars from `<key>_low` and `<key>_high`
 PANEL_POINTS = 1000  # points sent per chart panel (shared by its lines), after smoothing

@@ -25,7 +25,7 @@ from storage.metrics import read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.jobs.launcher import reap_orphans
-from trainers.jobs.layer import job_algorithm, job_kind_label
+from trainers.jobs.layer import JobKind, job_algorithm, job_kind_label
 from trainers.loop.diagnostics import Finding, diagnose
 from trainers.policy.config import Algorithm
 
@@ -108,9 +108,10 @@ def with_win_rates(rounds: list[dict], report: WinrateReport) -> list[dict]:
 
 
 def findings(curves: Curves, choice: str) -> list[Finding]:
-    """The warnings the job recorded (of the chosen round, or all), then the whole-job rules on the shown PPO (or GRPO)
-    curves, the finished rounds' reward-model validation accuracy and the rounds' scores (a rule already recorded
-    is not repeated)."""
+    """The warnings the job recorded (of the chosen round, or all). A loop checks its rules after each phase and
+    records what fires, so its warnings are those alone: the one set of rules that `status`, the loop's pause and
+    `bench/failure_warnings.py` read. A PPO, GRPO or DPO job run alone records none: the whole-job rules judge its
+    shown curves, the finished rounds' reward-model validation accuracy and the rounds' scores."""
     optimiser = curves.select(curves.optimiser, choice)
     series = {name: np.concatenate([s.values for s in segs]) for name, segs in optimiser.items() if segs}
     finished = [s.values[-1] for s in curves.select(curves.reward, choice).get("reward/val_accuracy", [])
@@ -119,6 +120,8 @@ def findings(curves: Curves, choice: str) -> list[Finding]:
     for key in ("score", "oracle_score"):
         series[f"round/{key}"] = [r["summary"][key] for r in curves.rounds if r["summary"].get(key) is not None]
     fired = [f for f in curves.fired if choice in (ALL, str(f.round))]
+    if curves.job is not None and curves.job.kind == JobKind.LOOP:
+        return fired
     return fired + [f for f in diagnose(series) if f.rule not in {w.rule for w in fired}]
 
 
@@ -225,6 +228,7 @@ class CurvesLayout:
     optimiser_title: gr.Markdown  # names the job's policy optimiser, PPO or GRPO
     optimiser_plot: gr.Plot
     timer: gr.Timer  # on while the shown job is active
+    charts: gr.Column  # the three charts and their titles, hidden before any job (the status says how to start one)
 
 
 def optimiser_title(algorithm: Algorithm) -> str:
@@ -250,14 +254,15 @@ def layout() -> CurvesLayout:
     status = gr.Markdown(elem_id="curves-status")
     warnings = gr.HTML(css_template=WARNINGS_CSS, elem_id="curves-warnings")
     plots = []
-    for title, elem_id in (("Rounds: is the loop working?", "curves-rounds"),
-                           ("Reward model: one line per round", "curves-reward")):
-        gr.Markdown(f"### {title}")
-        plots.append(gr.Plot(show_label=False, elem_id=elem_id))
-    title = gr.Markdown(optimiser_title(Algorithm.PPO), elem_id="curves-optimiser-title")
+    with gr.Column(visible=False, elem_id="curves-charts") as charts:  # shown once there is a job
+        for title, elem_id in (("Rounds: is the loop working?", "curves-rounds"),
+                               ("Reward model: one line per round", "curves-reward")):
+            gr.Markdown(f"### {title}")
+            plots.append(gr.Plot(show_label=False, elem_id=elem_id))
+        title = gr.Markdown(optimiser_title(Algorithm.PPO), elem_id="curves-optimiser-title")
+        optimiser_plot = gr.Plot(show_label=False, elem_id="curves-optimiser")
     return CurvesLayout(job, gr.State(None), round_choice, smoothing, refresh, export, downloads, status, warnings,
-                        *plots, title, gr.Plot(show_label=False, elem_id="curves-optimiser"),
-                        gr.Timer(LIVE_REFRESH_S, active=False))
+                        *plots, title, optimiser_plot, gr.Timer(LIVE_REFRESH_S, active=False), charts)
 
 
 @dataclass(frozen=True)
@@ -273,6 +278,7 @@ class Charts(View):
     optimiser_title: str
     optimiser_plot: PlotData
     timer: gr.Timer
+    charts: dict
 
 
 @dataclass(frozen=True)
@@ -304,7 +310,8 @@ def show_charts(studio: Studio, job_id: int | None, choice: str, smoothing: floa
                   rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
                   reward_figure(reward, smoothing, f"{stem}-reward"), optimiser_title(algorithm),
                   optimiser_figure(optimiser, smoothing, f"{stem}-{algorithm.value}", algorithm),
-                  gr.Timer(active=bool(curves.job and curves.job.status.active)))
+                  gr.Timer(active=bool(curves.job and curves.job.status.active)),
+                  gr.update(visible=curves.job is not None or bool(curves.rounds)))
 
 
 def pick_job(studio: Studio, job_id: int | None, smoothing: float) -> PickedCharts:

@@ -31,8 +31,10 @@ from labeling.annotation import (
     undo_label,
     update_queue_settings,
 )
+from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import Conflict, InvalidInput, NotFound
+from trainers.loop.waiting import waiting_for_people
 
 from . import demonstration_editor
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
@@ -240,6 +242,9 @@ def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = ""
     """The screen for a shown pair (a new vote id for it), or the empty queue (polling for new pairs)."""
     done = progress(studio.store, name)
     counts = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
+    waits = [found.line() for job in job_rows.list_jobs(studio.store, limit=5) if (found := waiting_for_people(job))]
+    if waits:
+        counts += " · " + " · ".join(waits)
     if shown is None:
         return Screen(None, None, EMPTY_HTML, "", counts, message, gr.Timer(active=True))
     return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts,

@@ -15,6 +15,8 @@ import gradio as gr
 
 from labeling.winrate import Standing, WinrateReport, winrate_report
 from storage.generations import function_scores
+from storage.winrate import winrate_judgements
+from trainers.loop.job_summary import who_judged
 
 from .context import Refresh, Studio, View, bind
 from .function_scores import function_scores_html
@@ -154,7 +156,17 @@ class Board(View):
 
 def show_leaderboard(studio: Studio) -> Board:
     report = winrate_report(studio.store)
-    return Board(versions_html(report), leaderboard_html(report), function_scores_html(studio.store))
+    return Board(judges_html(studio) + versions_html(report), leaderboard_html(report),
+                 function_scores_html(studio.store))
+
+
+def judges_html(studio: Studio) -> str:
+    """Who gave the win-rate judgements: people, the oracle annotator or both (the figures are theirs)."""
+    judges = [j.annotator for j in winrate_judgements(studio.store)]
+    if not judges:
+        return ""
+    return (f'<p class="board-note" id="winrate-judges">Judged by {html.escape(who_judged(judges))}: '
+            f"{len(judges)} judgements.</p>")
 
 
 def build(studio: Studio) -> list[Refresh]:

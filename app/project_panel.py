@@ -15,6 +15,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from labeling.winrate import version_names
 from storage.policies import list_policies
 from storage.prompts import list_prompts
 from storage.settings import REWARD_BASE_SETTING, get_setting
@@ -23,7 +24,7 @@ from .audit import ACTOR_VARIABLE
 from .context import Refresh, Studio, View, bind, user_message
 
 ROOT = Path(__file__).resolve().parent.parent
-POLICY_HEADERS = ["version", "round", "parent", "made from", "folder"]
+POLICY_HEADERS = ["version", "store round", "parent", "made from", "folder"]
 INIT_TIMEOUT_S = 1800  # a big model's pickle conversion or pad fix copies its weights
 
 
@@ -43,11 +44,12 @@ def show_project(studio: Studio) -> Project:
     prompts = list_prompts(store)
     heldout = sum(p.heldout for p in prompts)
     conversations = sum(p.messages is not None for p in prompts)
-    reward_base = get_setting(store, REWARD_BASE_SETTING) or "the SFT policy (version 1)"
-    summary = (f"**SFT policy** (version {versions[0].id}): `{versions[0].path}` · **reward base**: `{reward_base}` · "
+    names = version_names(versions)
+    reward_base = get_setting(store, REWARD_BASE_SETTING) or f"the SFT policy ({names[versions[0].id]})"
+    summary = (f"**SFT policy** ({names[versions[0].id]}): `{versions[0].path}` · **reward base**: `{reward_base}` · "
                f"**{len(prompts) - heldout}** training prompts and **{heldout}** held out "
                f"({conversations} conversations)")
-    rows = [[p.id, p.round, p.parent_id or "—", p.note or "", p.path] for p in reversed(versions)]
+    rows = [[names[p.id], p.round, names.get(p.parent_id, "—"), p.note or "", p.path] for p in reversed(versions)]
     return Project(summary, rows)
 
 

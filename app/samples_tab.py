@@ -17,6 +17,7 @@ import gradio as gr
 
 from labeling.agreement import agreement_summary, annotator_stats
 from labeling.conversations import Message
+from labeling.winrate import version_names
 from storage.generations import eval_samples
 from storage.metrics import read_metrics
 from storage.policies import list_policies
@@ -63,15 +64,16 @@ def _scores(sample: dict) -> str:
     return " · ".join(p for p in parts if p) or "not scored"
 
 
-def _policy_header(policy: Policy, samples: list[dict]) -> str:
-    name = "SFT policy" if policy.round == 0 and policy.parent_id is None else f"after round {policy.round}"
+def _policy_header(policy: Policy, version: str, samples: list[dict]) -> str:
+    """A version's column head: `v3 · round 3` (the store's round that made it), or `v0 · SFT policy`."""
+    name = "SFT policy" if policy.round == 0 and policy.parent_id is None else f"round {policy.round}"
     means = []
     for key, pattern in (("reward", "{:+.2f}"), ("oracle", "{:.2f}")):
         values = [s[key] for s in samples if key in s]
         if values:
             means.append(f"mean {key} {pattern.format(mean(values))}")
     detail = " · ".join(means) if samples else "no held-out samples yet"
-    return (f'<th data-policy="{policy.id}">Policy {policy.id} · {_e(name)}'
+    return (f'<th data-policy="{policy.id}">{_e(version)} · {_e(name)}'
             f'<span class="means">{_e(detail)}</span></th>')
 
 
@@ -91,7 +93,8 @@ def samples_html(samples: list[dict], policies: list[Policy], prompt: str = ALL_
         if s["prompt"] in shown:
             cells[(s["prompt"], s["policy_id"])].append(s)
             by_policy[s["policy_id"]].append(s)
-    head = "".join(_policy_header(p, by_policy[p.id]) for p in policies)
+    names = version_names(policies)
+    head = "".join(_policy_header(p, names[p.id], by_policy[p.id]) for p in policies)
     rows = []
     for text in shown:
         row = [f'<td class="prompt">{text_html((conversations or {}).get(text, text))}</td>']

@@ -20,6 +20,7 @@ from storage.errors import InvalidInput
 from storage.job_warnings import list_warnings
 from storage.types import Job
 from trainers.jobs.launcher import reap_orphans
+from trainers.loop.job_summary import job_summary
 
 from .function_scores import function_score_lines
 from .leaderboard_cli import report_lines
@@ -37,6 +38,9 @@ def job_lines(store: Store, job: Job) -> list[str]:
     progress = f" {job.progress:.0%}" if job.progress is not None else ""
     phase = f" · {job.phase}" if job.phase else ""
     lines = [f"job {job.id} {job.kind}: {job.status.value}{progress}{phase}"]
+    summary = None if job.status.active else job_summary(store, job)
+    if summary is not None:
+        lines.append(f"  result: {summary}")
     if job.status.resumable and job.kind in RESUME_COMMAND:
         lines.append(f"  resume: python app.py {RESUME_COMMAND[job.kind]} --resume {job.id} --db {store.path}")
     for w in list_warnings(store, job.id):

@@ -29,6 +29,7 @@ from trainers.loop.config import (
     policy_job_kind,
     settings_from_json,
 )
+from trainers.loop.job_summary import job_summary
 from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
@@ -53,6 +54,7 @@ from .train_form import (
 
 TITLE = "Train"
 LOG_LINES = 12
+MIN_PROGRESS_FOR_ESTIMATE = 0.03  # below it the pace says little about the time left
 POLL_S = 2.0
 
 
@@ -288,15 +290,40 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     if job is None:
         return JobView("No job yet.", "", "", gr.Timer(active=False), *job_buttons(None))
     line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
-    if state["phase"]:
+    result = None if job.status.active else job_summary(studio.store, job)
+    if state["phase"] and result is None:
         line += f" — {markdown_literal(state['phase'])}"
-    line += f" — {state['elapsed_s']:.0f} s\n\nTrains on {markdown_literal(state['runs_on'])}."
+    line += f" — {time_line(state['elapsed_s'], state['progress'], job.status.active)}"
+    line += f"\n\nTrains on {markdown_literal(state['runs_on'])}."
+    if result is not None:  # the result card in place of the phase, which ended
+        line += f"\n\n**Result:** {markdown_literal(result)}. The **Leaderboard** tab ranks every version."
     if state["error"]:
         line += f"\n\n❌ {markdown_literal(state['error'])}"
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
     return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active), *job_buttons(job))
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `3 min 05 s`, `1 h 02 min`."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
+
+
+def time_line(elapsed_s: float, progress: float | None, active: bool) -> str:
+    """Percent done, time elapsed and (while the job runs, once it has gone a little way) an estimate of the time
+    left at the pace so far."""
+    if progress is None:
+        return f"{duration(elapsed_s)} elapsed"
+    line = f"{progress:.0%} · {duration(elapsed_s)} elapsed"
+    if active and MIN_PROGRESS_FOR_ESTIMATE <= progress < 1:
+        line += f", about {duration(elapsed_s * (1 - progress) / progress)} left"
+    return line
 
 
 def newest_job(studio: Studio) -> JobView:

@@ -20,6 +20,9 @@ from .limits import MAX_UPLOAD_MB
 # modules with TITLE and build(studio), in display order
 TABS: list = [label_tab, train_tab, curves_tab, samples_tab, leaderboard_tab, data_tab]
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
+# the tab a browser last opened, kept in its localStorage so a reload reopens it (no secret: a fixed key outlives a
+# restart of the server)
+OPENED_TAB = {"storage_key": "rlhf-studio-tab", "secret": "rlhf-studio-opened-tab"}
 
 
 def build_app(store: Store, users: AuthFile | Users | None = None,
@@ -27,14 +30,27 @@ def build_app(store: Store, users: AuthFile | Users | None = None,
     studio = Studio(store, users, accelerate_config, judge)
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")
-        with gr.Tabs():
+        opened = gr.BrowserState(None, **OPENED_TAB)
+        with gr.Tabs() as tabs:
             for module in TABS:
-                with gr.Tab(module.TITLE) as tab:
+                with gr.Tab(module.TITLE, id=module.TITLE) as tab:
                     refreshes = module.build(studio)
                 for refresh in refreshes:
                     triggers = [blocks.load, tab.select] if refresh.on_open else [blocks.load]
                     gr.on(triggers, refresh.fn, refresh.inputs, refresh.outputs, api_visibility="private")
+        tabs.select(remember_tab, None, opened, api_visibility="private", queue=False)
+        blocks.load(reopen_tab, opened, tabs, api_visibility="private", queue=False)
     return blocks
+
+
+def remember_tab(event: gr.SelectData) -> str:
+    """The tab just opened, for the browser to remember."""
+    return event.value
+
+
+def reopen_tab(opened: str | None) -> gr.Tabs | dict:
+    """On page load (a reload): the tab the browser remembers, if it still exists."""
+    return gr.Tabs(selected=opened) if opened in {module.TITLE for module in TABS} else gr.skip()
 
 
 def launch_options(max_upload_mb: float = MAX_UPLOAD_MB) -> dict:

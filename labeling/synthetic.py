@@ -26,6 +26,7 @@ from .annotation import ShownPair, next_pair, submit_label
 from .ranking import ShownRanking, next_ranking, submit_ranking
 
 DEFAULT_ORACLE = "assets.lexicon:sentiment_score"
+ORACLE_NAME = "oracle"  # the annotator its labels carry
 
 Scorer = Callable[[str], float]
 
@@ -58,7 +59,7 @@ class OracleAnnotator:
     """Labels pairs from `score(response) -> number`; `noise` is the fraction of random left/right votes."""
 
     score: Scorer
-    name: str = "oracle"
+    name: str = ORACLE_NAME
     noise: float = 0.0
     seed: int = 0
     rng: random.Random = field(init=False, repr=False)
@@ -70,7 +71,7 @@ class OracleAnnotator:
 
     @classmethod
     def from_spec(cls, spec: str = DEFAULT_ORACLE, noise: float = 0.0, seed: int = 0,
-                  name: str = "oracle") -> OracleAnnotator:
+                  name: str = ORACLE_NAME) -> OracleAnnotator:
         return cls(load_scorer(spec), name=name, noise=noise, seed=seed)
 
     def choose(self, shown: ShownPair) -> str:

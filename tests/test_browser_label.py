@@ -2,11 +2,14 @@
 that tries to run script shows up as text and runs nothing, whether rendered as markdown or shown plain; guidelines
 holding HTML cover, load and run nothing. Fails, never skips, when Chromium is missing."""
 
+import os
+
 import pytest
 from playwright.sync_api import expect
 
 from app import label_tab
 from labeling.conversations import conversation_text
+from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.settings import set_setting
@@ -117,9 +120,13 @@ def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_n
     page.wait_for_timeout(500)
     assert page.get_by_text("Error").count() == 0 and list_labels(store) == []
 
+    job_id = job_rows.create_job(store, "loop", {})  # a loop of this process waits for people's labels
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase="round 2/3: waiting for labels (4/10)")
     page.get_by_label("Your name").fill("newbie")
     page.get_by_label("Your name").press("Enter")
     expect(page.locator("#labeling-as")).to_have_text("Labeling as newbie")
+    expect(page.locator("#label-progress")).to_contain_text(f"round 2 of 3 needs 6 more labels (loop job {job_id})")
     expect(page.get_by_label("Your name")).to_be_hidden()
     expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1)
     act(page, lambda: page.keyboard.press("1"))  # no click, no blur: the focus left the name box

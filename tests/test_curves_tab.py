@@ -171,6 +171,27 @@ def test_warning_shows_in_plain_words_and_escaped(store):
         [found[0].__class__("x", "<script>", "d", "a")], True)
 
 
+def test_a_loops_warnings_are_the_ones_it_recorded_and_a_job_run_alone_gets_the_whole_job_rules(store):
+    from app.context import Studio
+    from app.curves_tab import ALL, findings, load_curves
+    from storage.job_warnings import record_warnings
+    from storage.types import JobWarning
+
+    rising = {step: {"ppo/kl": 0.2 * 1.12 ** step, "ppo/score": 0.0, "ppo/entropy": 2.0} for step in range(1, 41)}
+    loop_id = job_rows.create_job(store, "loop", {})
+    for step, values in rising.items():  # a healthy loop's KL rises round after round; its own rules judged it
+        log_metrics(store, loop_id, step, values)
+    assert findings(load_curves(Studio(store), loop_id), ALL) == []
+    record_warnings(store, loop_id, [JobWarning(loop_id, "kl_per_token", 2, 37, "KL per token beyond healthy runs",
+                                                "0.9 nats per token", "raise beta", 1.0)])
+    assert [f.rule for f in findings(load_curves(Studio(store), loop_id), ALL)] == ["kl_per_token"]
+    job_rows.finish_job(store, loop_id, JobStatus.COMPLETED)
+    ppo_id = job_rows.create_job(store, "ppo", {})
+    for step, values in rising.items():
+        log_metrics(store, ppo_id, step, values)
+    assert [f.rule for f in findings(load_curves(Studio(store), ppo_id), ALL)] == ["kl_runaway"]
+
+
 def test_recorded_warnings_show_with_their_round_and_step(store, run):
     from app.context import Studio
     from app.curves_tab import ALL, findings, load_curves, warnings_html
@@ -223,7 +244,8 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
                        ("Data", "show_references"),
                        ("Data", "on_stats"), ("Data", "on_audit")}
     on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
-    assert on_load == {"show_known_annotator", "current_settings", "project_form", *(name for _, name in on_open)}
+    assert on_load == {"show_known_annotator", "current_settings", "project_form", "reopen_tab",
+                       *(name for _, name in on_open)}
 
 
 def test_the_metrics_handler(store, run):

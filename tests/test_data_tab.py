@@ -44,9 +44,9 @@ def test_the_project_section_shows_each_policy_versions_source(demo_store):
     from app.project_panel import show_project
 
     shown = show_project(Studio(demo_store))
-    assert "**SFT policy** (version 1)" in shown.project_summary and "100** training prompts and **20** held out" in \
+    assert "**SFT policy** (v0)" in shown.project_summary and "100** training prompts and **20** held out" in \
         shown.project_summary
-    assert [row[:3] for row in shown.policies] == [[1, 0, "—"]]
+    assert [row[:3] for row in shown.policies] == [["v0", 0, "—"]]
 
 
 def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_line(store, tiny_qwen_dir, tmp_path):

@@ -1,6 +1,7 @@
 """The Label tab's handlers, called directly with a Store (no server, no browser): the public API, the screen each
 action leaves, the empty-queue poll, --auth names, queue settings; and how `bind` hands them to Gradio."""
 
+import os
 from types import SimpleNamespace
 
 import gradio as gr
@@ -11,8 +12,11 @@ from app import label_tab
 from app.auth import Users
 from app.context import Studio, bind
 from labeling.annotation import ShownPair
+from storage import jobs as job_rows
 from storage.labels import list_labels
+from storage.types import JobStatus
 from storage.votes import release_reservations
+from trainers.loop.waiting import waiting_phase
 
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
 Choice = label_tab.Choice
@@ -146,6 +150,21 @@ def test_a_new_name_gives_back_the_old_names_pair_and_votes_as_the_new_one(store
     assert renamed.pair_id == alice.pair_id and release_reservations(store, "alice") == 0
     after = label_tab.vote(studio, Choice.LEFT, renamed.annotator, renamed.pair_id, renamed.vote_id, None)
     assert after.status == "Saved: left." and [label.annotator for label in list_labels(store)] == ["alice12"]
+
+
+def test_a_loop_waiting_for_people_shows_beside_the_queue_counts(store, queue_pairs):
+    queue_pairs([("p", "a", "b")])
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase="round 2/3: training the reward model")
+    started = label_tab.start_labeling(Studio(store), "alice", None, None)
+    assert started.counts == "**0** labeled today · **1** left in the queue"  # a loop that waits for nobody
+    job_rows.heartbeat(store, job_id, phase=f"round 2/3: {waiting_phase(4, 10)}")
+    after = label_tab.vote(Studio(store), Choice.LEFT, "alice", started.pair_id, started.vote_id, None)
+    assert after.counts == ("**1** labeled today · **0** left in the queue · round 2 of 3 needs 6 more labels "
+                            f"(loop job {job_id})")
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    assert label_tab.undo(Studio(store), "alice", None).counts == "**0** labeled today · **1** left in the queue"
 
 
 def test_page_load_shows_signed_in_annotators_their_pair_and_others_nothing(store, queue_pairs):

@@ -18,6 +18,8 @@ from app.auth import Users
 from app.refusals import unchanged
 from app.train_checks import field_label
 from storage import jobs as job_rows
+from storage.policies import add_policy, latest_policy
+from storage.rounds import add_round
 from storage.types import JobStatus
 from tests.helpers import workerless_studio
 from trainers.jobs.launch_config import read_launch_config
@@ -357,3 +359,19 @@ def test_reward_functions_from_the_form_and_module_functions_refused_from_the_br
     train_tab.api_start_loop(studio, json.dumps({**SMALL, **json.loads(functions)}), OWNER)
     [job] = job_rows.list_jobs(store)
     assert job.config["reward"] == "functions" and job.config["reward_functions"][0]["name"] == "math_answer"
+
+
+def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows_its_result(studio, store):
+    assert train_tab.time_line(80, 0.4, active=True) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
+    assert train_tab.time_line(5, 0.01, active=True) == "1% · 5 s elapsed"  # too early to tell
+    assert train_tab.time_line(4000, 1.0, active=False) == "100% · 1 h 06 min elapsed"
+    assert train_tab.time_line(3, None, active=True) == "3 s elapsed"
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase="round 1/1: judging policy v1 against the SFT policy", progress=0.99)
+    policy_id = add_policy(store, "/models/v1", parent_id=latest_policy(store).id, round=1)
+    add_round(store, job_id, 1, {}, {"labels": 8}, policy_id, None)
+    assert "judging policy v1" in train_tab.newest_job(studio).status  # running: the phase
+    job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+    done = train_tab.newest_job(studio).status
+    assert "judging" not in done and f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done

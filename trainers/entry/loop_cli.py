@@ -25,7 +25,9 @@ from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.launcher import open_job_here, reap_orphans, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig, settings_from_json
+from ..loop.job_summary import job_summary
 from .options import add_options, given_options
+from .terminal_progress import TerminalProgress
 
 DISAGREEMENT_ENSEMBLE = 3  # the ensemble `--selector disagreement` trains when `--ensemble` is not given
 
@@ -61,9 +63,23 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
     print(f"labels: {config.schedule} (audit pairs included)")
+    print(start_line(store))
     if (offer := sft_offer(config, store)) is not None:
         print(offer)
     return config
+
+
+def start_line(store: Store) -> str:
+    """Which version the loop trains first, and how to start from another one."""
+    from labeling.winrate import version_names
+    from storage.policies import latest_policy, list_policies
+
+    newest = latest_policy(store)
+    name = version_names(list_policies(store))[newest.id]
+    if newest.parent_id is None:
+        return f"starts from {name}, the SFT policy"
+    return (f"starts from {name}, the store's newest version (store round {newest.round}); a loop always trains the "
+            f"newest version: to start again from the SFT policy, start a new store with python app.py init")
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
@@ -75,9 +91,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
 
 
 def run_here(args: argparse.Namespace, store: Store) -> int:
-    """The loop in this process, with a progress bar."""
-    from tqdm import tqdm
-
+    """The loop in this process, with a progress bar (plain lines when the output is not a terminal)."""
     from ..loop.rounds import Loop
     from .worker import run_job
 
@@ -91,14 +105,9 @@ def run_here(args: argparse.Namespace, store: Store) -> int:
             print(unfinished)
         job = open_job_here(store, JobKind.LOOP, settings)
     job_id = job.id
-    bar = tqdm(total=1000, desc="loop", unit="‰", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed} {postfix}")
-
-    def progress(fraction: float, phase: str) -> None:
-        bar.update(int(fraction * 1000) - bar.n)
-        bar.set_postfix_str(phase)
-
-    status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=bar.write, progress=progress).run())
-    bar.close()
+    shown = TerminalProgress("loop")
+    status = run_job(store, job, runner=lambda s, j: Loop(s, j, log=shown.log, progress=shown.progress).run())
+    shown.close()
     return report_end(store, job_id, status)
 
 
@@ -118,10 +127,12 @@ def unfinished_loop_line(store: Store) -> str | None:
 
 
 def report_end(store: Store, job_id: int, status: JobStatus) -> int:
-    """The job's end, and the newest version's win rate against the SFT policy as people's labels stand."""
-    print(f"loop job {job_id}: {status.value}")
+    """The job's end: what it achieved (`job_summary`), or its status and the newest version's win rate against the
+    SFT policy as the labels stand; how to continue a job that stopped early."""
+    summary = job_summary(store, job_rows.get_job(store, job_id))  # "job 3 (loop) completed: made v1–v3 ..."
+    print(summary or f"loop job {job_id}: {status.value}")
     latest = winrate_report(store, rounds=0).latest()
-    if latest is not None:
+    if summary is None and latest is not None:
         print(latest.line())
     if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
         print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)

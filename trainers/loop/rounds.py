@@ -22,7 +22,7 @@ import time
 import torch
 
 from labeling.audit_pairs import agreement
-from labeling.winrate import version_names
+from labeling.winrate import version_names, winrate_report
 from storage import Store
 from storage import jobs as job_rows
 from storage.audit_pairs import audit_votes
@@ -65,12 +65,15 @@ from .function_evaluation import log_function_scores
 from .judging import collect_judge_labels, round_labels
 from .prompt_use import check_against_store
 from .ranking_round import queue_round_rankings, round_judgements, round_queued
+from .round_lines import round_line
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
 from .sft_steps import run_sft_first, run_sft_step
+from .waiting import waiting_phase
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
 HUMAN_POLL_S = 2.0
+PHASE_REPORTS = 20  # a trainer's progress shown (phase, log line) at most this often a phase: every 5%
 
 
 class Loop:
@@ -239,7 +242,7 @@ class Loop:
                 pass
             return
         while (have := round_judgements(self.store, g)) < wanted:
-            self.step(index, f"waiting for labels ({have}/{wanted})", 0.1 + 0.2 * have / wanted)
+            self.step(index, waiting_phase(have, wanted), 0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
 
     def train_reward(self, g: int) -> None:
@@ -247,13 +250,15 @@ class Loop:
         from ..reward.config import RewardConfig
         from .annotator_agreement import record_annotator_agreement
 
-        result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id)
+        result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id,
+                                    listener=PhaseReport(self, g - self.first_round, "reward model step", 0.3, 0.5))
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         left_out = f"; {result.left_out.line()}" if result.left_out.line() else ""
         replayed = f" ({result.replayed} replayed)" if result.replayed else ""
-        self.log(f"reward model on {result.labels_used} labels{replayed}: validation accuracy "
-                 f"{result.metrics[0].get('val_accuracy')}{left_out}")
+        accuracy = result.metrics[0].get("val_accuracy")
+        shown = f"{accuracy:.0%}" if accuracy is not None else "not measured (no validation pairs)"
+        self.log(f"reward model on {result.labels_used} labels{replayed}: validation accuracy {shown}{left_out}")
 
     @property
     def optimiser(self) -> str:
@@ -315,19 +320,26 @@ class Loop:
             summary["audit_agreement"] = audit.value
         add_round(self.store, self.job.id, g, self.config.to_dict(), summary, new_policy.id,
                   members[0].id if members else None)
+        before = [r["value"] for r in read_metrics(self.store, self.job.id, names=["round/oracle_score"])
+                  if r["step"] == g - 1]
         log_metrics(self.store, self.job.id, g, {f"round/{k}": v for k, v in summary.items() if v is not None})
-        self.log(f"round {index + 1} done: {summary}")
+        version = version_names(list_policies(self.store))[new_policy.id]
+        judged = [v for v in winrate_report(self.store, rounds=0).versions if v.judgements]  # the newest: last
+        line = round_line(index + 1, self.config.rounds, version, summary, before[0] if before else None,
+                          judged[-1] if judged else None)
+        self.log(line)
+        job_rows.add_log(self.store, self.job.id, line)
 
 
 class PhaseReport(Reporter):
     """Shows a trainer's progress as the loop's phase `"{name} i/N"`, between fractions `start` and `end` of the
-    round (the trainer's own reporter checks for a stop)."""
+    round, at most `PHASE_REPORTS` times a phase (the trainer's own reporter checks for a stop at every step)."""
 
     def __init__(self, loop: Loop, round_index: int, name: str, start: float, end: float):
         self.loop, self.round_index, self.name, self.start, self.end = loop, round_index, name, start, end
 
     def progress(self, done: int, total: int) -> None:
-        if done:
+        if done and (done == total or done * PHASE_REPORTS // total != (done - 1) * PHASE_REPORTS // total):
             fraction = self.start + (self.end - self.start) * done / total
             self.loop.report(self.round_index, f"{self.name} {done}/{total}", fraction)
 

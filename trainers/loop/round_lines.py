@@ -1,0 +1,36 @@
+"""A round's summary as one line a person reads (the terminal of a headless `loop`, the job's log):
+
+    round 2/3 done: v2 · 30 labels · reward val. accuracy 91% · RM score +0.42 · KL 1.20 · oracle score 0.53 → 0.81
+    · v1 vs SFT 62% [43%, 79%] (24 judgements)
+
+The numbers are the round's stored summary (`storage.rounds`); the oracle's score before the round and the newest
+judged version's win rate come from the caller."""
+
+from __future__ import annotations
+
+from labeling.winrate import VersionFigures
+
+
+def signed(value: float) -> str:
+    return f"{value:+.2f}"
+
+
+def round_line(number: int, rounds: int, version: str, summary: dict, oracle_before: float | None = None,
+               judged: VersionFigures | None = None) -> str:
+    """Round `number` of `rounds` (the loop's count) that made policy `version`, in one line."""
+    parts = [version, f"{summary['labels']} labels"]
+    if summary.get("reward_val_accuracy") is not None:
+        parts.append(f"reward val. accuracy {summary['reward_val_accuracy']:.0%}")
+    if summary.get("score") is not None:
+        parts.append(f"RM score {signed(summary['score'])}")
+    if summary.get("kl") is not None:
+        parts.append(f"KL {summary['kl']:.2f}")
+    if summary.get("oracle_score") is not None:
+        before = f"{oracle_before:.2f} → " if oracle_before is not None else ""
+        parts.append(f"oracle score {before}{summary['oracle_score']:.2f}")
+    if summary.get("audit_agreement") is not None:
+        parts.append(f"audit agreement {summary['audit_agreement']:.0%}")
+    if judged is not None and judged.judgements:
+        parts.append(f"{judged.name} vs SFT {judged.rate:.0%} [{judged.low:.0%}, {judged.high:.0%}] "
+                     f"({judged.judgements} judgements)")
+    return f"round {number}/{rounds} done: " + " · ".join(parts)
