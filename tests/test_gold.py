@@ -135,3 +135,24 @@ def test_through_the_api_and_status_a_lexicon_annotator_and_a_random_one_are_tol
     bad = subprocess.run([sys.executable, "app.py", "import-gold", "--db", str(store.path), str(tmp_path / "no.jsonl")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_flagged_annotators_rankings_are_left_out_of_training_too(store, queue_pairs, tmp_path):
+    from labeling.ranking import next_ranking, ranking_comparison_pairs, submit_ranking
+    from tests.test_rankings import queue_rankings
+    from trainers.jobs.reward_job import load_examples
+
+    import_gold_file(store, gold_file(tmp_path, 1))
+    [ranking] = queue_rankings(store, [("r", ["x", "y", "z"])])
+    update_gold_settings(store, gold_min_judgements=1, gold_exclude_flagged=True)
+    shown = next_pair(store, "bob")  # the gold pair, nothing else open; bob gets it wrong
+    good_left = sentiment_score(shown.left) > sentiment_score(shown.right)
+    submit_label(store, "bob", shown.pair_id, "right" if good_left else "left", "v1")
+    next_ranking(store, "bob")
+    submit_ranking(store, "bob", ranking, "ABC", "v2")
+    assert [s.left_out for s in gold_scores(store)] == [True]
+    assert ranking_comparison_pairs(store) == []
+    with pytest.raises(InvalidInput):  # nothing left to train on
+        load_examples(store)
+    lift_flag(store, "bob")
+    assert len(load_examples(store)[0]) == 1 and len(ranking_comparison_pairs(store)) == 3
