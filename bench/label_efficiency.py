@@ -21,6 +21,16 @@ Arms, each with the same rounds and label schedule and the same seeds:
   `dpo_beta`); no reward model, so no audit pairs (they need one): every label is on a random pair. Ties (the
   oracle's equal scores) are left out.
 - **dpo_ties**: the same with ties trained at p = 0.5 (`dpo_train_ties`): do they help?
+- **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 96 prompts a round, so a round holds enough 4-sets of the K = 4
+  samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
+  weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
+- **graded**: RM + PPO on random pairs whose left/right votes carry the oracle's strength (score difference 3+, 2, 1:
+  much better, better, slightly better; Llama 2's small margins), trained as the Bradley-Terry margin.
+  **graded_noisy**: the same with `oracle_noise` 0.1.
+
+Effort: a pair reads 2 answers, a ranking of K reads K ("answers read" in the table); the cost model of annotator time
+is per answer read, so a ranking of K costs K/2 times a pair's `--seconds-per-label`. Compare a ranking arm at budget
+B with a pair arm at budget B x K/2 for the same reading.
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
@@ -63,7 +73,9 @@ OUT = ROOT / "bench" / "out"
 WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
-ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties")
+ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
+        "rank4", "rank4_noisy", "graded", "graded_noisy")
+GRADED = ("graded", "graded_noisy")  # the loop's oracle grades its votes (graded_oracle_class)
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
                 "versions": {"selector": "random", "pair_with_previous": True},
@@ -71,12 +83,17 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # 8 prompts x G=4: PPO's 32
                 # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
                 "dpo": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random"},
-                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True}}
+                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True},
+                "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 96},
+                "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 96, "oracle_noise": 0.1},
+                "graded": {"selector": "random"}, "graded_noisy": {"selector": "random", "oracle_noise": 0.1}}
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
              "versions": "RM + PPO, random pairs across versions",
              **{s: f"RM + PPO, {s}" for s in SELECTORS},
-             "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5"}
+             "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5",
+             "rank4": "RM + PPO, rankings of 4", "rank4_noisy": "RM + PPO, rankings of 4, 10%-noisy annotator",
+             "graded": "RM + PPO, graded pairs", "graded_noisy": "RM + PPO, graded pairs, 10%-noisy annotator"}
 DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
@@ -214,6 +231,19 @@ def run_oracle_ppo(store, config) -> dict:
     return {**seconds, "select": []}
 
 
+def graded_oracle_class():
+    """The oracle annotator with `graded` on by default (the loop builds its own from the module's class)."""
+    from dataclasses import dataclass
+
+    from labeling.synthetic import OracleAnnotator
+
+    @dataclass
+    class GradedOracleAnnotator(OracleAnnotator):
+        graded: bool = True
+
+    return GradedOracleAnnotator
+
+
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
             name: str) -> dict:
     """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, win_rate, loop_win_rate,
@@ -226,9 +256,14 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     from labeling.winrate import winrate_report
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
+    from storage.rankings import ranking_verdicts
     from trainers.loop.config import LoopConfig
 
     torch.set_num_threads(threads)
+    if arm in GRADED:  # the loop builds its oracle from labeling.synthetic.OracleAnnotator: a grading one here
+        import labeling.synthetic
+
+        labeling.synthetic.OracleAnnotator = graded_oracle_class()
     started = time.perf_counter()
     config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
     if arm != "oracle":
@@ -240,7 +275,9 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
         phases = (run_oracle_ppo if arm == "oracle" else run_loop)(store, config)
         sft = heldout_scores(store, list_policies(store)[0], config, eval_samples)
         final = heldout_scores(store, latest_policy(store), config, eval_samples)
-        used = count_labels(store, evaluation=False) - labels_before
+        verdicts = ranking_verdicts(store)
+        used = count_labels(store, evaluation=False) - labels_before + len(verdicts)
+        read = 2 * (used - len(verdicts)) + sum(len(v.responses) for v in verdicts)
         judged = winrate_report(store, rounds=0).latest()
     finally:
         store.close()
@@ -248,7 +285,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     row = {"arm": arm, "labels": labels if arm != "oracle" else 0, "seed": seed, "sft": statistics.fmean(sft),
            "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
-           "labels_used": used, "seconds": time.perf_counter() - started,
+           "labels_used": used, "answers_read": read, "seconds": time.perf_counter() - started,
            "reward_seconds": phases["reward"], "policy_seconds": phases["policy"],
            "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0}
     loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
@@ -297,6 +334,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                       **{f"vs_{other}": paired(rows, arm, labels, other, labels) if arm not in ("oracle", other)
                          else None for other in VERSUS},
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
+                      "answers_read": statistics.fmean(r.get("answers_read", 2 * r["labels_used"]) for r in group),
                       **{name: statistics.fmean(r.get(name, float("nan")) for r in group)
                          for name in ("seconds", "reward_seconds", "policy_seconds", "select_seconds")}})
     return table
@@ -431,14 +469,16 @@ def main() -> None:
           f"{defaults.reward_epochs} epochs at {defaults.reward_lr}, selector {defaults.selector} by default; gain and "
           f"oracle-judged win rate on 20 held-out "
           f"prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval over seeds\n")
-    print("| arm | label budget | labels used | seeds | gain | win rate vs SFT (oracle-judged) | loop's win-rate pairs "
+    print("| arm | label budget | labels used | answers read | seeds | gain | win rate vs SFT (oracle-judged) | "
+          "loop's win-rate pairs "
           "| share of oracle PPO gain | minus oracle (paired) | minus RM + PPO (paired) | minus RM + GRPO (paired) | "
           "minus DPO (paired) | selection s/round | seconds per run (reward model, policy) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] == "oracle" else t["labels"]
         judged = "—" if t["loop_win_rate"] is None else f"{t['loop_win_rate'][0]:.0%} ± {t['loop_win_rate'][1]:.0%}"
-        print(f"| {ARM_NAMES.get(t['arm'], t['arm'])} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
+        print(f"| {ARM_NAMES.get(t['arm'], t['arm'])} | {budget} | {t['labels_used']:.0f} | {t['answers_read']:.0f} | "
+              f"{t['seeds']} | "
               f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['win_rate']:.0%} ± {t['win_rate_ci95']:.0%} | {judged} | "
               f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
               + " | ".join(difference(t[f"vs_{other}"]) for other in VERSUS)
