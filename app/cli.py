@@ -179,6 +179,24 @@ def import_demonstrations_arguments(parser: argparse.ArgumentParser):
     return lambda args: demonstrations_cli.run_import(args, open_store)
 
 
+@subcommand("import-gold", "import gold pairs (a preference file, chosen first) that check each annotator's accuracy",
+            audit=AuditAction.GOLD_IMPORTED)
+def import_gold_arguments(parser: argparse.ArgumentParser):
+    add_store_arguments(parser)
+    parser.add_argument("file", help=".jsonl, .jsonl.gz or .parquet preference file, or a datasets save_to_disk folder")
+    parser.add_argument("--source", default="gold", help="name of the gold set")
+
+    def run(args: argparse.Namespace) -> int:
+        from labeling.gold import import_gold_file
+        from labeling.preference_import import check_preference_file
+
+        path = check_preference_file(args.file)
+        print(import_gold_file(open_store(args), path, args.source).summary())
+        return 0
+
+    return run
+
+
 @subcommand("label", "label N queued pairs with a synthetic annotator (the oracle, through the Label tab's code path) "
             "or a judge model (RLAIF)", audit=AuditAction.SYNTHETIC_LABELS_ADDED)
 def label_arguments(parser: argparse.ArgumentParser):

@@ -17,6 +17,7 @@ import gradio as gr
 from labeling.agreement import agreement_summary, annotator_stats
 from labeling.export import export_labels
 from labeling.importing import import_prompt_file
+from labeling.reliability import label_alpha
 from storage.audit import AuditAction
 from storage.votes import current_votes
 
@@ -57,9 +58,10 @@ def stats_table(studio: Studio) -> Stats:
     summary = agreement_summary(votes)
     if summary.pairs == 0:
         return Stats(rows, "No pair has been labeled by two annotators yet; raise the overlap to measure agreement.")
+    alpha, units = label_alpha(studio.store)  # pairs and ranking comparisons, any number of annotators
     return Stats(rows, f"**{summary.pairs}** pairs labeled by two or more annotators · percent agreement "
                        f"**{_pct(summary.percent)}** · Light's κ (mean pairwise Cohen's κ, ties a class) "
-                       f"**{_num(summary.kappa)}**")
+                       f"**{_num(summary.kappa)}** · Krippendorff's α **{_num(alpha)}** over {units} items")
 
 
 # ---- handlers (the buttons are public API endpoints too) ------------------------------------------------------------
@@ -219,6 +221,8 @@ def build(studio: Studio) -> list[Refresh]:
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")
     ui.refresh_audit.click(bind(on_audit, studio), None, Audit.components(ui), api_visibility="private")
     ui.export_audit.click(bind(on_export_audit, studio), None, ui.audit_download, api_name="export_audit")
-    references, judges = references_panel.build(studio), judge_panel.build(studio)
-    return [project, references, judges, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
+    from . import gold_panel  # gold items: each annotator's accuracy, mark as gold
+
+    references, judges, gold = references_panel.build(studio), judge_panel.build(studio), gold_panel.build(studio)
+    return [project, references, judges, gold, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
             Refresh(bind(on_audit, studio), [], Audit.components(ui))]

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeling.gold import gold_scores
 from labeling.judge_agreement import judge_report_lines
+from labeling.reliability import label_alpha
 from labeling.winrate import winrate_report
 from storage import Store
 from storage import jobs as job_rows
@@ -63,4 +65,10 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(report_lines(winrate_report(store)) + function_score_lines(store)))
     for line in judge_report_lines(store):
         print(line)
+    alpha, units = label_alpha(store)
+    if units:  # items judged by two or more annotators (overlap)
+        print(f"agreement: Krippendorff's α {'—' if alpha is None else f'{alpha:.2f}'} over {units} items "
+              "(pairs and ranking comparisons)")
+    for score in gold_scores(store):  # gold items: each annotator's accuracy
+        print(f"gold accuracy {score.line()}")
     return 0

@@ -34,6 +34,17 @@ Arms, each with the same rounds and label schedule and the same seeds:
   `sft_epochs`; its gain is against the SFT policy the other arms start from. **sft_only**: the same SFT alone, no
   labels. Annotator effort counts a demonstration as `--seconds-per-demonstration` (default 60 s: an edit of a best
   response, six labels' worth at the default 10 s a label).
+- **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 96 prompts a round, so a round holds enough 4-sets of the K = 4
+  samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
+  weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
+- **graded**: RM + PPO on random pairs whose left/right votes carry the oracle's strength (score difference 3+, 2, 1:
+  much better, better, slightly better; Llama 2's small margins), trained as the Bradley-Terry margin.
+  **graded_noisy**: the same with `oracle_noise` 0.1.
+
+Effort: a pair reads 2 answers, a ranking of K reads K ("answers read" in the table); the cost model of annotator time
+is per answer read, so a ranking of K costs K/2 times a pair's `--seconds-per-label` (a demonstration costs
+`--seconds-per-demonstration`). Compare a ranking arm at budget
+B with a pair arm at budget B x K/2 for the same reading.
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
@@ -77,10 +88,11 @@ WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
 ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
-        "judge", "hybrid", "sft", "sft_only")
+        "judge", "hybrid", "sft", "sft_only", "rank4", "rank4_noisy", "graded", "graded_noisy")
 NOISY_JUDGE = "bench:noisy-oracle"  # the hybrid arm's judge, made in-process (`NoisyOracleJudge`)
 JUDGE_ACCURACY = 0.8  # its accuracy per order (--judge-accuracy)
 SFT_SETTINGS = {"sft_lr": 3e-4, "sft_epochs": 3.0}  # a full fine-tune of the demo's tiny policy
+GRADED = ("graded", "graded_noisy")  # the loop's oracle grades its votes (graded_oracle_class)
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
                 "versions": {"selector": "random", "pair_with_previous": True},
@@ -94,7 +106,10 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "judge": {"annotator": "judge", "selector": "random", "judge_people": "oracle"},
                 "hybrid": {"annotator": "judge", "judge": NOISY_JUDGE, "judge_threshold": 0.75,
                            "judge_people": "oracle", "selector": "random"},
-                "sft": {"selector": "random", "sft_first": True, **SFT_SETTINGS}, "sft_only": SFT_SETTINGS}
+                "sft": {"selector": "random", "sft_first": True, **SFT_SETTINGS}, "sft_only": SFT_SETTINGS,
+                "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 96},
+                "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 96, "oracle_noise": 0.1},
+                "graded": {"selector": "random"}, "graded_noisy": {"selector": "random", "oracle_noise": 0.1}}
 NO_LABELS = ("oracle", "sft_only")  # arms that use no labels: one run per seed, whatever the budgets
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
@@ -102,7 +117,9 @@ ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 1
              **{s: f"RM + PPO, {s}" for s in SELECTORS},
              "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5",
              "judge": "RM + PPO, SmolLM2-135M judge (RLAIF)", "hybrid": "RM + PPO, noisy judge + people where unsure",
-             "sft": "SFT on demonstrations, then RM + PPO", "sft_only": "SFT on demonstrations alone"}
+             "sft": "SFT on demonstrations, then RM + PPO", "sft_only": "SFT on demonstrations alone",
+             "rank4": "RM + PPO, rankings of 4", "rank4_noisy": "RM + PPO, rankings of 4, 10%-noisy annotator",
+             "graded": "RM + PPO, graded pairs", "graded_noisy": "RM + PPO, graded pairs, 10%-noisy annotator"}
 DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
@@ -320,6 +337,19 @@ def run_sft_only(store, config) -> dict:
     return {"reward": 0.0, "policy": time.perf_counter() - started, "select": []}
 
 
+def graded_oracle_class():
+    """The oracle annotator with `graded` on by default (the loop builds its own from the module's class)."""
+    from dataclasses import dataclass
+
+    from labeling.synthetic import OracleAnnotator
+
+    @dataclass
+    class GradedOracleAnnotator(OracleAnnotator):
+        graded: bool = True
+
+    return GradedOracleAnnotator
+
+
 def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int, threads: int,
             name: str, demonstrations: int = 0, demonstration_m: int = 8) -> dict:
     """One arm at one label budget and seed: {arm, labels, seed, sft, final, gain, win_rate, loop_win_rate,
@@ -332,9 +362,14 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     from labeling.winrate import winrate_report
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
+    from storage.rankings import ranking_verdicts
     from trainers.loop.config import LoopConfig
 
     torch.set_num_threads(threads)
+    if arm in GRADED:  # the loop builds its oracle from labeling.synthetic.OracleAnnotator: a grading one here
+        import labeling.synthetic
+
+        labeling.synthetic.OracleAnnotator = graded_oracle_class()
     started = time.perf_counter()
     config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm],
                                    **({"judge": smollm2_gguf()} if arm == "judge" else {})})
@@ -355,7 +390,9 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
         phases = runner(store, config)
         sft = heldout_scores(store, list_policies(store)[0], config, eval_samples)
         final = heldout_scores(store, latest_policy(store), config, eval_samples)
-        used = count_labels(store, evaluation=False) - labels_before
+        verdicts = ranking_verdicts(store)
+        used = count_labels(store, evaluation=False) - labels_before + len(verdicts)
+        read = 2 * (used - len(verdicts)) + sum(len(v.responses) for v in verdicts)
         judged = winrate_report(store, rounds=0).latest()
         judge_agreement, judge_verdicts = judge_oracle_agreement(store, config)
     finally:
@@ -364,7 +401,8 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     row = {"arm": arm, "labels": labels if arm not in NO_LABELS else 0, "seed": seed, "sft": statistics.fmean(sft),
            "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
-           "labels_used": used, "demonstrations": written, "seconds": time.perf_counter() - started,
+           "labels_used": used, "answers_read": read, "demonstrations": written,
+           "seconds": time.perf_counter() - started,
            "reward_seconds": phases["reward"], "policy_seconds": phases["policy"],
            "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0,
            "label_seconds": phases.get("labels", 0.0), "judge_agreement": judge_agreement,
@@ -417,6 +455,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                          else None for other in VERSUS},
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
                       "demonstrations": statistics.fmean(r.get("demonstrations", 0) for r in group),
+                      "answers_read": statistics.fmean(r.get("answers_read", 2 * r["labels_used"]) for r in group),
                       **{name: statistics.fmean(r.get(name, float("nan")) for r in group)
                          for name in ("seconds", "reward_seconds", "policy_seconds", "select_seconds")}})
     return table
@@ -560,16 +599,18 @@ def main() -> None:
           f"{defaults.reward_epochs} epochs at {defaults.reward_lr}, selector {defaults.selector} by default; gain and "
           f"oracle-judged win rate on 20 held-out "
           f"prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval over seeds\n")
-    print("| arm | label budget | labels used | seeds | gain | win rate vs SFT (oracle-judged) | loop's win-rate pairs "
+    print("| arm | label budget | labels used | answers read | seeds | gain | win rate vs SFT (oracle-judged) | "
+          "loop's win-rate pairs "
           "| share of oracle PPO gain | minus oracle (paired) | minus RM + PPO (paired) | minus RM + GRPO (paired) | "
           "minus DPO (paired) | selection s/round | seconds per run (reward model, policy) | demonstrations | "
           "annotator minutes |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         budget = "—" if t["arm"] in NO_LABELS else t["labels"]
-        effort = t["labels_used"] * args.seconds_per_label + t["demonstrations"] * args.seconds_per_demonstration
+        effort = t["answers_read"] / 2 * args.seconds_per_label + t["demonstrations"] * args.seconds_per_demonstration
         judged = "—" if t["loop_win_rate"] is None else f"{t['loop_win_rate'][0]:.0%} ± {t['loop_win_rate'][1]:.0%}"
-        print(f"| {ARM_NAMES.get(t['arm'], t['arm'])} | {budget} | {t['labels_used']:.0f} | {t['seeds']} | "
+        print(f"| {ARM_NAMES.get(t['arm'], t['arm'])} | {budget} | {t['labels_used']:.0f} | {t['answers_read']:.0f} | "
+              f"{t['seeds']} | "
               f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {t['win_rate']:.0%} ± {t['win_rate_ci95']:.0%} | {judged} | "
               f"{t['of_oracle']:.0%} | {difference(t['vs_oracle'])} | "
               + " | ".join(difference(t[f"vs_{other}"]) for other in VERSUS)

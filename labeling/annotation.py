@@ -25,6 +25,7 @@ from storage.errors import InvalidInput
 from storage.settings import get_setting, set_setting
 from storage.types import Outcome
 
+from .gold_queue import gold_turn
 from .strength import strength_margin
 
 MAX_NAME_CHARS = 64
@@ -170,9 +171,13 @@ def next_pair(store: Store, annotator: str, rng: random.Random | None = None,
     `selector` serves only pairs of that selector (the loop's oracle judging the win-rate pairs it queued)."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
-    first_on_left = (rng or random).random() < 0.5
-    reserved = votes.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
-                                       first_on_left, time.time(), selector)
+    first_on_left, now = (rng or random).random() < 0.5, time.time()
+    gold = selector is None  # gold pairs come among the annotator's others (labeling.gold_queue)
+    reserved = gold_turn(store, annotator, first_on_left, settings.reservation_ttl_s, now) if gold else None
+    reserved = reserved or votes.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
+                                                   first_on_left, now, selector)
+    if reserved is None and gold:
+        reserved = gold_turn(store, annotator, first_on_left, settings.reservation_ttl_s, now, queue_empty=True)
     return _shown(reserved)
 
 

@@ -103,7 +103,7 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
     path = check_export_path(path)
     if fmt == "rankings":
         return _export_rankings(store, path)
-    verdicts = ranking_verdicts(store, include_skips=True)
+    verdicts = ranking_verdicts(store, include_skips=True, training=True)
     ranked = {v.label_id: v.ranking_id for v in verdicts}
     labels = training_labels(store, include_skips=True) + [lp for v in verdicts for lp in comparison_pairs(v)]
     counts = {outcome: sum(row.outcome is outcome for row in labels) for outcome in Outcome}

@@ -119,8 +119,8 @@ def comparison_pairs(verdict: LabeledRanking) -> list[LabeledPair]:
 
 
 def ranking_comparison_pairs(store: Store) -> list[LabeledPair]:
-    """Every current ranking verdict's comparisons as labelled pairs, in verdict order."""
-    return [pair for verdict in rankings.ranking_verdicts(store) for pair in comparison_pairs(verdict)]
+    """Every current ranking verdict's comparisons that train, as labelled pairs, in verdict order."""
+    return [pair for verdict in rankings.ranking_verdicts(store, training=True) for pair in comparison_pairs(verdict)]
 
 
 # ---- the ranking queue --------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class OracleAnnotator:
     name: str = ORACLE_NAME
     noise: float = 0.0
     seed: int = 0
+    graded: bool = False  # add a strength to left/right votes (labeling.strength), from the score difference
     rng: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,8 +89,17 @@ class OracleAnnotator:
             raise InvalidInput(f"the number of labels must be 0 or more, got {n}")
         label_ids = []
         while len(label_ids) < n and (shown := next_pair(store, self.name, self.rng, selector)) is not None:
-            label_ids.append(submit_label(store, self.name, shown.pair_id, self.choose(shown), str(uuid.uuid4())))
+            choice = self.choose(shown)
+            strength = self.strength(shown) if self.graded and choice != "tie" else None
+            label_ids.append(submit_label(store, self.name, shown.pair_id, choice, str(uuid.uuid4()),
+                                          strength=strength))
         return label_ids
+
+    def strength(self, shown: ShownPair) -> str:
+        """How much better the winner is, from the score difference d (the lexicon's counts: d >= 3 much better,
+        2 better, 1 slightly better, less about the same)."""
+        d = abs(self._score(shown.left) - self._score(shown.right))
+        return "much_better" if d >= 3 else "better" if d >= 2 else "slightly_better" if d >= 1 else "about_same"
 
     def order(self, shown: ShownRanking) -> str:
         """The ranking of what is on screen: letters best first, equal scores tied (`=`); with probability `noise`

@@ -27,6 +27,8 @@ class AuditAction(str, enum.Enum):
     LABELS_EXPORTED = "labels_exported"
     SYNTHETIC_LABELS_ADDED = "synthetic_labels_added"
     AUDIT_EXPORTED = "audit_exported"
+    GOLD_IMPORTED = "gold_imported"
+    GOLD_CHANGED = "gold_changed"  # a pair marked gold, a flag lifted, the gold settings
 
 
 @dataclass(frozen=True)

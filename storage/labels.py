@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlite_utils import Database
 
 from .db import Store
+from .gold import NOT_GOLD, left_out_annotators
 from .judge_verdicts import judge_training_rows
 from .types import Label, Outcome
 
@@ -104,10 +105,13 @@ class LabeledPair:
 def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPair]:
     """The labels that train: every current label (skips only when asked) with prompt, both responses and margin, in
     label order, but none on a win-rate pair (those judge policy versions: they never train or validate a reward
-    model, nor train DPO). Every trainer reads its labels here, and so does the export (its files train models).
-    After them, a judge's verdicts that train (`storage.judge_verdicts`: the user chose the judge as annotator), as
-    annotator `judge:<name>` with negative ids, on pairs no person labelled."""
+    model, nor train DPO), none on a gold pair (those check annotators) and none of an annotator flagged by their gold
+    accuracy when `gold_exclude_flagged` is on. Every trainer reads its labels here, and so does the export (its files
+    train models). After them, a judge's verdicts that train (`storage.judge_verdicts`: the user chose the judge as
+    annotator), as annotator `judge:<name>` with negative ids, on pairs no person labelled."""
     skips = "" if include_skips else " AND l.outcome != 'skip'"
+    left_out = sorted(left_out_annotators(store))  # flagged by their gold accuracy (storage.gold), when asked
+    skips += f" AND {NOT_GOLD}" + (f" AND l.annotator NOT IN ({', '.join('?' * len(left_out))})" if left_out else "")
     rows = store.db().query(
         f"""
         SELECT l.id AS label_id, l.pair_id, l.annotator, l.outcome, p.text AS prompt,
@@ -119,7 +123,7 @@ def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPa
         JOIN generations g2 ON g2.id = pr.second_id
         WHERE l.undone IS NULL AND {_NOT_EVALUATION}{skips}
         ORDER BY l.id
-        """
+        """, left_out
     )
     rows = [*rows, *judge_training_rows(store)]
     return [LabeledPair(r["label_id"], r["pair_id"], r["annotator"], Outcome(r["outcome"]), r["prompt"],

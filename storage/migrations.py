@@ -371,6 +371,14 @@ def m017_rankings(db: Database) -> None:
     """Rankings of K answers to one prompt: the item (its answers in the stored order shown as A, B, C, ...), its
     reservations, and its verdicts (tiers of positions best first, or all bad, or a skip) with decision time, vote id
     and undo; `rankings.votes` = current non-skip verdicts, kept by triggers, as `pairs.votes`."""
+
+
+@migrations()
+def m018_judgements(db: Database) -> None:
+    """Richer judgements. Rankings of K answers to one prompt: the item (its answers in the stored order shown as A, B,
+    C, ...), its reservations, and its verdicts (tiers of positions best first, or all bad, or a skip) with decision
+    time, vote id and undo; `rankings.votes` = current non-skip verdicts, kept by triggers, as `pairs.votes`. Gold
+    items: pairs with a known answer, served to every annotator to measure their accuracy, never trained on."""
     _run(db,
         """
         CREATE TABLE rankings (
@@ -410,7 +418,15 @@ def m017_rankings(db: Database) -> None:
             undone REAL
         );
         CREATE UNIQUE INDEX ranking_labels_current ON ranking_labels(ranking_id, annotator) WHERE undone IS NULL;
-        CREATE INDEX ranking_labels_annotator ON ranking_labels(annotator, created)
+        CREATE INDEX ranking_labels_annotator ON ranking_labels(annotator, created);
+        CREATE TABLE gold_items (
+            id INTEGER PRIMARY KEY,
+            pair_id INTEGER NOT NULL UNIQUE REFERENCES pairs(id),
+            answer TEXT NOT NULL CHECK (answer IN ('first', 'second', 'tie')),
+            origin_label_id INTEGER REFERENCES labels(id),
+            source TEXT,
+            created REAL NOT NULL
+        )
         """
     )
     for statement in (  # trigger bodies hold ';', so they cannot go through _run

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .db import Store
 from .errors import Conflict, InvalidInput, NotFound
+from .gold import left_out_annotators
 from .preferences import IMPORTED
 from .prompts import stored_messages
 
@@ -219,16 +220,20 @@ def open_rankings(store: Store, annotator: str, overlap: int) -> int:
                               f" AND k.selector != '{IMPORTED}' AND {_UNJUDGED_BY_THEM}", params).fetchone()[0]
 
 
-def ranking_verdicts(store: Store, include_skips: bool = False,
-                     include_undone: bool = False) -> list[LabeledRanking]:
-    """Ranking verdicts with their texts in label order: current ones, without skips unless asked."""
+def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: bool = False,
+                     training: bool = False) -> list[LabeledRanking]:
+    """Ranking verdicts with their texts in label order: current ones, without skips unless asked; `training`: none of
+    an annotator whose labels training leaves out (flagged by their gold accuracy, `storage.gold`)."""
     clauses = ([] if include_undone else ["l.undone IS NULL"]) + ([] if include_skips else ["l.outcome != 'skip'"])
+    left_out = sorted(left_out_annotators(store)) if training else []
+    if left_out:
+        clauses.append(f"l.annotator NOT IN ({', '.join('?' * len(left_out))})")
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     db = store.db()
     rows = db.query(f"""
         SELECT l.id, l.ranking_id, l.annotator, l.outcome, l.tiers, l.decision_ms, p.text, p.messages, p.excluded
         FROM ranking_labels l JOIN rankings k ON k.id = l.ranking_id JOIN prompts p ON p.id = k.prompt_id
-        {where} ORDER BY l.id""")
+        {where} ORDER BY l.id""", left_out)
     verdicts = []
     for r in rows:
         members = list(db.execute("SELECT g.id, g.text FROM ranking_members m JOIN generations g"

@@ -6,6 +6,7 @@ import json
 import time
 
 from .db import Store
+from .gold import NOT_GOLD
 
 
 def add_round(store: Store, job_id: int | None, round: int, config: dict, summary: dict, policy_id: int | None,
@@ -31,10 +32,11 @@ _NOT_WINRATE = "NOT EXISTS (SELECT 1 FROM winrate_pairs w WHERE w.pair_id = p.id
 
 def round_label_count(store: Store, round: int) -> int:
     """Current non-skip labels on the pairs queued in `round`: the labels the round's budget counts, so none on a
-    win-rate pair (those are evaluation, reported apart)."""
+    win-rate pair (those are evaluation, reported apart) nor on a gold pair (those check annotators)."""
     return store.db().execute(
         "SELECT count(*) FROM labels l JOIN pairs p ON p.id = l.pair_id"
-        f" WHERE p.round = ? AND l.undone IS NULL AND l.outcome != 'skip' AND {_NOT_WINRATE}", [round]).fetchone()[0]
+        f" WHERE p.round = ? AND l.undone IS NULL AND l.outcome != 'skip' AND {_NOT_WINRATE} AND {NOT_GOLD}",
+        [round]).fetchone()[0]
 
 
 def round_pair_count(store: Store, round: int) -> int:

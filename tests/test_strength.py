@@ -84,3 +84,14 @@ def test_the_api_takes_an_optional_strength(store, queue_pairs, serve_studio):
     assert plain["label_id"] != answer["label_id"]
     assert [(lp.outcome in (Outcome.FIRST, Outcome.SECOND), lp.margin) for lp in training_labels(store)] == \
         [(True, pytest.approx(1 / 3)), (False, None)]
+
+
+def test_a_graded_oracle_grades_by_its_score_difference(store, queue_pairs):
+    from labeling.synthetic import OracleAnnotator
+
+    queue_pairs([("p0", "good good good", "bad"), ("p1", "good", "bad"), ("p2", "good", "fine")])
+    oracle = OracleAnnotator(lambda text: text.count("good") - text.count("bad"), graded=True)
+    assert len(oracle.label(store, 3)) == 3
+    # differences 4, 2, 1: much better, better, slightly better; the winner always the first here
+    assert [(lp.outcome, lp.margin) for lp in training_labels(store)] == [
+        (Outcome.FIRST, 1.0), (Outcome.FIRST, pytest.approx(2 / 3)), (Outcome.FIRST, pytest.approx(1 / 3))]

@@ -176,7 +176,8 @@ def load_examples(store: Store, both_bad_as_tie: bool = True,
     examples: list[Example] = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second,
                                                  target, margin if lp.margin is None else lp.margin)
                                for lp, target in trained if not lp.prompt_excluded]
-    ranked = [(v, c) for v in ranking_verdicts(store) if (c := verdict_comparisons(v, both_bad_as_tie))]
+    ranked = [(v, c) for v in ranking_verdicts(store, training=True)
+              if (c := verdict_comparisons(v, both_bad_as_tie))]
     examples += [RankingExample(v.label_id, v.ranking_id, v.prompt_content, v.responses, c, margin)
                  for v, c in ranked if not v.prompt_excluded]
     if trained or ranked:

@@ -1,0 +1,22 @@
+"""When the label queue serves a gold pair: an annotator's every `gold_every`-th pair, and whenever nothing else is
+open for them, while a gold pair they have not labelled is left. A gold pair looks like any other (no mark, the
+same coin for its sides) and is served to every annotator, whatever the overlap (see `storage.gold`)."""
+
+from __future__ import annotations
+
+from storage import Store
+from storage.gold import count_gold, gold_setting
+from storage.gold_items import holds_reservation, labels_given, reserve_gold_pair
+from storage.votes import Reserved
+
+
+def gold_turn(store: Store, annotator: str, first_on_left: bool, ttl_s: float, now: float,
+              queue_empty: bool = False) -> Reserved | None:
+    """A gold pair reserved for `annotator` when it is their turn for one (or `queue_empty`), else None. A live
+    reservation of theirs always comes back first, so none is made then."""
+    if not count_gold(store) or holds_reservation(store, annotator, now):
+        return None
+    every = max(1, int(gold_setting(store, "gold_every")))
+    if not queue_empty and (labels_given(store, annotator) + 1) % every:
+        return None
+    return reserve_gold_pair(store, annotator, first_on_left, ttl_s, now)

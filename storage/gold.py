@@ -1,0 +1,82 @@
+"""Gold items: pairs with a known answer, served to every annotator among their other pairs, that measure each
+annotator's accuracy. Their labels never train (`storage.labels.training_labels` leaves them out) and never count
+toward a round's labels (`storage.rounds.round_label_count`).
+
+A gold pair is imported (`storage.gold_items.import_gold_pairs`: a prompt, two responses and a pair of selector
+`imported`, so the ordinary queue never serves it; a new prompt is stored excluded, so no loop samples it) or marked
+from a labelled pair (`gold_items.mark_gold`: that label's outcome is the answer). The gold settings
+(`GOLD_DEFAULTS`) say how often a gold pair comes, below which accuracy (over at least how many gold judgements) an
+annotator is flagged, and whether flagged annotators' labels are left out of training (kept and counted; back in
+when the flag is lifted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .db import Store
+from .settings import get_setting
+from .types import Outcome
+
+GOLD_DEFAULTS = {
+    "gold_every": 5,  # an annotator's every 5th pair is a gold one (while any is left for them)
+    "gold_min_accuracy": 0.7,  # below it an annotator is flagged ...
+    "gold_min_judgements": 5,  # ... once they judged this many gold pairs
+    "gold_exclude_flagged": False,  # leave flagged annotators' labels out of training
+    "gold_lifted": [],  # annotators whose flag was lifted by hand
+}
+ANSWERS = (Outcome.FIRST.value, Outcome.SECOND.value, Outcome.TIE.value)
+
+# a label on a gold pair (`l` the label) is a check of its annotator, never training data
+NOT_GOLD = "NOT EXISTS (SELECT 1 FROM gold_items g WHERE g.pair_id = l.pair_id)"
+
+
+def gold_setting(store: Store, key: str):
+    value = get_setting(store, key)
+    return GOLD_DEFAULTS[key] if value is None else value
+
+
+@dataclass(frozen=True)
+class GoldScore:
+    """An annotator's gold judgements (skips not counted), how many match the answer, and whether they are flagged
+    (and so, with `gold_exclude_flagged`, left out of training)."""
+
+    annotator: str
+    judged: int
+    correct: int
+    flagged: bool
+    left_out: bool
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.judged if self.judged else float("nan")
+
+    def line(self) -> str:
+        flag = " flagged" + (", labels left out of training" if self.left_out else "") if self.flagged else ""
+        return f"{self.annotator}: {self.correct}/{self.judged} gold ({self.accuracy:.0%}){flag}"
+
+
+def gold_scores(store: Store) -> list[GoldScore]:
+    """Every annotator's gold accuracy (the label a gold pair was marked from not counted), by name."""
+    rows = store.db().execute(
+        "SELECT l.annotator, count(*), sum(l.outcome = g.answer) FROM labels l JOIN gold_items g"
+        " ON g.pair_id = l.pair_id WHERE l.undone IS NULL AND l.outcome != 'skip'"
+        " AND l.id IS NOT g.origin_label_id GROUP BY l.annotator ORDER BY l.annotator").fetchall()
+    least, fewest = float(gold_setting(store, "gold_min_accuracy")), int(gold_setting(store, "gold_min_judgements"))
+    lifted, exclude = set(gold_setting(store, "gold_lifted")), bool(gold_setting(store, "gold_exclude_flagged"))
+    scores = []
+    for annotator, judged, correct in rows:
+        flagged = judged >= fewest and correct / judged < least and annotator not in lifted
+        scores.append(GoldScore(annotator, judged, correct, flagged, flagged and exclude))
+    return scores
+
+
+def count_gold(store: Store) -> int:
+    return store.db().execute("SELECT count(*) FROM gold_items").fetchone()[0]
+
+
+def left_out_annotators(store: Store) -> set[str]:
+    """The annotators whose labels training leaves out: flagged, with `gold_exclude_flagged` on."""
+    if not gold_setting(store, "gold_exclude_flagged") or not count_gold(store):
+        return set()
+    return {score.annotator for score in gold_scores(store) if score.left_out}
