@@ -122,7 +122,7 @@ def test_terminal_commands_are_recorded_by_their_os_user(tmp_path, store, queue_
     assert [action for _, action, _ in rows] == ["prompts_imported", "synthetic_labels_added", "labels_exported",
                                                  "audit_exported"]
     assert rows[0][2]["args"] == {"file": str(prompts), "heldout": False} and rows[0][2]["exit"] == 0
-    assert rows[2][2]["args"] == {"format": "soft", "out": str(out)}
+    assert rows[2][2]["args"] == {"format": "soft", "heldout": False, "out": str(out)}
     with open(tmp_path / "audit.csv", newline="") as f:
         assert [row[2] for row in csv.reader(f)] == ["action", "labels_exported", "synthetic_labels_added",
                                                       "prompts_imported"]
