@@ -65,8 +65,8 @@ def _scores(sample: dict) -> str:
 
 
 def _policy_header(policy: Policy, version: str, samples: list[dict]) -> str:
-    """A version's column head: `v3 · round 3` (the store's round that made it), or `v0 · SFT policy`."""
-    name = "SFT policy" if policy.round == 0 and policy.parent_id is None else f"round {policy.round}"
+    """A version's column head: `v3 · store round 3` (the store's round that made it), or `v0 · SFT policy`."""
+    name = "SFT policy" if policy.round == 0 and policy.parent_id is None else f"store round {policy.round}"
     means = []
     for key, pattern in (("reward", "{:+.2f}"), ("oracle", "{:.2f}")):
         values = [s[key] for s in samples if key in s]

@@ -48,7 +48,7 @@ def job_lines(store: Store, job: Job) -> list[str]:
     for w in list_warnings(store, job.id):
         step = f", step {w.step}" if w.step is not None else ""
         seen = " (acknowledged)" if w.acknowledged is not None else ""
-        lines.append(f"  warning: {w.rule}: {w.title} (round {w.round}{step}){seen}: {w.detail}")
+        lines.append(f"  warning: {w.rule}: {w.title} (store round {w.round}{step}){seen}: {w.detail}")
     return lines
 
 

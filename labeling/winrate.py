@@ -133,12 +133,13 @@ class VersionFigures:
         return self.low is not None and (self.low > 0.5 or self.high < 0.5)
 
     def line(self) -> str:
-        """`v3 (round 3): win rate vs SFT 71% [52%, 84%], length-controlled 69% [50%, 83%]; 24 judgements (...)`"""
+        """`v3 (store round 3): win rate vs SFT 71% [52%, 84%], length-controlled 69% [50%, 83%]; 24 judgements
+        (...)`"""
         if not self.judgements:
-            return f"{self.name} (round {self.round}): no judgements against the SFT policy yet"
-        return (f"{self.name} (round {self.round}): win rate vs SFT {self.rate:.0%} [{self.low:.0%}, {self.high:.0%}],"
-                f" length-controlled {self.lc_rate:.0%} [{self.lc_low:.0%}, {self.lc_high:.0%}]; {self.judgements} "
-                f"judgements ({self.wins} W / {self.ties} T / {self.losses} L)")
+            return f"{self.name} (store round {self.round}): no judgements against the SFT policy yet"
+        return (f"{self.name} (store round {self.round}): win rate vs SFT {self.rate:.0%} [{self.low:.0%}, "
+                f"{self.high:.0%}], length-controlled {self.lc_rate:.0%} [{self.lc_low:.0%}, {self.lc_high:.0%}]; "
+                f"{self.judgements} judgements ({self.wins} W / {self.ties} T / {self.losses} L)")
 
 
 @dataclass(frozen=True)

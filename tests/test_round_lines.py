@@ -19,3 +19,12 @@ def test_what_a_round_did_not_measure_is_left_out():
     assert round_line(1, 1, "v1", bare, judged=unjudged) == "round 1/1 done: v1 · 8 labels"
     assert round_line(1, 2, "v1", {**bare, "oracle_score": -0.25, "audit_agreement": 0.875}) == (
         "round 1/2 done: v1 · 8 labels · oracle score -0.25 · audit agreement 88%")
+
+
+def test_a_step_reads_as_its_epoch_and_ensemble_member():
+    from trainers.loop.rounds import epoch_position
+
+    assert [epoch_position(done, 60, 3) for done in (1, 20, 21, 60)] == ["epoch 1/3", "epoch 1/3", "epoch 2/3",
+                                                                          "epoch 3/3"]
+    assert epoch_position(45, 60, 2, members=3) == "member 3/3, epoch 1/2"  # 20 steps each: step 5 of member 3
+    assert epoch_position(40, 60, 2, members=3) == "member 2/3, epoch 2/2"

@@ -16,7 +16,7 @@ def test_samples_side_by_side_shown_literally(store):
 
     fill_synthetic_run(store)
     page = samples_html(eval_samples(store), list_policies(store))
-    assert page.count("<th data-policy=") == 4 and "v0 · SFT policy" in page and "v3 · round 3" in page
+    assert page.count("<th data-policy=") == 4 and "v0 · SFT policy" in page and "v3 · store round 3" in page
     assert page.count('<td class="prompt">') == 3
     assert "<b>kind</b>" not in page and "&lt;b&gt;kind&lt;/b&gt; &amp; true." in page
     assert "mean reward +0.60 · mean oracle 0.70" in page  # policy 4: every sample reward 0.6, oracle 0.7

@@ -251,7 +251,8 @@ class Loop:
         from .annotator_agreement import record_annotator_agreement
 
         result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id,
-                                    listener=PhaseReport(self, g - self.first_round, "reward model step", 0.3, 0.5))
+                                    listener=PhaseReport(self, g - self.first_round, "reward model step", 0.3, 0.5,
+                                                         self.config.reward_epochs, self.config.ensemble))
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         left_out = f"; {result.left_out.line()}" if result.left_out.line() else ""
@@ -292,7 +293,7 @@ class Loop:
             log_metrics(self.store, self.job.id, g, {DPO_STEP_OFFSET: offset})
         run_dpo(self.store, DPORun(round=g, settings=dpo_settings(self.config, g)), job_id=self.job.id,
                 state_name=f"round-{g}", step_offset=offset, phase=None,
-                listener=PhaseReport(self, index, "DPO step", 0.5, 0.95))
+                listener=PhaseReport(self, index, "DPO step", 0.5, 0.95, self.config.policy_epochs))
 
     def carried_kl_coef(self, before_step: int) -> float | None:
         """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;
@@ -335,13 +336,26 @@ class PhaseReport(Reporter):
     """Shows a trainer's progress as the loop's phase `"{name} i/N"`, between fractions `start` and `end` of the
     round, at most `PHASE_REPORTS` times a phase (the trainer's own reporter checks for a stop at every step)."""
 
-    def __init__(self, loop: Loop, round_index: int, name: str, start: float, end: float):
+    def __init__(self, loop: Loop, round_index: int, name: str, start: float, end: float, epochs: int = 0,
+                 members: int = 1):
         self.loop, self.round_index, self.name, self.start, self.end = loop, round_index, name, start, end
+        self.epochs, self.members = epochs, members  # with epochs: where the steps are, as `epoch_position` says
 
     def progress(self, done: int, total: int) -> None:
         if done and (done == total or done * PHASE_REPORTS // total != (done - 1) * PHASE_REPORTS // total):
             fraction = self.start + (self.end - self.start) * done / total
-            self.loop.report(self.round_index, f"{self.name} {done}/{total}", fraction)
+            where = f" ({epoch_position(done, total, self.epochs, self.members)})" if self.epochs else ""
+            self.loop.report(self.round_index, f"{self.name} {done}/{total}{where}", fraction)
+
+
+def epoch_position(done: int, total: int, epochs: int, members: int = 1) -> str:
+    """Step `done` of `total` as the epoch it falls in (`epoch 2/3`), and the ensemble member when several train one
+    after the other, each `epochs` epochs over its data (`member 2/3, epoch 1/2`)."""
+    per_member = total / members
+    member = min(members, int((done - 1) // per_member) + 1)
+    within = done - (member - 1) * per_member
+    epoch = min(epochs, int((within - 1) * epochs // per_member) + 1)
+    return (f"member {member}/{members}, " if members > 1 else "") + f"epoch {epoch}/{epochs}"
 
 
 def run_job(store: Store, job: Job) -> None:
