@@ -2,7 +2,8 @@
 plain text in a table: nothing in them runs or renders), and the project's settings for asking them.
 
 Public API: `/judgement_notes()` (the newest notes: `{kind, label_id, annotator, rationale, ratings}`, ratings by
-generation id) and for admins `/note_settings(rationale, ratings)` (each `off`, `optional` or `required`).
+generation id) and for admins `/note_settings(rationale, ratings)` (each `off`, `optional` or `required`) and
+`/overlap_training(mode)` (`each` or `majority`: how overlapped pair labels train, `labeling.overlap`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import asdict
 import gradio as gr
 
 from labeling.notes import note_modes, update_note_modes
+from labeling.overlap import set_overlap_training
 from storage.audit import AuditAction
 from storage.notes import list_notes
 
@@ -36,6 +38,15 @@ def api_note_settings(studio: Studio, rationale: str, ratings: str, request: gr.
     return saved
 
 
+def api_overlap_training(studio: Studio, mode: str, request: gr.Request) -> str:
+    """Admins: how overlapped pair labels train, `each` or `majority` (one example per pair); returns the mode."""
+    studio.require_admin(request)
+    with user_errors():
+        saved = set_overlap_training(studio.store, mode)
+    studio.record(request, AuditAction.QUEUE_SETTINGS_CHANGED, overlap_training=saved)
+    return saved
+
+
 def notes_rows(studio: Studio) -> list[list]:
     return [[note.kind, note.label_id, note.annotator,
              ", ".join(f"{g}: {r}" for g, r in (note.ratings or {}).items()), note.rationale or ""]
@@ -46,6 +57,7 @@ def build(studio: Studio) -> Refresh:
     """The panel and its endpoints; returns the refresh that fills its table when the tab opens."""
     gr.api(bind(api_judgement_notes, studio), api_name="judgement_notes")
     gr.api(bind(api_note_settings, studio), api_name="note_settings")
+    gr.api(bind(api_overlap_training, studio), api_name="overlap_training")
     with gr.Accordion("Rationales and ratings", open=False, elem_id="notes-panel"):
         modes = gr.Markdown()
         table = gr.Dataframe(headers=HEADERS, datatype=["str", "number", "str", "str", "str"], interactive=False,
