@@ -21,7 +21,7 @@ Arms, each with the same rounds and label schedule and the same seeds:
   `dpo_beta`); no reward model, so no audit pairs (they need one): every label is on a random pair. Ties (the
   oracle's equal scores) are left out.
 - **dpo_ties**: the same with ties trained at p = 0.5 (`dpo_train_ties`): do they help?
-- **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 104 prompts a round, so a round holds enough 4-sets of the K = 4
+- **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 100 prompts a round, so a round holds enough 4-sets of the K = 4
   samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
   weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
 - **graded**: RM + PPO on random pairs whose left/right votes carry the oracle's strength (score difference 3+, 2, 1:
@@ -84,8 +84,8 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
                 "dpo": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random"},
                 "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True},
-                "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 104},
-                "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 104, "oracle_noise": 0.1},
+                "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 100},
+                "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 100, "oracle_noise": 0.1},
                 "graded": {"selector": "random"}, "graded_noisy": {"selector": "random", "oracle_noise": 0.1}}
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
