@@ -221,8 +221,9 @@ def build(studio: Studio) -> list[Refresh]:
     ui.refresh.click(bind(on_stats, studio), None, Stats.components(ui), api_name="annotator_stats")
     ui.refresh_audit.click(bind(on_audit, studio), None, Audit.components(ui), api_visibility="private")
     ui.export_audit.click(bind(on_export_audit, studio), None, ui.audit_download, api_name="export_audit")
-    from . import gold_panel  # gold items: each annotator's accuracy, mark as gold
+    from . import gold_panel, notes_panel  # gold items: each annotator's accuracy; rationales and ratings
 
-    references, judges, gold = references_panel.build(studio), judge_panel.build(studio), gold_panel.build(studio)
-    return [project, references, judges, gold, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
+    panels = [references_panel.build(studio), judge_panel.build(studio), gold_panel.build(studio),
+              notes_panel.build(studio)]
+    return [project, *panels, Refresh(bind(on_stats, studio), [], Stats.components(ui)),
             Refresh(bind(on_audit, studio), [], Audit.components(ui))]

@@ -134,13 +134,16 @@ def api_next_pair(studio: Studio, annotator: str, request: gr.Request) -> dict:
 
 
 def api_submit_label(studio: Studio, annotator: str, pair_id: int, choice: str, vote_id: str,
-                     request: gr.Request, strength: str | None = None) -> dict:
+                     request: gr.Request, strength: str | None = None, rationale: str | None = None,
+                     ratings: list[int] | None = None) -> dict:
     """Store a vote on the pair reserved for `annotator`: `choice` is left, right, tie, both_bad or skip as shown;
-    `strength` (optional, with left or right) much_better, better, slightly_better or about_same. `vote_id` is new
-    for each vote; sending it again stores nothing. Returns `label_id` and `next` (the next pair)."""
+    `strength` (optional, with left or right) much_better, better, slightly_better or about_same; `rationale` (text)
+    and `ratings` ([left, right], 1-7) optional too. `vote_id` is new for each vote; sending it again stores nothing.
+    Returns `label_id` and `next` (the next pair)."""
     with user_errors():
         name = annotator_name(studio, request, annotator)
-        label_id, shown = submit_and_next(studio.store, name, pair_id, choice, vote_id, strength=strength or None)
+        label_id, shown = submit_and_next(studio.store, name, pair_id, choice, vote_id, strength=strength or None,
+                                          rationale=rationale, ratings=ratings)
         return {"label_id": label_id, "next": pair_dict(shown, progress(studio.store, name))}
 
 

@@ -85,12 +85,14 @@ def api_next_ranking(studio: Studio, annotator: str, request: gr.Request) -> dic
 
 
 def api_submit_ranking(studio: Studio, annotator: str, ranking_id: int, order: str, vote_id: str,
-                       request: gr.Request) -> dict:
+                       request: gr.Request, rationale: str | None = None, ratings: list[int] | None = None) -> dict:
     """Store a verdict on the ranking reserved for `annotator`: `order` is the letters best first, `=` between tied
-    neighbours (`BA=CD`), or `all_bad` or `skip`. Returns `label_id` and `next` (the next ranking)."""
+    neighbours (`BA=CD`), or `all_bad` or `skip`; `rationale` (text) and `ratings` (1-7 per answer, in the order
+    shown) are optional. Returns `label_id` and `next` (the next ranking)."""
     with user_errors():
         name = annotator_name(studio, request, annotator)
-        label_id = submit_ranking(studio.store, name, ranking_id, order, vote_id)
+        label_id = submit_ranking(studio.store, name, ranking_id, order, vote_id, rationale=rationale,
+                                  ratings=ratings)
         return {"label_id": label_id, "next": ranking_dict(studio, name, next_ranking(studio.store, name))}
 
 

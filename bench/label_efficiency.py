@@ -34,7 +34,7 @@ Arms, each with the same rounds and label schedule and the same seeds:
   `sft_epochs`; its gain is against the SFT policy the other arms start from. **sft_only**: the same SFT alone, no
   labels. Annotator effort counts a demonstration as `--seconds-per-demonstration` (default 60 s: an edit of a best
   response, six labels' worth at the default 10 s a label).
-- **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 96 prompts a round, so a round holds enough 4-sets of the K = 4
+- **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 100 prompts a round, so a round holds enough 4-sets of the K = 4
   samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
   weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
 - **graded**: RM + PPO on random pairs whose left/right votes carry the oracle's strength (score difference 3+, 2, 1:
@@ -107,8 +107,8 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "hybrid": {"annotator": "judge", "judge": NOISY_JUDGE, "judge_threshold": 0.75,
                            "judge_people": "oracle", "selector": "random"},
                 "sft": {"selector": "random", "sft_first": True, **SFT_SETTINGS}, "sft_only": SFT_SETTINGS,
-                "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 96},
-                "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 96, "oracle_noise": 0.1},
+                "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 100},
+                "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 100, "oracle_noise": 0.1},
                 "graded": {"selector": "random"}, "graded_noisy": {"selector": "random", "oracle_noise": 0.1}}
 NO_LABELS = ("oracle", "sft_only")  # arms that use no labels: one run per seed, whatever the budgets
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 
 from storage import Store, votes
 from storage.errors import InvalidInput
+from storage.notes import add_pair_note
 from storage.settings import get_setting, set_setting
 from storage.types import Outcome
 
 from .gold_queue import gold_turn
+from .notes import check_note
 from .strength import strength_margin
 
 MAX_NAME_CHARS = 64
@@ -182,12 +184,13 @@ def next_pair(store: Store, annotator: str, rng: random.Random | None = None,
 
 
 def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,
-                 decision_ms: int | None = None, strength: str | None = None) -> int:
+                 decision_ms: int | None = None, strength: str | None = None, rationale: str | None = None,
+                 ratings: list[int] | None = None) -> int:
     """Store a vote on a pair reserved for the annotator, durably, before returning its label id.
 
     `choice` is left|right|tie|both_bad|skip as shown to the annotator; `strength` (left or right only) how much
-    better, stored as the label's margin (`labeling.strength`). The same `vote_id` sent again stores nothing and
-    returns the same label id.
+    better, stored as the label's margin (`labeling.strength`); `rationale` and `ratings` ([left, right], 1-7) the
+    judgement's note (`labeling.notes`). The same `vote_id` sent again stores nothing and returns the same label id.
     """
     annotator = check_annotator(annotator)
     pair_id = check_pair_id(pair_id)
@@ -202,17 +205,22 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
             raise InvalidInput("a strength goes with a left or right verdict only; leave it out for "
                                f"{picked.value.replace('_', ' ')}")
         margin = strength_margin(store, strength)
-    return votes.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
-                             queue_settings(store).overlap, time.time(), decision_ms, margin)
+    rationale, ratings = check_note(store, rationale, ratings, 2, skip=picked is Choice.SKIP)
+    with store.write() as db:
+        label_id = votes.submit_vote(store, annotator, pair_id, picked.outcome, vote_id,
+                                     queue_settings(store).overlap, time.time(), decision_ms, margin)
+        add_pair_note(db, label_id, rationale, ratings)
+    return label_id
 
 
 def submit_and_next(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,
                     decision_ms: int | None = None, rng: random.Random | None = None,
-                    strength: str | None = None) -> tuple[int, ShownPair | None]:
+                    strength: str | None = None, rationale: str | None = None,
+                    ratings: list[int] | None = None) -> tuple[int, ShownPair | None]:
     """`submit_label` then `next_pair` in one transaction (one disk sync): the next pair comes with the
     acknowledgement. Nothing is stored when either fails."""
     with store.write():
-        label_id = submit_label(store, annotator, pair_id, choice, vote_id, decision_ms, strength)
+        label_id = submit_label(store, annotator, pair_id, choice, vote_id, decision_ms, strength, rationale, ratings)
         return label_id, next_pair(store, annotator, rng)
 
 

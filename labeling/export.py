@@ -15,6 +15,9 @@ A ranking verdict's comparisons (InstructGPT: every pair of its answers) are row
 an "all bad" verdict's pairs as ties and both-bad; their `soft` rows carry the verdict's `label_id`, a null `pair_id`
 and its `ranking_id` (a `ranking_id` column appears when the store has ranking verdicts).
 
+A judgement's rationale and 1-7 ratings (`labeling.notes`) are `rationale` and `ratings` columns of `soft` (ratings
+[first, second]) and `rankings` (ratings in the order shown) when any judgement has one.
+
 Labels on win-rate pairs (blind judgements of policy versions, `storage.winrate`) are evaluation, not training data:
 the export leaves them out, as reward training does (`storage.labels.training_labels`).
 
@@ -39,6 +42,8 @@ import pyarrow.parquet as pq
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import LabeledPair, training_labels
+from storage.notes import notes_by_label
+from storage.pairs import get_pair
 from storage.rankings import ALL_BAD, SKIP, LabeledRanking, ranking_verdicts
 from storage.types import Outcome
 
@@ -112,6 +117,7 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
         rows = _trl_rows(labels, conversational)
     else:
         rows = [_soft_row(row, conversational) for row in labels]
+        _add_pair_notes(store, rows, labels)
         if ranked:
             for row, label in zip(rows, labels, strict=True):
                 row["ranking_id"] = ranked[label.label_id] if label.pair_id is None else None
@@ -120,9 +126,10 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
     if not rows:
         raise InvalidInput("nothing to export: the store has no labels yet; label some pairs first")
     schema = _schema(fmt, conversational)
-    for column in ("margin", "ranking_id"):
+    extra = {"margin": pa.float64(), "ranking_id": pa.int64(), **NOTE_COLUMNS}
+    for column, kind in extra.items():
         if column in rows[0] and column not in schema.names:
-            schema = schema.append(pa.field(column, pa.float64() if column == "margin" else pa.int64()))
+            schema = schema.append(pa.field(column, kind))
     _write_atomically(path, rows, schema)
     return ExportResult(path, fmt, len(rows), counts[Outcome.TIE], counts[Outcome.BOTH_BAD], counts[Outcome.SKIP])
 
@@ -135,10 +142,36 @@ def _export_rankings(store: Store, path: Path) -> ExportResult:
                            "use --format trl or soft for pairs")
     conversational = any(v.prompt_messages is not None for v in kept)
     rows = [_ranking_row(v, conversational) for v in kept]
-    _write_atomically(path, rows, _schema("rankings", conversational))
+    schema = _schema("rankings", conversational)
+    notes = notes_by_label(store)
+    if any(("ranking", v.label_id) in notes for v in kept):
+        schema = schema.append(pa.field("rationale", pa.string())).append(pa.field("ratings", pa.list_(pa.int64())))
+        for row, verdict in zip(rows, kept, strict=True):
+            note = notes.get(("ranking", verdict.label_id))
+            row["rationale"] = note.rationale if note else None
+            row["ratings"] = ([note.ratings.get(g) for g in verdict.generation_ids] if note and note.ratings
+                              else None)
+    _write_atomically(path, rows, schema)
     ties = sum(len(row["ties"]) > 0 for row in rows)
     return ExportResult(path, "rankings", len(rows), ties, sum(v.outcome == ALL_BAD for v in kept),
                         len(verdicts) - len(kept))
+
+
+NOTE_COLUMNS = {"rationale": pa.string(), "ratings": pa.list_(pa.int64())}
+
+
+def _add_pair_notes(store: Store, rows: list[dict], labels: list[LabeledPair]) -> None:
+    """With any note on a pair label: `rationale` and `ratings` ([first, second], 1-7) columns on every soft row."""
+    notes = notes_by_label(store)
+    if not any(("pair", label.label_id) in notes for label in labels if label.pair_id is not None):
+        return
+    for row, label in zip(rows, labels, strict=True):
+        note = notes.get(("pair", label.label_id)) if label.pair_id is not None else None
+        row["rationale"] = note.rationale if note else None
+        row["ratings"] = None
+        if note and note.ratings:
+            pair = get_pair(store, label.pair_id)
+            row["ratings"] = [note.ratings.get(pair.first_id), note.ratings.get(pair.second_id)]
 
 
 def _ranking_row(verdict: LabeledRanking, conversational: bool) -> dict:

@@ -23,10 +23,12 @@ from itertools import combinations
 from storage import Store, rankings
 from storage.errors import InvalidInput
 from storage.labels import LabeledPair
+from storage.notes import add_ranking_note
 from storage.rankings import ALL_BAD, RANKED, SKIP, LabeledRanking
 from storage.types import Outcome
 
 from .annotation import check_annotator, check_pair_id, check_vote_id, queue_settings
+from .notes import check_note
 
 MIN_K, MAX_K = 2, 6
 LETTERS = string.ascii_uppercase[:MAX_K]
@@ -134,9 +136,11 @@ def next_ranking(store: Store, annotator: str) -> ShownRanking | None:
 
 
 def submit_ranking(store: Store, annotator: str, ranking_id: object, order: object, vote_id: object,
-                   decision_ms: int | None = None) -> int:
+                   decision_ms: int | None = None, rationale: str | None = None,
+                   ratings: list[int] | None = None) -> int:
     """Store a verdict on the ranking reserved for the annotator (durably) and return its label id: `order` is the
-    letters best first (`=` for a tie), `all_bad` or `skip`. The same `vote_id` again stores nothing."""
+    letters best first (`=` for a tie), `all_bad` or `skip`; `rationale` and `ratings` (1-7, in the order shown) its
+    note (`labeling.notes`). The same `vote_id` again stores nothing."""
     annotator = check_annotator(annotator)
     ranking_id = check_pair_id(ranking_id)
     vote_id = check_vote_id(vote_id)
@@ -145,8 +149,12 @@ def submit_ranking(store: Store, annotator: str, ranking_id: object, order: obje
         raise InvalidInput("the decision time must be a whole number of milliseconds, 0 or more")
     size = rankings.ranking_size(store, ranking_id)
     outcome, tiers = parse_order(order, size)
-    return rankings.submit_ranking(store, annotator, ranking_id, outcome, tiers, vote_id,
-                                   queue_settings(store).overlap, time.time(), decision_ms)
+    rationale, ratings = check_note(store, rationale, ratings, size, skip=outcome == SKIP)
+    with store.write() as db:
+        label_id = rankings.submit_ranking(store, annotator, ranking_id, outcome, tiers, vote_id,
+                                           queue_settings(store).overlap, time.time(), decision_ms)
+        add_ranking_note(db, label_id, rationale, ratings)
+    return label_id
 
 
 def undo_ranking(store: Store, annotator: str) -> ShownRanking | None:

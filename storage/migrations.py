@@ -378,7 +378,8 @@ def m018_judgements(db: Database) -> None:
     """Richer judgements. Rankings of K answers to one prompt: the item (its answers in the stored order shown as A, B,
     C, ...), its reservations, and its verdicts (tiers of positions best first, or all bad, or a skip) with decision
     time, vote id and undo; `rankings.votes` = current non-skip verdicts, kept by triggers, as `pairs.votes`. Gold
-    items: pairs with a known answer, served to every annotator to measure their accuracy, never trained on."""
+    items: pairs with a known answer, served to every annotator to measure their accuracy, never trained on. Notes on a
+    judgement: its rationale and 1-7 ratings of its answers ({generation id: rating})."""
     _run(db,
         """
         CREATE TABLE rankings (
@@ -426,6 +427,14 @@ def m018_judgements(db: Database) -> None:
             origin_label_id INTEGER REFERENCES labels(id),
             source TEXT,
             created REAL NOT NULL
+        );
+        CREATE TABLE judgement_notes (
+            id INTEGER PRIMARY KEY,
+            label_id INTEGER UNIQUE REFERENCES labels(id),
+            ranking_label_id INTEGER UNIQUE REFERENCES ranking_labels(id),
+            rationale TEXT,
+            ratings TEXT,
+            CHECK ((label_id IS NULL) != (ranking_label_id IS NULL))
         )
         """
     )

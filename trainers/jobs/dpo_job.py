@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from labeling.overlap import training_view
 from labeling.ranking import ranking_comparison_pairs
 from labeling.synthetic import load_scorer
 from storage import Store
@@ -59,7 +60,7 @@ def dpo_examples(store: Store, config: DPOConfig, source: str | None = None
                  ) -> tuple[list[PreferenceExample], dict[str, int]]:
     """The examples DPO trains on and the labels it leaves out by outcome (ties and both-bad, unless `train_ties`);
     raises InvalidInput, in one line, when nothing would train."""
-    labeled = training_labels(store) + ranking_comparison_pairs(store)
+    labeled = training_view(store, training_labels(store)) + ranking_comparison_pairs(store)
     if source is not None:
         sources = sorted({lp.annotator for lp in labeled})
         labeled = [lp for lp in labeled if lp.annotator == source]

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from labeling.conversations import PromptInput
+from labeling.overlap import training_view
 from labeling.ranking import verdict_comparisons
 from storage import Store
 from storage.errors import InvalidInput, NotFound
@@ -171,7 +172,7 @@ def load_examples(store: Store, both_bad_as_tie: bool = True,
     """Every current non-skip label that trains (none on a win-rate pair) as an example, with its own margin
     (imported or graded) or `margin`, then every ranking verdict that trains as one example of its comparisons, but
     those of excluded prompts, whose label ids come second; raises InvalidInput when no label can train."""
-    labeled = training_labels(store)
+    labeled = training_view(store, training_labels(store))  # each label, or one per pair (`overlap_training`)
     trained = [(lp, target) for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
     examples: list[Example] = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second,
                                                  target, margin if lp.margin is None else lp.margin)
