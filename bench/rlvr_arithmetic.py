@@ -85,6 +85,7 @@ def run_ours(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     before = trainer.evaluate(evaluation, reward, seed=1)["score"]
     eval_s = time.perf_counter() - started
+    print(f"accuracy before: {before:.3f} ({eval_s:.0f} s)", file=sys.stderr, flush=True)
     times, pass_rates = [], []
     for _ in range(args.iterations):
         started = time.perf_counter()
@@ -92,6 +93,8 @@ def run_ours(args: argparse.Namespace) -> None:
         trainer.iteration += 1
         times.append(time.perf_counter() - started)
         pass_rates.append(metrics["grpo/math_answer/pass_rate"])
+        print(f"iteration {len(times)}: {times[-1]:.1f} s, pass rate {pass_rates[-1]:.2f}", file=sys.stderr,
+              flush=True)
     after = trainer.evaluate(evaluation, reward, seed=1)["score"]
     episodes = args.prompts_per_step * args.group
     measured = times[1:] or times
