@@ -19,6 +19,7 @@ from storage.judge_verdicts import STATUSES, judged_beside_people, status_counts
 from storage.types import Outcome
 
 from .agreement import cohen_kappa, percent_agreement
+from .judge_winrate import judge_winrate_lines
 from .winrate_stats import Z95, wilson_interval
 
 MIN_ITEMS_FOR_WARNING = 10  # fewer items both judged say too little to warn about a judge
@@ -112,4 +113,4 @@ def judge_report_lines(store) -> list[str]:
         failures = ", ".join(f"{row[s]} {s}" for s in STATUSES[1:] if row[s])
         lines.append(f"  {judge}: {row['ok']} verdicts ({row['trains']} train){', ' + failures if failures else ''}")
         lines += [f"    {figures.line()}" for figures in table if figures.judge == judge]
-    return lines
+    return lines + judge_winrate_lines(store)

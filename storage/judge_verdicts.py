@@ -200,3 +200,13 @@ def shown_verdict(store: Store, pair_id: int, annotator: str) -> tuple[Verdict, 
     if row is None or row[1] is None:
         return None
     return next(v for v in list_verdicts(store, pair_ids=[pair_id]) if v.id == row[0]), bool(row[1])
+
+
+def judge_winrate_rows(store: Store) -> list[dict]:
+    """Every answered verdict on a win-rate pair (evaluation: never trains), with what the pair compares. Keys:
+    judge, pair_id, policy_id, opponent_id, outcome, version_first."""
+    return list(store.db().query(
+        "SELECT j.judge, j.pair_id, w.policy_id, w.opponent_id, j.outcome,"
+        " g.policy_id = w.policy_id AS version_first"
+        " FROM judge_verdicts j JOIN winrate_pairs w ON w.pair_id = j.pair_id JOIN pairs p ON p.id = j.pair_id"
+        " JOIN generations g ON g.id = p.first_id WHERE j.status = 'ok' ORDER BY j.judge, w.policy_id, j.pair_id"))

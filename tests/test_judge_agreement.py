@@ -70,3 +70,43 @@ def test_status_and_the_data_tab_show_each_judge_beside_people(store, queue_pair
     out = capsys.readouterr().out
     assert "  qwen: 4 verdicts (3 train)" in out
     assert "    qwen: agreement 0.00 [0.00, 0.79], κ 0.00 [0.00, 0.00] on 1 items" in out
+
+
+def test_a_judges_win_rate_counts_its_verdicts_as_the_judged_versions_results():
+    from labeling.judge_winrate import judge_win_rates, result
+
+    assert [result("first", True), result("first", False), result("second", False), result("tie", True)] == \
+        [1.0, 0.0, 1.0, 0.5]
+    rows = [{"judge": "j", "policy_id": 2, "opponent_id": 1, "outcome": o, "version_first": vf}
+            for o, vf in [("first", True), ("second", True), ("tie", False), ("second", False)]]
+    rate = judge_win_rates(rows)[("j", 2, 1)]
+    assert (rate.wins, rate.ties, rate.losses, rate.rate) == (2, 1, 1, 0.625)
+
+
+def test_verdicts_on_win_rate_pairs_never_train_and_show_beside_peoples_figures(store, tmp_path):
+    from labeling.judge import JudgeTemplate, Reply, judge_queue
+    from labeling.judge_agreement import judge_report_lines
+    from storage.generations import NewGeneration, add_generations
+    from storage.labels import training_labels
+    from storage.pairs import NewPair
+    from storage.policies import add_policy
+    from storage.prompts import NewPrompt, add_prompts, list_prompts
+    from storage.winrate import WinrateMark, queue_winrate_pairs
+
+    sft, new = add_policy(store, str(tmp_path / "sft")), add_policy(store, str(tmp_path / "v1"), round=1)
+    add_prompts(store, [NewPrompt("held out")], heldout=True)
+    prompt = list_prompts(store)[0].id
+    mine, theirs = add_generations(store, [NewGeneration(prompt, "new answer", new), NewGeneration(prompt, "old", sft)])
+    queue_winrate_pairs(store, [NewPair(prompt, theirs, mine, "winrate", round=1)], [WinrateMark(new, sft)])
+
+    class PrefersNew:  # prefers the new version's answer in both orders
+        name = "j"
+
+        def complete(self, messages):
+            user = messages[-1]["content"]
+            return Reply("[[A]]" if user.index("new answer") < user.index("old") else "[[B]]")
+
+    run = judge_queue(store, PrefersNew(), JudgeTemplate.load(), n=5, trains=True)
+    assert run.counts["ok"] == 1 and run.training == 0 and training_labels(store) == []
+    assert "  j judged v1 against v0: win rate 100% [21%, 100%] on 1 pairs (never pooled with people's)" in \
+        judge_report_lines(store)

@@ -24,6 +24,7 @@ from .diagnostics import Finding
 from .ranking_round import round_judgements
 
 JUDGE_AGREEMENT_RULE = "judge_agreement_low"
+WINRATE_JUDGED = 10_000  # the most queued pairs of a round looked through for its win-rate pairs
 PEOPLE_POLL_S = 2.0  # how often a hybrid round looks for people's labels (as trainers.loop.rounds does)
 
 
@@ -48,6 +49,10 @@ def collect_judge_labels(loop, index: int, g: int, seed: int) -> None:
                            pending=pending)
         loop.log(f"round {index + 1}: {done.line()}")
         job_rows.add_log(store, loop.job.id, f"round {index + 1}: {done.line()}")
+    winrate = [pair for pair in unjudged_pairs(store, client.name, WINRATE_JUDGED, round=g) if pair.winrate]
+    if winrate:  # the round's win-rate pairs too: evaluation, never training, reported beside people's
+        loop.step(index, f"judging {len(winrate)} win-rate pairs", 0.1)
+        judge_queue(store, client, template, len(winrate), pending=winrate)
     if config.judge_people == Annotator.ORACLE:
         from labeling.synthetic import OracleAnnotator
 
