@@ -367,14 +367,7 @@ def m016_judge_verdicts(db: Database) -> None:
 
 
 @migrations()
-def m017_rankings(db: Database) -> None:
-    """Rankings of K answers to one prompt: the item (its answers in the stored order shown as A, B, C, ...), its
-    reservations, and its verdicts (tiers of positions best first, or all bad, or a skip) with decision time, vote id
-    and undo; `rankings.votes` = current non-skip verdicts, kept by triggers, as `pairs.votes`."""
-
-
-@migrations()
-def m018_judgements(db: Database) -> None:
+def m017_judgements(db: Database) -> None:
     """Richer judgements. Rankings of K answers to one prompt: the item (its answers in the stored order shown as A, B,
     C, ...), its reservations, and its verdicts (tiers of positions best first, or all bad, or a skip) with decision
     time, vote id and undo; `rankings.votes` = current non-skip verdicts, kept by triggers, as `pairs.votes`. Gold
