@@ -120,3 +120,14 @@ def test_a_prompt_longer_than_the_judge_reads_is_an_error_counted(store, queue_p
     run = judge_queue(store, LocalJudge.load(tiny_qwen_dir, store.data_dir / "judges"), JudgeTemplate.load(), n=1)
     assert run.counts["error"] == 1
     assert "over the judge's context of 256" in list_verdicts(store)[0].orders[0]["excerpt"]
+
+
+def test_label_with_a_local_judge_folder_on_the_demo_store(demo_store, tiny_qwen_dir, tmp_path, capsys):
+    template = tmp_path / "short.md"
+    template.write_text("## system\nJudge: {guidelines}\n## user\n{question}\nA: {answer_a}\nB: {answer_b}\n")
+    demo_store.close()
+    assert main(["label", "--db", str(demo_store.path), "--annotator", "judge", "--judge", str(tiny_qwen_dir),
+                 "--judge-template", str(template), "--n", "3"]) == 0
+    assert "judge qwen judged 3 pairs" in capsys.readouterr().out
+    verdicts = list_verdicts(Store(demo_store.path), "qwen")
+    assert len(verdicts) == 3 and all(v.status in ("ok", "unparseable") for v in verdicts)
