@@ -60,14 +60,15 @@ class Studio:
         if self.users is not None:
             username = getattr(request, "username", None)
             if not username:
-                raise gr.Error("log in first: this studio requires a user name and password")
+                raise gr.Error("log in first: this studio requires a user name and password", print_exception=False)
             return username
         return typed_name
 
     def require_admin(self, request: gr.Request | None) -> None:
         """Under --auth only users marked `admin` in the auth file may run jobs, import, export or edit guidelines."""
         if self.users is not None and not self.users.is_admin(getattr(request, "username", None)):
-            raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file")
+            raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file",
+                           print_exception=False)  # a refusal, not a crash: no traceback in the terminal
 
     def record(self, request: gr.Request | None, action: AuditAction, **detail) -> None:
         """Add an admin action to the audit trail, by the logged-in user (`anonymous` without --auth)."""
