@@ -71,7 +71,7 @@ EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
 ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
         "sft", "sft_only")
-SFT_SETTINGS = {"sft_lr": 3e-4, "sft_epochs": 3.0}  # a full fine-tune of the demo's tiny policy
+SFT_SETTINGS = {"sft_lr": 3e-4, "sft_epochs": 3.0}  # a full fine-tune of the demo's tiny policy (--config overrides)
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
                 "versions": {"selector": "random", "pair_with_previous": True},
@@ -80,7 +80,7 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
                 "dpo": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random"},
                 "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True},
-                "sft": {"selector": "random", "sft_first": True, **SFT_SETTINGS}, "sft_only": SFT_SETTINGS}
+                "sft": {"selector": "random", "sft_first": True}, "sft_only": {}}
 NO_LABELS = ("oracle", "sft_only")  # arms that use no labels: one run per seed, whatever the budgets
 ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 10%-noisy annotator",
              "noisy_random": "RM + PPO, random pairs, 10%-noisy annotator", "disagreement": "RM + PPO, disagreement",
@@ -266,7 +266,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
+    config = LoopConfig.from_dict({**SFT_SETTINGS, **settings, "seed": seed, **ARM_SETTINGS[arm]})
     if arm not in NO_LABELS:
         config = config.updated({"label_budget": labels})
     folder = f"{name}-{arm}-L{labels}-s{seed}"
