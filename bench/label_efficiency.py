@@ -23,10 +23,10 @@ Arms, each with the same rounds and label schedule and the same seeds:
 - **dpo_ties**: the same with ties trained at p = 0.5 (`dpo_train_ties`): do they help?
 - **sft** (SFT, then RM + PPO): `--demonstrations` D synthetic demonstrations (`trainers/loop/demonstrator.py`: the
   oracle's best of `--demonstration-m` samples of the SFT policy, on D training prompts drawn by the seed), then the
-  random arm's loop with `sft_first` (SFT on them, the SFT version the new root and reference) at `sft_lr` /
-  `sft_epochs`; its gain is against the SFT policy the other arms start from. **sft_only**: the same SFT alone, no
-  labels. Annotator effort counts a demonstration as `--seconds-per-demonstration` (default 60 s: an edit of a best
-  response, six labels' worth at the default 10 s a label).
+  random arm's loop with `sft_first` (SFT on them, the SFT version the new root and reference) at the loop's `sft_lr`
+  and `sft_epochs` (`--config` changes them); its gain is against the SFT policy the other arms start from.
+  **sft_only**: the same SFT alone, no labels. Annotator effort counts a demonstration as
+  `--seconds-per-demonstration` (default 60 s: an edit of a best response, six labels' worth at 10 s a label).
 
 Gain = mean oracle score of the final policy minus the SFT policy's, on the 20 held-out prompts x `--eval-samples`
 samples (fixed seed); win rate = how often the oracle prefers the final policy's sample to the SFT policy's sample of
@@ -71,7 +71,6 @@ EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
 ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
         "sft", "sft_only")
-SFT_SETTINGS = {"sft_lr": 3e-4, "sft_epochs": 3.0}  # a full fine-tune of the demo's tiny policy (--config overrides)
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
                 "versions": {"selector": "random", "pair_with_previous": True},
@@ -266,7 +265,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    config = LoopConfig.from_dict({**SFT_SETTINGS, **settings, "seed": seed, **ARM_SETTINGS[arm]})
+    config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm]})
     if arm not in NO_LABELS:
         config = config.updated({"label_budget": labels})
     folder = f"{name}-{arm}-L{labels}-s{seed}"
