@@ -30,10 +30,10 @@ Arms, each with the same rounds and label schedule and the same seeds:
   counts people's labels only, so compare it with random at a budget equal to those.
 - **sft** (SFT, then RM + PPO): `--demonstrations` D synthetic demonstrations (`trainers/loop/demonstrator.py`: the
   oracle's best of `--demonstration-m` samples of the SFT policy, on D training prompts drawn by the seed), then the
-  random arm's loop with `sft_first` (SFT on them, the SFT version the new root and reference) at `sft_lr` /
-  `sft_epochs`; its gain is against the SFT policy the other arms start from. **sft_only**: the same SFT alone, no
-  labels. Annotator effort counts a demonstration as `--seconds-per-demonstration` (default 60 s: an edit of a best
-  response, six labels' worth at the default 10 s a label).
+  random arm's loop with `sft_first` (SFT on them, the SFT version the new root and reference) at the loop's `sft_lr`
+  and `sft_epochs` (`--config` changes them); its gain is against the SFT policy the other arms start from.
+  **sft_only**: the same SFT alone, no labels. Annotator effort counts a demonstration as
+  `--seconds-per-demonstration` (default 60 s: an edit of a best response, six labels' worth at 10 s a label).
 - **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 100 prompts a round, so a round holds enough 4-sets of the K = 4
   samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
   weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
@@ -91,7 +91,6 @@ ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "no
         "judge", "hybrid", "sft", "sft_only", "rank4", "rank4_noisy", "graded", "graded_noisy")
 NOISY_JUDGE = "bench:noisy-oracle"  # the hybrid arm's judge, made in-process (`NoisyOracleJudge`)
 JUDGE_ACCURACY = 0.8  # its accuracy per order (--judge-accuracy)
-SFT_SETTINGS = {"sft_lr": 3e-4, "sft_epochs": 3.0}  # a full fine-tune of the demo's tiny policy
 GRADED = ("graded", "graded_noisy")  # the loop's oracle grades its votes (graded_oracle_class)
 ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector": s} for s in SELECTORS},
                 "disagreement": {"selector": "disagreement", "ensemble": 2},
@@ -106,7 +105,7 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "judge": {"annotator": "judge", "selector": "random", "judge_people": "oracle"},
                 "hybrid": {"annotator": "judge", "judge": NOISY_JUDGE, "judge_threshold": 0.75,
                            "judge_people": "oracle", "selector": "random"},
-                "sft": {"selector": "random", "sft_first": True, **SFT_SETTINGS}, "sft_only": SFT_SETTINGS,
+                "sft": {"selector": "random", "sft_first": True}, "sft_only": {},
                 "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 100},
                 "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 100, "oracle_noise": 0.1},
                 "graded": {"selector": "random"}, "graded_noisy": {"selector": "random", "oracle_noise": 0.1}}

@@ -4,8 +4,8 @@ default a new root: the KL reference and the SFT side of win-rate pairs from the
 
 Options are generated from `SFTRun` (`--policy`, `--source`, `--as-root`) and `SFTConfig` (every setting: `--epochs`,
 `--learning-rate`, `--lora`, ...). Settings left out take the project's loop preset where it has them
-(`preset_settings`: LoRA and its learning rate on a real model, full fine-tuning on the demo and tiny models), printed
-when the run starts. Every check (settings, policy, demonstrations) runs before the job row is written.
+(`preset_settings`: LoRA, the learning rate and epochs), printed when the run starts. Every check (settings, policy,
+demonstrations) runs before the job row is written.
 
     python app.py sft --db studio.db                           # every current demonstration, newest policy
     python app.py sft --db studio.db --source writers --epochs 2 --lora
@@ -39,14 +39,18 @@ RUN_ALIASES = {"policy_id": ["--policy"]}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, SFTRun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed SFT job")
-    add_options(parser.add_argument_group("SFT settings (left out: the project's loop preset gives LoRA and the "
-                                          "learning rate; the others' defaults as shown)"), SFTConfig)
+    add_options(parser.add_argument_group("SFT settings (left out: the project's loop preset gives LoRA, the "
+                                          "learning rate and epochs; the others' defaults as shown)"), SFTConfig)
 
 
 def preset_settings(loop: LoopConfig) -> dict:
-    """The SFT settings a loop preset gives: LoRA at the preset's policy learning rate on a real model (adapters need
-    about ten times a full fine-tune's rate), full fine-tuning at SFTConfig's rate otherwise."""
-    return {"lora": True, "learning_rate": loop.policy_lr} if loop.lora else {"lora": False}
+    """The SFT settings a loop preset gives (`trainers.loop.sft_steps.sft_settings`): on the demo and tiny models a
+    full fine-tune at 1e-3 for 6 epochs; on a real model LoRA at the preset's policy learning rate (adapters need
+    about ten times a full fine-tune's rate) for 3 epochs."""
+    from ..loop.sft_steps import sft_settings
+
+    settings = sft_settings(loop, 0)
+    return {name: settings[name] for name in ("lora", "learning_rate", "epochs")}
 
 
 def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> SFTRun:

@@ -179,10 +179,11 @@ class LoopConfig:
     sft_each_round: bool = field(default=False, metadata={
         "help": "before each round's policy phase, fine-tune the newest policy on the demonstrations stored since "
                 "the job's previous SFT step (the root stays the reference)"})
-    sft_epochs: float = field(default=3.0, metadata={"help": "SFT epochs over the demonstrations (sft_first, "
-                                                             "sft_each_round)"})
-    sft_lr: float | None = field(default=None, metadata={
-        "help": "SFT learning rate (None: policy_lr with LoRA, 2e-5 for a full fine-tune)"})
+    sft_epochs: float = field(default=6.0, metadata={"help": "SFT epochs over the demonstrations (sft_first, "
+                                                             "sft_each_round, python app.py sft)"})
+    sft_lr: float | None = field(default=1e-3, metadata={
+        "help": "SFT learning rate (the demo's: a full fine-tune of its tiny policy; None: policy_lr with LoRA, 2e-5 "
+                "for a full fine-tune)"})
     reward: str = field(default=RewardSource.RM.value, metadata={
         "help": "what PPO/GRPO maximises: rm (the reward model), functions (reward_functions alone: no labels, no "
                 "reward model; rounds sample, optimise, evaluate) or rm+functions (rm_weight x RM + functions)",

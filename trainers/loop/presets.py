@@ -54,7 +54,7 @@ def real_model_config(parameters: int | None, context: int | None) -> LoopConfig
     return LoopConfig(prompts_per_round=48, samples_per_prompt=4, labels_per_round=100, label_decay=1.0,
                       reward_epochs=1, reward_lr=1e-5, reward_batch_size=8, policy_batch_size=16,
                       policy_mini_batches=2, policy_epochs=2, policy_lr=5e-5 if big else 1e-4, kl_coef=0.05,
-                      response_length=response, temperature=0.7, lora=True)
+                      response_length=response, temperature=0.7, lora=True, sft_lr=None, sft_epochs=3.0)
 
 
 def model_preset(policy_path: str | None) -> Preset:
