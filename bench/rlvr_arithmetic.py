@@ -125,6 +125,8 @@ def run_trl(args: argparse.Namespace) -> None:
 
         def on_step_end(self, *_, **__):
             step_ends.append(time.perf_counter())
+            print(f"TRL optimizer step {len(step_ends) - 1}: {step_ends[-1] - step_ends[-2]:.1f} s", file=sys.stderr,
+                  flush=True)
 
     config = GRPOConfig(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=episodes,
                         num_generations=args.group, gradient_accumulation_steps=1, num_iterations=args.epochs,
