@@ -53,6 +53,12 @@ def notes_rows(studio: Studio) -> list[list]:
             for note in list_notes(studio.store, SHOWN)]
 
 
+def show_notes(studio: Studio) -> tuple[str, list[list]]:
+    """The project's note settings and the newest notes, when the Data tab opens."""
+    now = note_modes(studio.store)
+    return f"Rationale: **{now['rationale']}** · ratings: **{now['ratings']}**", notes_rows(studio)
+
+
 def build(studio: Studio) -> Refresh:
     """The panel and its endpoints; returns the refresh that fills its table when the tab opens."""
     gr.api(bind(api_judgement_notes, studio), api_name="judgement_notes")
@@ -62,9 +68,4 @@ def build(studio: Studio) -> Refresh:
         modes = gr.Markdown()
         table = gr.Dataframe(headers=HEADERS, datatype=["str", "number", "str", "str", "str"], interactive=False,
                              wrap=True, elem_id="notes-table")
-
-    def fill(studio: Studio) -> tuple[str, list[list]]:
-        now = note_modes(studio.store)
-        return f"Rationale: **{now['rationale']}** · ratings: **{now['ratings']}**", notes_rows(studio)
-
-    return Refresh(bind(fill, studio), [], [modes, table])
+    return Refresh(bind(show_notes, studio), [], [modes, table])
