@@ -22,7 +22,7 @@ def test_the_judges_verdict_shows_after_the_vote_in_screen_sides(store, queue_pa
     ids = queue_pairs([("p1", "a1", "b1"), ("p2", "a2", "b2")])
     add_verdicts(store, [NewVerdict(i, "qwen", "ok", Outcome.FIRST, 0.9) for i in ids])
     studio = Studio(store)
-    start = label_tab.start_labeling(studio, "alice", None)
+    start = label_tab.start_labeling(studio, "alice", None, None)
     assert "Judge" not in start.status  # not before the vote: no anchoring
     side = first_side(store, start.pair_id, start)
     after = label_tab.vote(studio, Choice.TIE, "alice", start.pair_id, start.vote_id, None)
@@ -34,7 +34,7 @@ def test_before_the_vote_when_the_project_says_so_and_never_when_never(store, qu
     add_verdicts(store, [NewVerdict(i, "qwen", "ok", Outcome.TIE, 1.0) for i in ids])
     studio = Studio(store)
     assert set_timing(store, "before") is SuggestionTiming.BEFORE
-    start = label_tab.start_labeling(studio, "alice", None)
+    start = label_tab.start_labeling(studio, "alice", None, None)
     assert "Judge qwen suggests a tie (confidence 100%)." in start.status
     after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
     assert "said" not in after.status and "suggests a tie" in after.status  # the next pair's, before its vote
@@ -47,6 +47,6 @@ def test_a_failed_verdict_or_none_shows_nothing(store, queue_pairs):
     ids = queue_pairs([("p1", "a1", "b1")])
     add_verdicts(store, [NewVerdict(ids[0], "qwen", "timeout")])
     studio = Studio(store)
-    start = label_tab.start_labeling(studio, "alice", None)
+    start = label_tab.start_labeling(studio, "alice", None, None)
     after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
     assert after.status == "Saved: left."
