@@ -191,6 +191,7 @@ class TrainLayout:
     reward_patience: gr.Number
     reward_warm_start: gr.Checkbox
     on_warning: gr.Radio
+    sft_first: gr.Checkbox
     advanced: gr.Code
     start_loop: gr.Button
     train_reward: gr.Button
@@ -246,6 +247,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         reward_patience = gr.Number(defaults.reward_patience, label="Reward early-stop patience (0: off)", precision=0)
         reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label="Warm-start the reward model")
         on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning, label="On a failure warning")
+        sft_first = gr.Checkbox(defaults.sft_first, label=field_label("sft_first", defaults.algorithm))
     schedule = gr.Markdown(schedule_text(defaults.rounds, defaults.labels_per_round, defaults.label_budget,
                                          defaults.label_decay), elem_id="train-schedule")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
@@ -260,8 +262,8 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
-                       advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen,
-                       schedule)
+                       sft_first, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False),
+                       chosen, schedule)
 
 
 @dataclass(frozen=True)

@@ -93,3 +93,17 @@ def test_run_sft_in_the_tab_takes_the_forms_sft_settings_and_shows_the_job(studi
     assert (settings["epochs"], settings["learning_rate"], settings["lora"]) == (2.0, 1e-3, False)
     assert SFTRun.from_dict(job.config).as_root
     assert train_tab.newest_job(studio).status == shown.status  # the live refresh shows it as any job
+
+
+def test_sft_first_in_the_form_starts_a_loop_that_fine_tunes_first_and_needs_demonstrations(studio, store):
+    values = train_form.fill_preset("demo")
+    assert values[train_form.FORM.index("sft_first")] is False  # off unless asked
+    values[train_form.FORM.index("sft_first")] = True
+    small = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8})
+    with pytest.warns(UserWarning, match="sft_first needs demonstrations, and the store has none"):
+        train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+    assert job_rows.list_jobs(store) == []
+    write_demonstrations(store)
+    train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
+    [job] = job_rows.list_jobs(store)
+    assert job.kind == "loop" and job.config["sft_first"] is True
