@@ -61,8 +61,8 @@ def check_types(settings: dict) -> None:
         else:  # lora_target_modules
             ok = value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
         if not ok:
-            kind = "true or false" if isinstance(default, bool) else type(default).__name__ if default is not None \
-                else "a list of module names or null"
+            kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(
+                type(default), "a list of module names or null")
             raise InvalidInput(f"the SFT setting {name} must be {kind}, got {value!r}")
 
 

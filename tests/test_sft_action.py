@@ -55,7 +55,9 @@ def test_the_api_starts_an_sft_job_for_admins_only_with_the_settings_on_the_proj
 @pytest.mark.parametrize(("settings", "message"), [
     ({}, "the store has no demonstrations; write some in the Label tab (W) or import them"),
     ({"epochs": 0}, "epochs must be a positive number, got 0"),
-    ({"epochs": "two"}, "the SFT setting epochs must be float, got 'two'"),
+    ({"epochs": "two"}, "the SFT setting epochs must be a number, got 'two'"),
+    ({"batch_size": 2.5}, "the SFT setting batch_size must be a whole number, got 2.5"),
+    ({"lora_target_modules": "q_proj"}, "lora_target_modules must be a list of module names or null, got 'q_proj'"),
     ({"lora": 1}, "the SFT setting lora must be true or false, got 1"),
     ({"heldout_share": 1.0}, "heldout_share must be in [0, 1)"),
     ({"epoch": 2}, "unknown SFT setting 'epoch'"),
