@@ -1,6 +1,7 @@
 """The Train tab's **Run SFT** and the API's `/start_sft`, called directly with a Store (no server, no worker:
 `start_job` only writes the job row): admins only, refusals in one line before any job row (no demonstrations, bad
-settings, no such policy or author), an `sft` job whose config the worker's runner reads back, shown as other jobs."""
+settings, no such policy or author), an `sft` job whose config the worker's runner reads back and runs to a new root,
+shown as other jobs; the form's SFT first."""
 
 import json
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ import pytest
 
 from app import sft_action, train_form, train_tab
 from app.auth import Users
+from app.context import Studio
 from storage import jobs as job_rows
 from storage.audit import list_actions
 from storage.demonstrations import NewDemonstration, add_demonstration
@@ -109,3 +111,19 @@ def test_sft_first_in_the_form_starts_a_loop_that_fine_tunes_first_and_needs_dem
     train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     [job] = job_rows.list_jobs(store)
     assert job.kind == "loop" and job.config["sft_first"] is True
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_job_the_api_starts_is_run_by_the_workers_sft_runner_to_a_new_root(seeded_store, monkeypatch):
+    from storage.policies import list_policies, root_policy
+    from trainers.entry.worker import run_job
+
+    monkeypatch.setattr(sft_action, "start_job",
+                        lambda store, kind, config, accelerate_config: job_rows.create_job(store, kind, config))
+    write_demonstrations(seeded_store, n=4)
+    status = sft_action.api_start_sft(Studio(seeded_store), json.dumps({"epochs": 1, "batch_size": 2}), OWNER)
+    job = job_rows.claim_job(seeded_store, status["job_id"], 1)
+    assert run_job(seeded_store, job).value == "completed"
+    base, sft = list_policies(seeded_store)
+    assert root_policy(seeded_store, sft).id == sft.id and sft.id != base.id  # a new root: the reference now
+    assert job_rows.get_job(seeded_store, job.id).progress == 1.0
