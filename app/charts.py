@@ -40,6 +40,9 @@ DPO_PANELS = {f"dpo/{k}": v for k, v in {
     "logp_chosen": "Chosen log-prob", "logp_rejected": "Rejected log-prob", "kl": "KL to reference (on samples)",
     "entropy": "Entropy (nats/token, on samples)", "response_length": "Response length (samples)",
     "eos_rate": "EOS rate (samples)", "learning_rate": "Learning rate"}.items()}
+SFT_PANELS = {"sft/loss": "Loss (answer tokens)", "sft/token_accuracy": "Token accuracy (answer tokens)",
+              "sft/heldout_loss": "Held-out loss (demonstrations never trained on)",
+              "sft/heldout_token_accuracy": "Held-out token accuracy"}  # an sft job's (trainers.policy.sft)
 # no value-function panels for GRPO; DPO has no rollout, its samples are measured a few times a round
 OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS, Algorithm.DPO: DPO_PANELS}
 STEP_NAME = {Algorithm.DPO: "step"}  # what one point of the optimiser's series is (else "iteration")
@@ -210,6 +213,14 @@ def optimiser_figure(group: dict[str, list[Segment]], smoothing: float, name: st
     panels, legend = {**OPTIMISER_PANELS[algorithm], **function_panels(group, algorithm)}, set()
     traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(panels)}
     return figure(panels, traces, 4, f"{algorithm.value.upper()} {STEP_NAME.get(algorithm, 'iteration')}", 210, name)
+
+
+def sft_figure(group: dict[str, list[Segment]], smoothing: float, name: str) -> PlotData:
+    """An SFT job's panels: loss and token accuracy on the answer tokens of the training batches and of the held-out
+    demonstrations, x: its optimiser steps."""
+    legend: set = set()
+    traces = {key: round_lines(group.get(key, []), smoothing, False, i + 1, legend) for i, key in enumerate(SFT_PANELS)}
+    return figure(SFT_PANELS, traces, 4, "SFT step", 230, name)
 
 
 def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:

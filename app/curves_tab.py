@@ -1,5 +1,6 @@
-"""Curves tab: the rounds, reward-model and PPO (or GRPO, or DPO) charts of a job, warnings in plain words, live
-refresh while the job runs, the shown data as CSV (each chart exports itself as PNG); API `/metrics(job_id, names)`.
+"""Curves tab: the rounds, reward-model and PPO (or GRPO, or DPO; an sft job: SFT) charts of a job, warnings in plain
+words, live refresh while the job runs, the shown data as CSV (each chart exports itself as PNG); API
+`/metrics(job_id, names)`.
 
 The charts themselves are built in `app.charts`. Opening the tab shows the newest job (or the one picked by hand).
 """
@@ -39,6 +40,7 @@ from .charts import (
     round_order,
     rounds_figure,
     segments,
+    sft_figure,
 )
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
 
@@ -54,7 +56,7 @@ class Curves:
 
     job: Job | None
     reward: dict[str, list[Segment]]
-    optimiser: dict[str, list[Segment]]  # the policy optimiser's series: `ppo/...`, or a GRPO or DPO job's own
+    optimiser: dict[str, list[Segment]]  # the policy optimiser's series: `ppo/...`, or a GRPO, DPO or SFT job's own
     algorithm: Algorithm
     rounds: list[dict]  # every round of the store, with its summary
     sft_oracle: float | None  # mean oracle score of the round-0 policy's held-out samples
@@ -83,7 +85,7 @@ def load_curves(studio: Studio, job_id: int | None) -> Curves:
     open_label = ("in progress" if job.status.active else "unfinished round" if job.kind == "loop" else "this job"
                   ) if job else ""
     algorithm = (job_algorithm(job) if job else None) or Algorithm.PPO
-    prefixes = ("reward/", f"{algorithm.value}/")
+    prefixes = ("reward/", "sft/" if is_sft(job) else f"{algorithm.value}/")
     by_prefix = {p: metric_series(store, job_id, prefix=p) if job else {} for p in prefixes}
     reward, optimiser = (align_rounds({name: segments(s, open_label) for name, s in by_prefix[p].items()})
                          for p in prefixes)
@@ -120,7 +122,7 @@ def findings(curves: Curves, choice: str) -> list[Finding]:
     for key in ("score", "oracle_score"):
         series[f"round/{key}"] = [r["summary"][key] for r in curves.rounds if r["summary"].get(key) is not None]
     fired = [f for f in curves.fired if choice in (ALL, str(f.round))]
-    if curves.job is not None and curves.job.kind == JobKind.LOOP:
+    if curves.job is not None and curves.job.kind in (JobKind.LOOP, JobKind.SFT):  # no rule reads SFT's curves
         return fired
     return fired + [f for f in diagnose(series) if f.rule not in {w.rule for w in fired}]
 
@@ -231,6 +233,11 @@ class CurvesLayout:
     charts: gr.Column  # the three charts and their titles, hidden before any job (the status says how to start one)
 
 
+def is_sft(job: Job | None) -> bool:
+    """An sft job: its third chart is SFT's, in place of a policy optimiser's."""
+    return job is not None and job.kind == JobKind.SFT
+
+
 def optimiser_title(algorithm: Algorithm) -> str:
     return f"### {algorithm.value.upper()}: {STEP_NAME.get(algorithm, 'iteration')}s across rounds, colored by round"
 
@@ -305,11 +312,14 @@ def show_charts(studio: Studio, job_id: int | None, choice: str, smoothing: floa
     reward, optimiser = curves.select(curves.reward, choice), curves.select(curves.optimiser, choice)
     stem = (f"job{curves.job.id}" if curves.job else "studio") + ("" if choice == ALL else f"-round-{choice}")
     algorithm = curves.algorithm
+    title, third = (("### SFT: steps on the demonstrations (loss on the answer tokens only)",
+                     sft_figure(optimiser, smoothing, f"{stem}-sft")) if is_sft(curves.job) else
+                    (optimiser_title(algorithm), optimiser_figure(optimiser, smoothing, f"{stem}-{algorithm.value}",
+                                                                  algorithm)))
     return Charts(gr.Dropdown(choices=choices, value=choice), status_line(curves),
                   warnings_html(findings(curves, choice), curves.points > 0 or bool(curves.rounds)),
                   rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
-                  reward_figure(reward, smoothing, f"{stem}-reward"), optimiser_title(algorithm),
-                  optimiser_figure(optimiser, smoothing, f"{stem}-{algorithm.value}", algorithm),
+                  reward_figure(reward, smoothing, f"{stem}-reward"), title, third,
                   gr.Timer(active=bool(curves.job and curves.job.status.active)),
                   gr.update(visible=curves.job is not None or bool(curves.rounds)))
 

@@ -38,7 +38,7 @@ LABELS = {  # the form's fields by their labels on screen (the two of the policy
     "group_size": "G: GRPO responses per prompt", "dpo_beta": "DPO β (its KL anchor)",
     "label_decay": "Label decay (each later round × this)", "audit_share": "Audit share of labels",
     "reward_patience": "Reward early-stop patience (0: off)", "reward_warm_start": "Warm-start the reward model",
-    "on_warning": "On a failure warning",
+    "on_warning": "On a failure warning", "sft_first": "SFT first: fine-tune on the demonstrations before round 1",
 }
 RULES = {
     "rounds": Rule(1, whole=True), "samples_per_prompt": Rule(2, whole=True), "labels_per_round": Rule(1, whole=True),

@@ -191,10 +191,12 @@ class TrainLayout:
     reward_patience: gr.Number
     reward_warm_start: gr.Checkbox
     on_warning: gr.Radio
+    sft_first: gr.Checkbox
     advanced: gr.Code
     start_loop: gr.Button
     train_reward: gr.Button
     run_policy: gr.Button
+    run_sft: gr.Button
     stop: gr.Button
     resume: gr.Button
     limits: gr.Markdown
@@ -245,6 +247,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         reward_patience = gr.Number(defaults.reward_patience, label="Reward early-stop patience (0: off)", precision=0)
         reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label="Warm-start the reward model")
         on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning, label="On a failure warning")
+        sft_first = gr.Checkbox(defaults.sft_first, label=field_label("sft_first", defaults.algorithm))
     schedule = gr.Markdown(schedule_text(defaults.rounds, defaults.labels_per_round, defaults.label_budget,
                                          defaults.label_decay), elem_id="train-schedule")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
@@ -252,14 +255,15 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         reward_form.build(advanced)
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
-                   gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop", interactive=False),
+                   gr.Button(run_now_label(defaults.algorithm)), gr.Button("Run SFT on the demonstrations"),
+                   gr.Button("Stop", variant="stop", interactive=False),
                    gr.Button("Resume", interactive=False)]  # until a job is shown: `JobView` sets them
     limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
-                       advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False), chosen,
-                       schedule)
+                       sft_first, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False),
+                       chosen, schedule)
 
 
 @dataclass(frozen=True)
@@ -274,6 +278,7 @@ class JobView(View):
     start_loop: dict
     train_reward: dict
     run_policy: dict
+    run_sft: dict
     stop: dict
     resume: dict
 
@@ -282,7 +287,7 @@ def job_buttons(job: Job | None) -> tuple[dict, ...]:
     """The start buttons, Stop and Resume, enabled as `job` (the newest) allows."""
     active = job is not None and job.status.active
     resumable = job is not None and job.status.resumable
-    return (*[gr.update(interactive=not active)] * 3, gr.update(interactive=active), gr.update(interactive=resumable))
+    return (*[gr.update(interactive=not active)] * 4, gr.update(interactive=active), gr.update(interactive=resumable))
 
 
 def job_view(studio: Studio, job: Job | None) -> JobView:
@@ -369,10 +374,13 @@ def on_resume(studio: Studio, request: gr.Request) -> JobView:
 # ---- wiring -------------------------------------------------------------------------------------------------------
 
 def build(studio: Studio) -> list[Refresh]:
+    from . import sft_action  # it builds on this module's handlers
+
     gr.api(bind(api_start_loop, studio), api_name="start_loop")
     gr.api(bind(api_stop_job, studio), api_name="stop_job")
     gr.api(bind(api_resume_job, studio), api_name="resume_job")
     gr.api(bind(api_job_status, studio), api_name="job_status")
+    gr.api(bind(sft_action.api_start_sft, studio), api_name="start_sft")
 
     ui = layout(new_jobs_run_on(studio), project_preset(studio.store), project_presets(studio.store))
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
@@ -386,6 +394,7 @@ def build(studio: Studio) -> list[Refresh]:
     job_buttons = ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY))
     for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
+    ui.run_sft.click(bind(sft_action.on_start_sft, studio), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
     ui.timer.tick(bind(newest_job, studio), None, shown, **private)

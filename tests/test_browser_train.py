@@ -1,5 +1,6 @@
 """The Train tab in a real browser (Playwright + Debian's Chromium): GRPO chosen in the form and a tiny loop
-started, run by its worker to the end, and shown by the Curves tab with GRPO's panels."""
+started, run by its worker to the end, and shown by the Curves tab with GRPO's panels; Run SFT and SFT first refused
+on a store without demonstrations."""
 
 import json
 
@@ -88,3 +89,18 @@ def test_a_refused_start_names_the_field_in_a_message_that_goes_away(demo_store,
     assert "Traceback" not in out + err
     assert [r.getMessage() for r in caplog.records if r.name == "rlhf_studio.refused"] == [
         "refused: Rounds is required", "refused: Reward LR must be above 0, got -1"]  # a line each in the terminal
+
+
+def test_run_sft_and_sft_first_without_demonstrations_are_refused_in_one_line(demo_store, serve_studio, browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(serve_studio(demo_store).local_url)
+    page.get_by_role("tab", name="Train").click()
+    expect(page.locator("#train-status")).to_contain_text("No job yet.")
+    page.get_by_role("button", name="Run SFT on the demonstrations").click()
+    expect(page.get_by_text("the store has no demonstrations; write some in the Label tab (W)")).to_be_visible()
+    page.get_by_label("SFT first: fine-tune on the demonstrations before round 1").check()
+    page.get_by_role("button", name="Start loop").click()
+    expect(page.get_by_text("sft_first needs demonstrations, and the store has none")).to_be_visible()
+    expect(page.locator("#train-status")).to_have_text("No job yet.")
+    assert job_rows.list_jobs(demo_store) == []

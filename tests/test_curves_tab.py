@@ -157,6 +157,44 @@ def test_a_dpo_job_has_its_own_panels_and_its_sampled_kl_feeds_the_warnings(stor
     assert [f.rule for f in findings(curves, ALL)] == ["kl_runaway"]  # read from the samples' KL
 
 
+def test_an_sft_job_has_its_own_panels_and_exports_and_no_policy_rules(store):
+    import json
+
+    from app.charts import SFT_PANELS
+    from app.context import Studio
+    from app.curves_tab import ALL, findings, load_curves, show_charts, write_exports
+
+    fill_synthetic_run(store, rounds=2)  # the store's rounds: the rules that read them are a loop's, not SFT's
+    job_id = job_rows.create_job(store, "sft", {"settings": {}})
+    for step in range(1, 13):  # training loss and accuracy each step; the held-out demonstrations every 4th
+        log_metrics(store, job_id, step, {"sft/loss": 3.0 - 0.2 * step, "sft/token_accuracy": 0.05 * step,
+                                          "sft/learning_rate": 1e-3, "ppo/kl": 9.0 * step})
+        if step % 4 == 0:
+            log_metrics(store, job_id, step, {"sft/heldout_loss": 3.1 - 0.1 * step,
+                                              "sft/heldout_token_accuracy": 0.04 * step})
+    job_rows.claim_job(store, job_id, 1)
+    job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
+    curves = load_curves(Studio(store), job_id)
+    assert set(SFT_PANELS) <= set(curves.optimiser) and "ppo/kl" not in curves.optimiser
+    assert [len(s.steps) for s in curves.optimiser["sft/heldout_loss"]] == [3]
+    shown = show_charts(Studio(store), job_id, ALL, 0.0)
+    assert shown.optimiser_title.startswith("### SFT: steps on the demonstrations") and "· sft ·" in shown.status
+    spec = json.loads(shown.optimiser_plot.plot)
+    titles = [a["text"] for a in spec["layout"]["annotations"] if a["text"].startswith("<b>")]
+    assert titles == [f"<b>{title}</b>" for title in SFT_PANELS.values()]
+    assert titles[:3] == ["<b>Loss (answer tokens)</b>", "<b>Token accuracy (answer tokens)</b>",
+                          "<b>Held-out loss (demonstrations never trained on)</b>"]
+    assert "no data yet" not in [a["text"] for a in spec["layout"]["annotations"]]
+    assert spec["layout"]["xaxis1"]["title"]["text"] == "SFT step"
+    loss = next(t for t in spec["data"] if t["xaxis"] == "x1")
+    assert loss["x"] == list(range(1, 13)) and loss["y"][0] == pytest.approx(2.8)
+    assert findings(curves, ALL) == []  # no rule judges SFT's curves, nor the store's rounds through this job
+    with open(write_exports(curves, ALL)[0]) as f:
+        names = {row["name"] for row in csv.DictReader(f)}
+    assert names == {"sft/loss", "sft/token_accuracy", "sft/learning_rate", "sft/heldout_loss",
+                     "sft/heldout_token_accuracy"}
+
+
 def test_warning_shows_in_plain_words_and_escaped(store):
     from app.context import Studio
     from app.curves_tab import ALL, findings, load_curves, warnings_html

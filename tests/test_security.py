@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}
 # must never reach an anonymous caller
 MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")
-ADMIN_ENDPOINTS = {"/start_loop", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
+ADMIN_ENDPOINTS = {"/start_loop", "/start_sft", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
                    "/export_labels", "/save_queue_settings", "/export_audit"}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats",
                        "/leaderboard", "/judge_agreement"}
-ADMIN_HANDLERS = {"on_start", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only event handlers)
+ADMIN_HANDLERS = {"on_start", "on_start_sft", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only handlers)
 
 
 @pytest.fixture
@@ -99,7 +99,8 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
     app, url = studio
     alice = Client(url, auth=("alice", "alice-pw"), verbose=False)
     owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
-    for args, endpoint in (((json.dumps({"rounds": 1}),), "/start_loop"), ((1,), "/stop_job"), ((1,), "/resume_job")):
+    for args, endpoint in (((json.dumps({"rounds": 1}),), "/start_loop"), (("{}",), "/start_sft"), ((1,), "/stop_job"),
+                           ((1,), "/resume_job")):
         with pytest.raises(Exception, match="only an admin"):
             alice.predict(*args, api_name=endpoint)
     with pytest.raises(Exception, match="the store has no policy"):  # an admin passes the check, then meets the store's

@@ -137,19 +137,19 @@ def test_a_settings_check_across_fields_names_the_fields_by_their_labels(studio,
 
 def test_the_buttons_follow_the_newest_job(studio, store):
     def enabled(view) -> list[bool]:
-        return [button["interactive"] for button in (view.start_loop, view.train_reward, view.run_policy, view.stop,
-                                                      view.resume)]
+        return [button["interactive"] for button in (view.start_loop, view.train_reward, view.run_policy, view.run_sft,
+                                                      view.stop, view.resume)]
 
-    assert enabled(train_tab.newest_job(studio)) == [True, True, True, False, False]  # nothing to stop or resume
+    assert enabled(train_tab.newest_job(studio)) == [True, True, True, True, False, False]  # nothing to stop or resume
     job_id = job_rows.create_job(store, "loop", {})
     job_rows.claim_job(store, job_id, os.getpid())
-    assert enabled(train_tab.newest_job(studio)) == [False, False, False, True, False]  # one runs: Stop only
+    assert enabled(train_tab.newest_job(studio)) == [False, False, False, False, True, False]  # one runs: Stop only
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
-    assert enabled(train_tab.newest_job(studio)) == [True, True, True, False, True]  # stopped early: Resume too
+    assert enabled(train_tab.newest_job(studio)) == [True, True, True, True, False, True]  # stopped early: Resume too
     job_rows.requeue_job(store, job_id)
     job_rows.claim_job(store, job_id, os.getpid())
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
-    assert enabled(train_tab.newest_job(studio)) == [True, True, True, False, False]
+    assert enabled(train_tab.newest_job(studio)) == [True, True, True, True, False, False]
 
 
 def test_a_label_budget_in_the_form_sets_n_and_the_form_says_what_each_round_collects(studio, store):
@@ -188,7 +188,7 @@ def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer, ui.start_loop,
-                                                ui.train_reward, ui.run_policy, ui.stop, ui.resume]
+                                                ui.train_reward, ui.run_policy, ui.run_sft, ui.stop, ui.resume]
     assert [c.label for c in ui.form] == [field_label(name, "ppo") for name in train_form.FORM]  # one set of labels
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt",
                                          "N: labels in round 1 (then × label_decay)",
@@ -199,7 +199,8 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "DPO β (its KL anchor)", "Label decay (each later round × this)",
                                          "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
-                                         "On a failure warning"]
+                                         "On a failure warning",
+                                         "SFT first: fine-tune on the demonstrations before round 1"]
     assert ui.run_policy.value == "Run PPO now"
     button, iterations, lr = train_form.on_algorithm("grpo")  # the labels follow the chosen optimiser
     assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")

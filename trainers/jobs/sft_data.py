@@ -1,6 +1,7 @@
 """Which demonstrations SFT trains on: the current ones (by one author when asked) whose prompt is not excluded and
 whose prompt and answer (closed by the end-of-turn id) fit the policy's context. What does not fit is kept (exports
-keep it) and left out, counted and named by id, never cut. No torch: the import command counts with it too.
+keep it) and left out, counted and named by id, never cut. No torch: the import command counts with it and the Train
+tab checks with it (`checked_use`).
 
     use = demonstration_use(store, policy.path)
     print(use.line())   # "demonstrations: 40 of 42 train SFT; 2 too long for the policy's context of 512 (3, 7)"
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from storage import Store
 from storage.demonstrations import Demonstration, count_demonstrations, list_demonstrations
 from storage.errors import InvalidInput
+from storage.types import Policy
 
 from ..models.chat_format import ChatFormat, listed, model_context
 
@@ -72,3 +74,22 @@ def check_sft_first(sft_first: bool, store: Store) -> None:
         raise InvalidInput("sft_first needs demonstrations, and the store has none; write some in the Label tab (W) "
                            f"or import them (python app.py import-demonstrations --db {store.path} FILE), or turn "
                            "sft_first off")
+
+
+def checked_use(store: Store, start: Policy, author: str | None, since: float | None = None) -> DemonstrationUse:
+    """The demonstrations SFT of `start` uses (by `author` when given: a person, or an import's source name; stored
+    after `since` when given); InvalidInput, in one line, when none would train."""
+    use = demonstration_use(store, start.path, author=author, since=since)
+    if use.total == 0 and author is not None:
+        authors = ", ".join(sorted({d.author for d in list_demonstrations(store)})[:8]) or "nobody yet"
+        raise InvalidInput(f"no demonstrations by {author!r}; the store's come from: {authors} "
+                           "(import-demonstrations --source names an import)")
+    if use.total == 0 and since is not None:
+        raise InvalidInput("no demonstrations were stored since the last SFT step; write some first")
+    if use.total == 0:
+        raise InvalidInput("the store has no demonstrations; write some in the Label tab (W) or import them "
+                           f"(python app.py import-demonstrations --db {store.path} FILE)")
+    if not use.used:
+        raise InvalidInput(f"no demonstration can train SFT ({use.line()}); shorten them or include their prompts "
+                           "again (python app.py prompts)")
+    return use

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage import Store
-from storage.demonstrations import list_demonstrations
 from storage.errors import InvalidInput
 from storage.policies import set_trained_from
 from storage.types import Job, Policy
@@ -29,7 +28,7 @@ from ..policy.sft_config import SFTConfig, SFTExample, SFTRun
 from ..reporting import Reporter
 from .layer import job_reporter, register_policy, staging_path
 from .policy_job import start_policy
-from .sft_data import DemonstrationUse, demonstration_use
+from .sft_data import DemonstrationUse, checked_use
 
 SFT_FOLDER = "sft"  # resumable states: <data dir>/sft/job-<id>[-<name>]/checkpoint-<step>
 DEMONSTRATIONS_FILE = "demonstrations.json"  # beside them: the demonstration ids the run trains on
@@ -47,25 +46,6 @@ class SFTOutcome:
 def state_dir(store: Store, job_id: int, name: str = "") -> Path:
     """Where a job's resumable SFT state lives (`name` tells apart several SFT steps of one job)."""
     return store.data_dir / SFT_FOLDER / f"job-{job_id}{'-' + name if name else ''}"
-
-
-def checked_use(store: Store, start: Policy, author: str | None, since: float | None = None) -> DemonstrationUse:
-    """The demonstrations SFT of `start` uses (by `author` when given: a person, or an import's source name; stored
-    after `since` when given); InvalidInput, in one line, when none would train."""
-    use = demonstration_use(store, start.path, author=author, since=since)
-    if use.total == 0 and author is not None:
-        authors = ", ".join(sorted({d.author for d in list_demonstrations(store)})[:8]) or "nobody yet"
-        raise InvalidInput(f"no demonstrations by {author!r}; the store's come from: {authors} "
-                           "(import-demonstrations --source names an import)")
-    if use.total == 0 and since is not None:
-        raise InvalidInput("no demonstrations were stored since the last SFT step; write some first")
-    if use.total == 0:
-        raise InvalidInput("the store has no demonstrations; write some in the Label tab (W) or import them "
-                           f"(python app.py import-demonstrations --db {store.path} FILE)")
-    if not use.used:
-        raise InvalidInput(f"no demonstration can train SFT ({use.line()}); shorten them or include their prompts "
-                           "again (python app.py prompts)")
-    return use
 
 
 def plan_examples(store: Store, run: SFTRun) -> tuple[SFTConfig, Policy, list[SFTExample], DemonstrationUse]:
