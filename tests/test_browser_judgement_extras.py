@@ -1,0 +1,76 @@
+"""The Label tab's strength, rationale and ratings in a real browser (Playwright driving Debian's Chromium): a strength
+picked by key goes with the next left/right key into `labels.margin`, pressing it again clears it; a required
+rationale missing is one hint, then the written one is stored as typed and runs nothing. Fails, never skips, when
+Chromium is missing."""
+
+import pytest
+from playwright.sync_api import expect
+
+from labeling.notes import update_note_modes
+from storage.labels import list_labels, training_labels
+from storage.notes import list_notes
+from storage.types import Outcome
+from tests.test_browser_label import act, open_page
+
+pytestmark = pytest.mark.browser
+PAIRS = [(f"Prompt {i}: review the film.", f"A fine film, number {i}.", f"A dull film, number {i}.") for i in range(4)]
+
+
+def start(page, name="alice"):
+    page.get_by_label("Your name").fill(name)
+    page.get_by_label("Your name").press("Enter")
+    expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1)
+    page.evaluate("document.activeElement.blur()")  # keys typed into the name box are not shortcuts
+
+
+def picked(page) -> str:
+    """The strength radio's checked label ('' when none is)."""
+    return page.evaluate("""() => [...document.querySelectorAll('#vote-strength input[type=radio]')]
+        .find((input) => input.checked)?.closest('label')?.textContent.trim() ?? ''""")
+
+
+def test_a_strength_by_key_goes_with_the_next_vote_into_the_margin(store, queue_pairs, serve_studio, browser):
+    queue_pairs(PAIRS)
+    dialogs = []
+    page = open_page(browser, serve_studio(store).local_url, dialogs)
+    start(page)
+    expect(page.locator("#label-keys")).to_contain_text("5–8 then 1/2")
+    page.keyboard.press("5")
+    expect(page.locator("#vote-strength input:checked")).to_have_count(1)
+    assert picked(page) == "much better (5)"
+    first, _ = act(page, lambda: page.keyboard.press("1"))
+    assert picked(page) == "no strength"  # a new pair starts without one
+    page.keyboard.press("7")
+    page.keyboard.press("7")  # the same key again clears it
+    assert picked(page) == "no strength"
+    act(page, lambda: page.keyboard.press("2"))
+    page.keyboard.press("7")
+    act(page, lambda: page.keyboard.press("3"))  # a tie takes no strength
+
+    labels = list_labels(store)
+    assert [label.outcome.value for label in labels][2] == "tie"
+    winner = Outcome.FIRST if first[1] == next(a for p, a, _ in PAIRS if p == first[0]) else Outcome.SECOND
+    assert labels[0].outcome == winner
+    assert [lp.margin for lp in training_labels(store)] == pytest.approx([1.0, None, None])
+    assert dialogs == []
+
+
+def test_a_required_rationale_is_asked_once_then_stored_as_typed(store, queue_pairs, serve_studio, browser):
+    queue_pairs(PAIRS[:2])
+    update_note_modes(store, rationale="required", ratings="off")
+    dialogs = []
+    page = open_page(browser, serve_studio(store).local_url, dialogs)
+    start(page)
+    expect(page.locator("#vote-rationale")).to_be_visible()
+    expect(page.locator("#rating-left")).to_be_hidden()
+    page.keyboard.press("1")
+    expect(page.locator("#label-status")).to_contain_text("asks a rationale with every judgement")
+    assert list_labels(store) == []
+    why = "Left is <img src=x onerror=alert(1)> kinder"
+    page.locator("#vote-rationale textarea").fill(why)
+    page.evaluate("document.activeElement.blur()")
+    act(page, lambda: page.keyboard.press("1"))
+    expect(page.locator("#vote-rationale textarea")).to_have_value("")
+    [note] = list_notes(store)
+    assert (note.rationale, note.label_id) == (why, list_labels(store)[0].id)
+    assert dialogs == []
