@@ -74,3 +74,19 @@ def test_a_required_rationale_is_asked_once_then_stored_as_typed(store, queue_pa
     [note] = list_notes(store)
     assert (note.rationale, note.label_id) == (why, list_labels(store)[0].id)
     assert dialogs == []
+
+
+def test_ratings_clicked_then_a_key_votes_with_them(store, queue_pairs, serve_studio, browser):
+    queue_pairs(PAIRS[:2])
+    dialogs = []
+    page = open_page(browser, serve_studio(store).local_url, dialogs)
+    start(page)
+    expect(page.locator("#rating-left")).to_be_visible()  # ratings optional by default
+    page.locator("#rating-left label", has_text="6").click()
+    page.locator("#rating-right label", has_text="2").click()
+    shown, _ = act(page, lambda: page.keyboard.press("1"))  # a clicked radio keeps the focus: the key still votes
+    expect(page.locator("#rating-left input:checked")).to_have_count(0)
+    [note] = list_notes(store)
+    [label] = list_labels(store)
+    assert (note.label_id, note.ratings[label.left_id], note.rationale) == (label.id, 6, None)
+    assert sorted(note.ratings.values()) == [2, 6] and dialogs == []
