@@ -136,6 +136,11 @@ def note_fields(studio: Studio) -> tuple:
             gr.update(visible=rate, label=f"Right answer (1 worst, 7 best{suffix})"))
 
 
+def rationale_field(studio: Studio) -> dict:
+    """The ranking panel's rationale box, shown as the settings ask (ratings of K answers are the API's only)."""
+    return note_fields(studio)[0]
+
+
 def build(studio: Studio, ui, private: dict) -> list[Refresh]:
     """Wire the vote buttons through `vote_with_extras`; the note fields follow the settings each time the tab opens."""
     inputs = [ui.annotator, ui.pair_id, ui.vote_id, ui.extras.strength, ui.extras.rationale, ui.extras.left_rating,

@@ -1,6 +1,7 @@
 """The Label tab's strength, rationale and ratings in a real browser (Playwright driving Debian's Chromium): a strength
 picked by key goes with the next left/right key into `labels.margin`, pressing it again clears it; a required
-rationale missing is one hint, then the written one is stored as typed and runs nothing. Fails, never skips, when
+rationale missing is one hint, then the written one is stored as typed and runs nothing; ratings clicked go with a
+key's vote; the ranking panel's rationale goes with its order. Fails, never skips, when
 Chromium is missing."""
 
 import pytest
@@ -9,8 +10,10 @@ from playwright.sync_api import expect
 from labeling.notes import update_note_modes
 from storage.labels import list_labels, training_labels
 from storage.notes import list_notes
+from storage.rankings import ranking_verdicts
 from storage.types import Outcome
 from tests.test_browser_label import act, open_page
+from tests.test_rankings import queue_rankings
 
 pytestmark = pytest.mark.browser
 PAIRS = [(f"Prompt {i}: review the film.", f"A fine film, number {i}.", f"A dull film, number {i}.") for i in range(4)]
@@ -90,3 +93,28 @@ def test_ratings_clicked_then_a_key_votes_with_them(store, queue_pairs, serve_st
     [label] = list_labels(store)
     assert (note.label_id, note.ratings[label.left_id], note.rationale) == (label.id, 6, None)
     assert sorted(note.ratings.values()) == [2, 6] and dialogs == []
+
+
+def test_a_rankings_required_rationale_goes_with_its_order(store, serve_studio, browser):
+    [ranking] = queue_rankings(store, [("Review 1.", ["A great film.", "A dull film.", "A fine film."])])
+    update_note_modes(store, rationale="required")
+    dialogs = []
+    page = open_page(browser, serve_studio(store).local_url, dialogs)
+    page.get_by_label("Your name").fill("alice")
+    page.get_by_label("Your name").press("Enter")
+    expect(page.locator("#rank-answer-C")).to_be_visible()
+    page.evaluate("document.activeElement.blur()")
+    expect(page.locator("#rank-rationale")).to_be_visible()
+    for key in ("b", "a", "c"):  # the order goes out by itself, and is refused: no rationale
+        page.keyboard.press(key)
+    expect(page.get_by_text("asks a rationale with every judgement").first).to_be_visible()
+    assert ranking_verdicts(store) == []
+    page.locator("#rank-rationale textarea").fill("B is <b>bold</b>")
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("Enter")
+    expect(page.locator("#rank-answers")).to_contain_text("No rankings are queued")
+    [verdict] = ranking_verdicts(store)
+    [note] = list_notes(store)
+    assert (verdict.ranking_id, note.kind, note.label_id, note.rationale) == (ranking, "ranking", verdict.label_id,
+                                                                              "B is <b>bold</b>")
+    assert dialogs == []

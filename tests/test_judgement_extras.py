@@ -1,17 +1,19 @@
 """The Label tab's strength, rationale and ratings (app/judgement_extras.py), called directly with a Store: what goes
-with a vote, what a required note missing does, what the screen clears, and when the note fields show."""
+with a vote, what a required note missing does, what the screen clears, and when the note fields
+show; the ranking panel's rationale."""
 
 import gradio as gr
 import pytest
 from gradio.utils import get_function_params
 
-from app import judgement_extras, label_tab
+from app import judgement_extras, label_tab, ranking_panel
 from app.context import Studio, bind
 from labeling.annotation import Choice
 from labeling.notes import MAX_RATIONALE_CHARS, update_note_modes
 from storage.errors import InvalidInput
 from storage.labels import list_labels, training_labels
 from storage.notes import list_notes
+from tests.test_rankings import queue_rankings
 
 SKIPPED = gr.skip()
 
@@ -93,3 +95,19 @@ def test_the_legend_names_the_strength_keys_and_no_key_clashes():
     for taken in ('"1"', '"2"', '"3"', '"4"', '"s"', '"u"'):
         assert taken.strip('"') not in strength_keys and taken in label_tab.SHORTCUTS_JS
     assert strength_keys.isdisjoint({"0", "w", "z", "="})  # the demonstration editor's W, the ranking panel's keys
+
+
+def test_the_ranking_panel_sends_its_rationale_and_clears_it(store):
+    queue_rankings(store, [("Review 1.", ["A great film.", "A dull film.", "A fine film."])])
+    studio = Studio(store)
+    assert judgement_extras.rationale_field(studio)["visible"]
+    update_note_modes(store, rationale="off")
+    assert not judgement_extras.rationale_field(studio)["visible"]
+    update_note_modes(store, rationale="required")
+    shown = ranking_panel.show_next(studio, "alice", None)
+    with pytest.raises(gr.Error, match="asks a rationale"):
+        ranking_panel.send(studio, "BAC", "alice", shown.ranking_id, shown.vote_id, "", None)
+    after = ranking_panel.send(studio, "BAC", "alice", shown.ranking_id, shown.vote_id, " B is bold ", None)
+    assert after.rationale == "" and after.status == "Saved: BAC."
+    [note] = list_notes(store)
+    assert (note.kind, note.rationale) == ("ranking", "B is bold")
