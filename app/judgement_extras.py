@@ -12,7 +12,7 @@ that shows a new pair clears all three.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import gradio as gr
 
@@ -122,6 +122,9 @@ def vote_with_extras(studio: Studio, choice: Choice, annotator: str | None, pair
         return Voted(*only_status(Screen, markdown_literal(str(exc))).values(), *kept)
     shown = vote(studio, choice, annotator, pair_id, vote_id, request, judgement=extras)
     new_pair = shown.vote_id != gr.skip()
+    if new_pair and extras.get("strength"):  # "Saved: left (much better)."
+        graded = f"Saved: {choice.value} ({extras['strength'].replace('_', ' ')})."
+        shown = replace(shown, status=shown.status.replace(f"Saved: {choice.value}.", graded, 1))
     return Voted(*shown.values(), *([NO_STRENGTH, "", None, None] if new_pair else kept))
 
 

@@ -42,6 +42,7 @@ def test_a_strength_by_key_goes_with_the_next_vote_into_the_margin(store, queue_
     expect(page.locator("#vote-strength input:checked")).to_have_count(1)
     assert picked(page) == "much better (5)"
     first, _ = act(page, lambda: page.keyboard.press("1"))
+    expect(page.locator("#label-status")).to_contain_text("Saved: left (much better).")
     assert picked(page) == "no strength"  # a new pair starts without one
     page.keyboard.press("7")
     page.keyboard.press("7")  # the same key again clears it

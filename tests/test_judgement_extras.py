@@ -46,7 +46,7 @@ def test_a_graded_vote_stores_its_margin_and_note_and_clears_the_fields(store, q
     studio = Studio(store)
     first = start(studio)
     voted = cast(studio, first, Choice.RIGHT, "slightly_better", "  the right one is <b>kind</b> ", 2, 6)
-    assert voted.pair_id not in (first.pair_id, None) and voted.status.startswith("Saved: right.")
+    assert voted.pair_id not in (first.pair_id, None) and voted.status.startswith("Saved: right (slightly better).")
     assert (voted.strength, voted.rationale, voted.left_rating, voted.right_rating) == ("", "", None, None)
     [note] = list_notes(store)
     assert (note.rationale, sorted(note.ratings.values())) == ("the right one is <b>kind</b>", [2, 6])
