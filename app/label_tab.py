@@ -77,8 +77,8 @@ if (!window.studioLabelKeys) {
     const target = event.target;
     if (event.ctrlKey || event.altKey || event.metaKey || event.repeat || !(event.key in keys)) return;
     const typing = target && (target.isContentEditable || ["TEXTAREA", "SELECT"].includes(target.tagName)
-                              || (target.tagName === "INPUT" && target.type !== "checkbox"));
-    if (typing) return;  // keys typed into a box; after ticking a checkbox (Plain text) keys still vote
+                              || (target.tagName === "INPUT" && !["checkbox", "radio"].includes(target.type)));
+    if (typing) return;  // keys typed into a box; after ticking a checkbox or radio (a strength) keys still vote
     const button = document.getElementById(keys[event.key]);
     if (!button || button.offsetParent === null || button.disabled) return;  // Label tab hidden, or busy
     event.preventDefault();
@@ -183,11 +183,13 @@ class LabelLayout:
     poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
     annotator: gr.BrowserState  # the name this browser labels as, remembered across reloads
     editor: demonstration_editor.EditorLayout | None = None  # a better answer, written or edited (W)
+    extras: object = None  # app.judgement_extras.ExtrasLayout (it imports us): strength, rationale, ratings
 
 
 def layout(signed_in: bool) -> LabelLayout:
     """Name box (hidden under --auth), guidelines, the prompt, the responses side by side, vote buttons, undo, the
     plain-text toggle, queue settings."""
+    from . import judgement_extras  # a strength, rationale and ratings with the vote (it imports us)
     with gr.Column(elem_id="label-tab", elem_classes=[TEXT_SCOPE]):
         with gr.Row(elem_id="label-top"):
             with gr.Row(visible=not signed_in, elem_id="name-entry", scale=3) as name_entry:
@@ -209,14 +211,15 @@ def layout(signed_in: bool) -> LabelLayout:
             votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120,
                                        variant="primary" if choice in (Choice.LEFT, Choice.RIGHT) else "secondary")
                      for choice, label, elem_id in VOTES}
+        extras = judgement_extras.layout()
         with gr.Row(elem_id="vote-tools"):
             undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
             status = gr.Markdown(elem_id="label-status")
             plain = plain_text_toggle("label-plain")
         editor = demonstration_editor.layout()
         gr.HTML("Keys: <kbd>1</kbd>/<kbd>←</kbd> left · <kbd>2</kbd>/<kbd>→</kbd> right · <kbd>3</kbd> tie · "
-                "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo", js_on_load=SHORTCUTS_JS,
-                elem_id="label-keys")
+                "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo" + judgement_extras.KEYS_LEGEND,
+                js_on_load=SHORTCUTS_JS, elem_id="label-keys")
         with gr.Accordion("Queue settings (project owner)", open=False, elem_id="queue-settings"):
             guidelines_box = gr.Textbox(label="Guidelines (markdown)", lines=5)
             with gr.Row():
@@ -225,7 +228,8 @@ def layout(signed_in: bool) -> LabelLayout:
                 save = gr.Button("Save settings")
     return LabelLayout(name_entry, name_box, start, name_shown, labeling_as, change, counts, guidelines, prompt,
                        responses, votes, undo, status, plain, guidelines_box, overlap, ttl, save, gr.State(None),
-                       gr.State(None), gr.Timer(POLL_S, active=False), gr.BrowserState("", **REMEMBERED_NAME), editor)
+                       gr.State(None), gr.Timer(POLL_S, active=False), gr.BrowserState("", **REMEMBERED_NAME), editor,
+                       extras)
 
 
 @dataclass(frozen=True)
@@ -298,9 +302,10 @@ def change_name(annotator: str | None) -> tuple:
 
 
 def vote(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | None, vote_id: str | None,
-         request: gr.Request) -> Screen:
+         request: gr.Request, judgement: dict | None = None) -> Screen:
     """A vote button: store the vote on the pair on screen and show the next one; a pair that left the annotator
-    (expired, taken) is a warning, and the next pair is shown. Before a name is set, a hint and nothing else."""
+    (expired, taken) is a warning, and the next pair is shown. Before a name is set, a hint and nothing else.
+    `judgement`: its strength, rationale and ratings (`app.judgement_extras`)."""
     if unnamed(studio, annotator):
         return only_status(Screen, NAME_HINT)
     with user_errors():
@@ -308,7 +313,7 @@ def vote(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | N
         if pair_id is None:
             return screen(studio, name, next_pair(studio.store, name), "Nothing to vote on yet.")
         try:
-            _, shown = submit_and_next(studio.store, name, pair_id, choice.value, vote_id)
+            _, shown = submit_and_next(studio.store, name, pair_id, choice.value, vote_id, **(judgement or {}))
         except (Conflict, NotFound) as exc:
             gr.Warning(user_message(str(exc)))
             return screen(studio, name, next_pair(studio.store, name))
@@ -395,8 +400,8 @@ def build(studio: Studio) -> list[Refresh]:
             None, js=FOCUS_PAIR_JS)
     ui.change.click(change_name, ui.annotator, [ui.name_entry, ui.name_box, ui.name_shown], queue=False,
                     api_visibility="private").then(None, js=FOCUS_NAME_JS)
-    for choice, button in ui.votes.items():
-        button.click(bind(vote, studio, choice), [ui.annotator, ui.pair_id, ui.vote_id], shown, **private)
+    from . import judgement_extras
+    extras = judgement_extras.build(studio, ui, private)  # the vote buttons, with a strength, rationale, ratings
     ui.undo.click(bind(undo, studio), ui.annotator, shown, **private)
     ui.poll.tick(bind(poll_queue, studio), [ui.annotator, ui.pair_id], shown, **private)
     demonstration_editor.build(studio, ui.editor, ui.annotator, ui.pair_id, annotator_name)
@@ -405,5 +410,5 @@ def build(studio: Studio) -> list[Refresh]:
                   api_visibility="private")
     from . import ranking_panel  # rankings of K answers (rank_k 3-6): its own panel below the pair (it imports us)
     rankings = ranking_panel.build(studio, ui.name_box, ui.annotator, ui.start)
-    return [*rankings, Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
+    return [*rankings, *extras, Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
             Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False)]

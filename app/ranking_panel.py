@@ -4,7 +4,8 @@ Keys (while the panel shows a ranking and no other box has the focus): a letter 
 (best first), `=` ties the next letter with the previous one, Backspace takes the last one back; the order is sent
 as soon as it names every answer (or with Enter / the button). `0` is "all bad", `Z` undoes the last ranking sent
 (its ranking comes back). The panel appears when the annotator starts labeling and rankings are queued (a loop with
-`rank_k` 3 to 6).
+`rank_k` 3 to 6). A rationale box shows under the order when the project's `rationale` setting asks for one
+(`optional` or `required`; `app.judgement_extras`); it goes with the order and clears for the next ranking.
 
 Public API (gradio_client): `/next_ranking(annotator)`, `/submit_ranking(annotator, ranking_id, order, vote_id)`
 (returns the label id and the next ranking) and `/undo_ranking(annotator)`. A ranking is `{ranking_id, prompt,
@@ -19,10 +20,12 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from labeling.notes import MAX_RATIONALE_CHARS
 from labeling.ranking import ShownRanking, next_ranking, open_rankings, submit_ranking, undo_ranking
 from storage.errors import Conflict, NotFound
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message
+from .judgement_extras import rationale_field
 from .label_tab import QUEUE, QUEUE_WORKERS, annotator_name
 from .render import TEXT_SCOPE, panes_html, text_html
 
@@ -118,6 +121,7 @@ class RankingLayout:
     status: gr.Markdown
     ranking_id: gr.State
     vote_id: gr.State
+    rationale: gr.Textbox  # shown when the project's `rationale` setting asks for one
 
 
 def layout() -> RankingLayout:
@@ -131,6 +135,8 @@ def layout() -> RankingLayout:
             submit = gr.Button("Send ranking (Enter)", variant="primary", elem_id="rank-submit", scale=1)
             all_bad = gr.Button("All bad (0)", elem_id="rank-all-bad", scale=1)
             skip = gr.Button("Skip", elem_id="rank-skip", scale=0)
+        rationale = gr.Textbox(label="Why (rationale)", lines=2, max_length=MAX_RATIONALE_CHARS, visible=False,
+                               elem_id="rank-rationale")
         with gr.Row():
             undo = gr.Button("↶ Undo last ranking (Z)", size="sm", elem_id="rank-undo")
             status = gr.Markdown(elem_id="rank-status")
@@ -138,7 +144,7 @@ def layout() -> RankingLayout:
                 "<kbd>Backspace</kbd> takes one back · <kbd>0</kbd> all bad · <kbd>Z</kbd> undo",
                 js_on_load=RANKING_KEYS_JS, elem_id="rank-keys")
     return RankingLayout(panel, prompt, answers, order, submit, all_bad, skip, undo, status, gr.State(None),
-                         gr.State(None))
+                         gr.State(None), rationale)
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,7 @@ class RankingScreen(View):
     status: str
     ranking_id: int | None
     vote_id: str | None
+    rationale: str  # cleared for each ranking shown
 
 
 def answers_html(shown: ShownRanking) -> str:
@@ -162,10 +169,10 @@ def answers_html(shown: ShownRanking) -> str:
 def ranking_screen(shown: ShownRanking | None, message: str = "") -> RankingScreen:
     if shown is None:
         return RankingScreen(gr.update(visible=bool(message)), "", f'<p class="queue-empty">{EMPTY}</p>', "",
-                             message, None, None)
+                             message, None, None, "")
     prompt = panes_html([("rank-prompt-text", "Prompt", text_html(shown.messages or shown.prompt))])
     return RankingScreen(gr.update(visible=True), prompt, answers_html(shown), "", message, shown.ranking_id,
-                         uuid.uuid4().hex)
+                         uuid.uuid4().hex, "")
 
 
 def show_next(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
@@ -175,15 +182,15 @@ def show_next(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
         return ranking_screen(next_ranking(studio.store, name))
 
 
-def send(studio: Studio, order: str, typed: str, ranking_id: int | None, vote_id: str | None,
+def send(studio: Studio, order: str, typed: str, ranking_id: int | None, vote_id: str | None, rationale: str | None,
          request: gr.Request) -> RankingScreen:
-    """Send the order (or all_bad / skip) for the ranking on screen and show the next one."""
+    """Send the order (or all_bad / skip), with its rationale, for the ranking on screen and show the next one."""
     with user_errors():
         name = annotator_name(studio, request, typed)
         if ranking_id is None:
             return ranking_screen(next_ranking(studio.store, name), "Nothing to rank yet.")
         try:
-            submit_ranking(studio.store, name, ranking_id, order, vote_id)
+            submit_ranking(studio.store, name, ranking_id, order, vote_id, rationale=rationale or None)
         except (Conflict, NotFound) as exc:
             gr.Warning(user_message(str(exc)))
             return ranking_screen(next_ranking(studio.store, name))
@@ -214,9 +221,10 @@ def build(studio: Studio, name_box: gr.Textbox, annotator: gr.BrowserState, star
     private = {"api_visibility": "private", **group}
     start.click(bind(show_next, studio), name_box, outputs, **private)
     name_box.submit(bind(show_next, studio), name_box, outputs, **private)
-    held = [annotator, ui.ranking_id, ui.vote_id]
+    held = [annotator, ui.ranking_id, ui.vote_id, ui.rationale]
     ui.submit.click(bind(send, studio), [ui.order, *held], outputs, **private)
     for button, verdict in ((ui.all_bad, "all_bad"), (ui.skip, "skip")):
         button.click(bind(send, studio, verdict), held, outputs, **private)
     ui.undo.click(bind(undo, studio), annotator, outputs, **private)
-    return [Refresh(bind(show_signed_in, studio), [], outputs, on_open=False)]
+    return [Refresh(bind(show_signed_in, studio), [], outputs, on_open=False),
+            Refresh(bind(rationale_field, studio), [], ui.rationale)]

@@ -207,6 +207,6 @@ def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queu
     assert listener.__name__ == "api_next_pair" and listener.__doc__ == label_tab.api_next_pair.__doc__
     assert listener("alice", None)["prompt"] == "p"
     vote = bind(label_tab.vote, studio, Choice.TIE)
-    assert [name for name, *_ in get_function_params(vote)] == ["annotator", "pair_id", "vote_id"]
+    assert [name for name, *_ in get_function_params(vote)] == ["annotator", "pair_id", "vote_id", "judgement"]
     shown = bind(label_tab.start_labeling, studio)("alice", None, None)
     assert isinstance(shown, tuple) and shown[2] == prompt_pane("p")  # Screen.values(): pair_id, vote_id, prompt, ...
