@@ -30,10 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}
 # must never reach an anonymous caller
 MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")
+# project settings an admin changes, each with arguments of the right shape
+ADMIN_SETTINGS_CALLS = {"/gold_settings": ("{}",), "/lift_gold_flag": ("bob", True), "/mark_gold": (1,),
+                        "/note_settings": ("optional", "off"), "/overlap_training": ("majority",)}
 ADMIN_ENDPOINTS = {"/start_loop", "/start_sft", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
-                   "/export_labels", "/save_queue_settings", "/export_audit"}
+                   "/export_labels", "/save_queue_settings", "/export_audit", *ADMIN_SETTINGS_CALLS}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats",
-                       "/leaderboard", "/judge_agreement"}
+                       "/leaderboard", "/judge_agreement", "/next_ranking", "/submit_ranking", "/undo_ranking",
+                       "/submit_demonstration", "/undo_demonstration", "/gold_accuracy", "/judgement_notes"}
 ADMIN_HANDLERS = {"on_start", "on_start_sft", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only handlers)
 
 
@@ -100,7 +104,7 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
     alice = Client(url, auth=("alice", "alice-pw"), verbose=False)
     owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
     for args, endpoint in (((json.dumps({"rounds": 1}),), "/start_loop"), (("{}",), "/start_sft"), ((1,), "/stop_job"),
-                           ((1,), "/resume_job")):
+                           ((1,), "/resume_job"), *((args, endpoint) for endpoint, args in ADMIN_SETTINGS_CALLS.items())):
         with pytest.raises(Exception, match="only an admin"):
             alice.predict(*args, api_name=endpoint)
     with pytest.raises(Exception, match="the store has no policy"):  # an admin passes the check, then meets the store's
