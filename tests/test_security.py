@@ -103,8 +103,9 @@ def test_only_admins_start_stop_or_resume_jobs(studio, store):
     app, url = studio
     alice = Client(url, auth=("alice", "alice-pw"), verbose=False)
     owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
+    settings_calls = ((args, endpoint) for endpoint, args in ADMIN_SETTINGS_CALLS.items())
     for args, endpoint in (((json.dumps({"rounds": 1}),), "/start_loop"), (("{}",), "/start_sft"), ((1,), "/stop_job"),
-                           ((1,), "/resume_job"), *((args, endpoint) for endpoint, args in ADMIN_SETTINGS_CALLS.items())):
+                           ((1,), "/resume_job"), *settings_calls):
         with pytest.raises(Exception, match="only an admin"):
             alice.predict(*args, api_name=endpoint)
     with pytest.raises(Exception, match="the store has no policy"):  # an admin passes the check, then meets the store's
