@@ -1,5 +1,6 @@
 """The Train tab in a real browser (Playwright + Debian's Chromium): GRPO chosen in the form and a tiny loop
-started, run by its worker to the end, and shown by the Curves tab with GRPO's panels."""
+started, run by its worker to the end, and shown by the Curves tab with GRPO's panels; a refused start; a finished
+loop's result card and its link to the Leaderboard tab."""
 
 import json
 
@@ -10,6 +11,7 @@ from app.charts import GRPO_PANELS
 from storage import jobs as job_rows
 from storage.metrics import read_metrics
 from storage.policies import list_policies
+from tests.helpers import fill_synthetic_run
 
 pytestmark = pytest.mark.browser
 
@@ -88,3 +90,25 @@ def test_a_refused_start_names_the_field_in_a_message_that_goes_away(demo_store,
     assert "Traceback" not in out + err
     assert [r.getMessage() for r in caplog.records if r.name == "rlhf_studio.refused"] == [
         "refused: Rounds is required", "refused: Reward LR must be above 0, got -1"]  # a line each in the terminal
+
+
+def test_a_finished_loops_result_card_links_to_the_leaderboard(store, serve_studio, browser):
+    """The page is open before the loop finishes (written as a finished loop leaves it); the card's button opens the
+    Leaderboard tab, filled with the loop's versions, and a reload keeps that tab."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(serve_studio(store).local_url)
+    page.get_by_role("tab", name="Train").click()
+    expect(page.locator("#train-status")).to_contain_text("No job yet.")
+    link = page.get_by_role("button", name="Open the Leaderboard")
+    expect(link).to_be_hidden()  # no result, no link
+
+    run = fill_synthetic_run(store, rounds=2, reward_steps=2, policy_iterations=2)
+    page.get_by_role("tab", name="Label").click()
+    page.get_by_role("tab", name="Train").click()  # opening the tab shows the newest job
+    expect(page.locator("#train-status")).to_contain_text(f"Result: job {run['job_id']} (loop) completed: made v1–v2")
+    link.click()
+    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#leaderboard-versions")).to_contain_text("v2")  # filled as if opened by hand
+    page.reload()
+    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true")

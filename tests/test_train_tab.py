@@ -371,7 +371,10 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     job_rows.heartbeat(store, job_id, phase="round 1/1: judging policy v1 against the SFT policy", progress=0.99)
     policy_id = add_policy(store, "/models/v1", parent_id=latest_policy(store).id, round=1)
     add_round(store, job_id, 1, {}, {"labels": 8}, policy_id, None)
-    assert "judging policy v1" in train_tab.newest_job(studio).status  # running: the phase
+    running = train_tab.newest_job(studio)
+    assert "judging policy v1" in running.status and running.to_leaderboard == gr.update(visible=False)
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
-    done = train_tab.newest_job(studio).status
-    assert "judging" not in done and f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done
+    done = train_tab.newest_job(studio)
+    assert "judging" not in done.status
+    assert f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done.status
+    assert done.to_leaderboard == gr.update(visible=True)  # the card's link to the Leaderboard tab
