@@ -188,7 +188,7 @@ def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer, ui.start_loop,
-                                                ui.train_reward, ui.run_policy, ui.stop, ui.resume]
+                                                ui.train_reward, ui.run_policy, ui.stop, ui.resume, ui.to_leaderboard]
     assert [c.label for c in ui.form] == [field_label(name, "ppo") for name in train_form.FORM]  # one set of labels
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt",
                                          "N: labels in round 1 (then × label_decay)",
