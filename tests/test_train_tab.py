@@ -342,7 +342,8 @@ def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):
     assert "\\!\\[seen\\](http://tracker.example/t.png) &lt;img src=http://tracker.example/u.png&gt;" in status
 
 
-def test_reward_functions_from_the_form_and_module_functions_refused_from_the_browser_and_the_api(studio, store):
+def test_reward_functions_from_the_form_and_module_functions_refused_from_the_browser_and_the_api(studio, store,
+                                                                                                    caplog):
     from app.reward_form import BUILTIN_NAMES, reward_settings_json
 
     weights = [1.0 if name == "math_answer" else 0.5 if name == "length" else 0.0 for name in BUILTIN_NAMES]
@@ -352,8 +353,8 @@ def test_reward_functions_from_the_form_and_module_functions_refused_from_the_br
     custom = {"reward": "functions", "reward_functions": [{"name": "os:system", "weight": 1.0}]}
     with pytest.raises(gr.Error, match="'os:system' names code to run, which only the command line may do"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, **custom}), OWNER)
-    with pytest.raises(gr.Error, match="'os:system' names code to run"):
-        train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps(custom), *train_form.fill_preset("demo"))
+    train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps(custom), *train_form.fill_preset("demo"))
+    assert any("'os:system' names code to run" in r.getMessage() for r in caplog.records)  # the Train tab refuses
     assert job_rows.list_jobs(store) == []
     functions = reward_settings_json("{}", "functions", 1.0, 200, "", *weights)
     train_tab.api_start_loop(studio, json.dumps({**SMALL, **json.loads(functions)}), OWNER)
