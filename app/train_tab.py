@@ -255,8 +255,9 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Stop", variant="stop", interactive=False),
                    gr.Button("Resume", interactive=False)]  # until a job is shown: `JobView` sets them
-    limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
+    limits, status = gr.Markdown(), gr.Markdown(elem_id="train-status")
     to_leaderboard = gr.Button("Open the Leaderboard →", size="sm", visible=False, elem_id="train-to-leaderboard")
+    progress = gr.HTML()  # the link right under the result card, above the bar
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
