@@ -33,6 +33,7 @@ from trainers.loop.job_summary import job_summary
 from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
+from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
 from . import reward_form
@@ -297,7 +298,8 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     result = None if job.status.active else job_summary(studio.store, job)
     if state["phase"] and result is None:
         line += f" — {markdown_literal(state['phase'])}"
-    line += f" — {time_line(state['elapsed_s'], state['progress'], job.status.active)}"
+    paced = job.status.active and waiting_for_people(job) is None  # people's pace is not the job's: no estimate
+    line += f" — {time_line(state['elapsed_s'], state['progress'], paced)}"
     line += f"\n\nTrains on {markdown_literal(state['runs_on'])}."
     if result is not None:  # the result card in place of the phase, which ended
         line += f"\n\n**Result:** {markdown_literal(result)}. The **Leaderboard** tab ranks every version:"

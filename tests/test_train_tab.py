@@ -369,6 +369,8 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     assert train_tab.time_line(3, None, active=True) == "3 s elapsed"
     job_id = job_rows.create_job(store, "loop", {})
     job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase="round 1/1: waiting for labels (0/150)", progress=0.5)
+    assert "50% · " in train_tab.newest_job(studio).status and " left" not in train_tab.newest_job(studio).status
     job_rows.heartbeat(store, job_id, phase="round 1/1: judging policy v1 against the SFT policy", progress=0.99)
     policy_id = add_policy(store, "/models/v1", parent_id=latest_policy(store).id, round=1)
     add_round(store, job_id, 1, {}, {"labels": 8}, policy_id, None)
