@@ -99,16 +99,17 @@ def test_a_finished_loops_result_card_links_to_the_leaderboard(store, serve_stud
     page.set_default_timeout(30_000)
     page.goto(serve_studio(store).local_url)
     page.get_by_role("tab", name="Train").click()
-    expect(page.locator("#train-status")).to_contain_text("No job yet.")
+    expect(page.locator("#train-status")).to_contain_text("No job yet.", timeout=60_000)  # a busy machine is slow
     link = page.get_by_role("button", name="Open the Leaderboard")
     expect(link).to_be_hidden()  # no result, no link
 
     run = fill_synthetic_run(store, rounds=2, reward_steps=2, policy_iterations=2)
     page.get_by_role("tab", name="Label").click()
     page.get_by_role("tab", name="Train").click()  # opening the tab shows the newest job
-    expect(page.locator("#train-status")).to_contain_text(f"Result: job {run['job_id']} (loop) completed: made v1–v2")
+    expect(page.locator("#train-status")).to_contain_text(f"Result: job {run['job_id']} (loop) completed: made v1–v2",
+                                                          timeout=60_000)
     link.click()
-    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true")
-    expect(page.locator("#leaderboard-versions")).to_contain_text("v2")  # filled as if opened by hand
+    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true", timeout=60_000)
+    expect(page.locator("#leaderboard-versions")).to_contain_text("v2", timeout=60_000)  # filled as if opened by hand
     page.reload()
-    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true", timeout=60_000)
