@@ -104,6 +104,14 @@ def bind(handler: Callable, *leading) -> Callable:
 
 
 @dataclass(frozen=True)
+class TabLink:
+    """A button on a tab that opens another tab (by its TITLE), which then fills as if opened by hand (app.ui)."""
+
+    button: gr.Button
+    tab: str
+
+
+@dataclass(frozen=True)
 class Refresh:
     """A listener a tab runs when the page loads and, with `on_open`, each time the tab is opened again."""
 

@@ -134,9 +134,10 @@ class LeaderboardLayout:
 
 def layout() -> LeaderboardLayout:
     with gr.Column(elem_id="leaderboard-tab"):
-        gr.Markdown("Do people prefer the new policy? Blind **win-rate pairs** (a version's answer to a held-out "
+        gr.Markdown("Is the new policy preferred? Blind **win-rate pairs** (a version's answer to a held-out "
                     "prompt against the SFT policy's) are spread through the label queue; their labels never train "
-                    "the reward model. Reward curves say what the reward model thinks; this is what people think.")
+                    "the reward model. Reward curves say what the reward model thinks; this is what the judges "
+                    "(people, the oracle annotator or a judge model: the note under the win rates names them) think.")
         refresh = gr.Button("↻ Refresh", size="sm")
         gr.Markdown("### Win rate against the SFT policy")
         versions = gr.HTML(css_template=CSS, elem_id="leaderboard-versions")

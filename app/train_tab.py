@@ -33,10 +33,11 @@ from trainers.loop.job_summary import job_summary
 from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
+from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
 from . import reward_form
-from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
+from .context import Refresh, Studio, TabLink, View, bind, markdown_literal, user_errors
 from .judging import check_studio_judge
 from .refusals import refusing
 from .train_checks import checked_form, field_label, in_form_words
@@ -206,6 +207,7 @@ class TrainLayout:
     timer: gr.Timer  # on while the shown job is active
     chosen: gr.Markdown  # which preset the project's model gets, and why
     schedule: gr.Markdown  # the labels each round collects with the form's counts
+    to_leaderboard: gr.Button  # under a finished job's result card: opens the Leaderboard tab (app.ui wires it)
 
     @property
     def form(self) -> list:
@@ -258,12 +260,14 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Run SFT on the demonstrations"),
                    gr.Button("Stop", variant="stop", interactive=False),
                    gr.Button("Resume", interactive=False)]  # until a job is shown: `JobView` sets them
-    limits, status, progress = gr.Markdown(), gr.Markdown(elem_id="train-status"), gr.HTML()
+    limits, status = gr.Markdown(), gr.Markdown(elem_id="train-status")
+    to_leaderboard = gr.Button("Open the Leaderboard →", size="sm", visible=False, elem_id="train-to-leaderboard")
+    progress = gr.HTML()  # the link right under the result card, above the bar
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
                        sft_first, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False),
-                       chosen, schedule)
+                       chosen, schedule, to_leaderboard)
 
 
 @dataclass(frozen=True)
@@ -281,6 +285,7 @@ class JobView(View):
     run_sft: dict
     stop: dict
     resume: dict
+    to_leaderboard: dict  # shown with a result card
 
 
 def job_buttons(job: Job | None) -> tuple[dict, ...]:
@@ -293,21 +298,23 @@ def job_buttons(job: Job | None) -> tuple[dict, ...]:
 def job_view(studio: Studio, job: Job | None) -> JobView:
     state = job_status_dict(studio, job)
     if job is None:
-        return JobView("No job yet.", "", "", gr.Timer(active=False), *job_buttons(None))
+        return JobView("No job yet.", "", "", gr.Timer(active=False), *job_buttons(None), gr.update(visible=False))
     line = f"**Job {job.id}** ({job_kind_label(job)}) — **{state['status']}**"
     result = None if job.status.active else job_summary(studio.store, job)
     if state["phase"] and result is None:
         line += f" — {markdown_literal(state['phase'])}"
-    line += f" — {time_line(state['elapsed_s'], state['progress'], job.status.active)}"
+    paced = job.status.active and waiting_for_people(job) is None  # people's pace is not the job's: no estimate
+    line += f" — {time_line(state['elapsed_s'], state['progress'], paced)}"
     line += f"\n\nTrains on {markdown_literal(state['runs_on'])}."
     if result is not None:  # the result card in place of the phase, which ended
-        line += f"\n\n**Result:** {markdown_literal(result)}. The **Leaderboard** tab ranks every version."
+        line += f"\n\n**Result:** {markdown_literal(result)}. The **Leaderboard** tab ranks every version:"
     if state["error"]:
         line += f"\n\n❌ {markdown_literal(state['error'])}"
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
-    return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active), *job_buttons(job))
+    return JobView(line, bar, "\n".join(state["logs"]), gr.Timer(active=job.status.active), *job_buttons(job),
+                   gr.update(visible=result is not None))
 
 
 def duration(seconds: float) -> str:
@@ -373,7 +380,7 @@ def on_resume(studio: Studio, request: gr.Request) -> JobView:
 
 # ---- wiring -------------------------------------------------------------------------------------------------------
 
-def build(studio: Studio) -> list[Refresh]:
+def build(studio: Studio) -> list[Refresh | TabLink]:
     from . import sft_action  # it builds on this module's handlers
 
     gr.api(bind(api_start_loop, studio), api_name="start_loop")
@@ -400,4 +407,5 @@ def build(studio: Studio) -> list[Refresh]:
     ui.timer.tick(bind(newest_job, studio), None, shown, **private)
     return [Refresh(bind(newest_job, studio), [], shown),
             Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
-            Refresh(bind(show_limits, studio), [ui.preset, ui.advanced], [ui.limits])]
+            Refresh(bind(show_limits, studio), [ui.preset, ui.advanced], [ui.limits]),
+            TabLink(ui.to_leaderboard, "Leaderboard")]

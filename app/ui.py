@@ -1,7 +1,8 @@
 """The studio's one `gr.Blocks`: a tab per module, each built by that module's `build(studio)`.
 
 A tab's `build` returns the `Refresh` listeners that fill it when the page loads and, unless told otherwise, each
-time the tab is opened (so a tab never shows a stale list of jobs, samples or labels).
+time the tab is opened (so a tab never shows a stale list of jobs, samples or labels), and any `TabLink` buttons that
+open another tab (which then fills as if opened by hand, and is the tab a reload keeps).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from storage import Store
 
 from . import curves_tab, data_tab, label_tab, leaderboard_tab, samples_tab, train_tab
 from .auth import AuthFile, Users
-from .context import Studio
+from .context import Refresh, Studio, TabLink
 from .limits import MAX_UPLOAD_MB
 
 # modules with TITLE and build(studio), in display order
@@ -31,13 +32,22 @@ def build_app(store: Store, users: AuthFile | Users | None = None,
     with gr.Blocks(title="RLHF Studio") as blocks:
         gr.Markdown("# RLHF Studio")
         opened = gr.BrowserState(None, **OPENED_TAB)
+        on_open: dict[str, list[Refresh]] = {}
+        links: list[TabLink] = []
         with gr.Tabs() as tabs:
             for module in TABS:
                 with gr.Tab(module.TITLE, id=module.TITLE) as tab:
-                    refreshes = module.build(studio)
+                    built = module.build(studio)
+                links += [item for item in built if isinstance(item, TabLink)]
+                refreshes = [item for item in built if isinstance(item, Refresh)]
+                on_open[module.TITLE] = [refresh for refresh in refreshes if refresh.on_open]
                 for refresh in refreshes:
                     triggers = [blocks.load, tab.select] if refresh.on_open else [blocks.load]
                     gr.on(triggers, refresh.fn, refresh.inputs, refresh.outputs, api_visibility="private")
+        for link in links:
+            opening = link.button.click(open_tab(link.tab), None, [tabs, opened], api_visibility="private", queue=False)
+            for refresh in on_open[link.tab]:
+                opening.then(refresh.fn, refresh.inputs, refresh.outputs, api_visibility="private")
         tabs.select(remember_tab, None, opened, api_visibility="private", queue=False)
         blocks.load(reopen_tab, opened, tabs, api_visibility="private", queue=False)
     return blocks
@@ -46,6 +56,15 @@ def build_app(store: Store, users: AuthFile | Users | None = None,
 def remember_tab(event: gr.SelectData) -> str:
     """The tab just opened, for the browser to remember."""
     return event.value
+
+
+def open_tab(title: str):
+    """A link's listener: select the tab `title` and remember it, as a click on the tab would."""
+
+    def opening() -> tuple[gr.Tabs, str]:
+        return gr.Tabs(selected=title), title
+
+    return opening
 
 
 def reopen_tab(opened: str | None) -> gr.Tabs | dict:

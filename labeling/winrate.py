@@ -52,6 +52,11 @@ def version_names(policies: Sequence[Policy]) -> dict[int, str]:
     return {p.id: f"v{k}" for k, p in enumerate(sorted(policies, key=lambda p: p.id))}
 
 
+def registered_version(policies: Sequence[Policy], policy_id: int) -> str:
+    """How a command names the policy it registered: `v3 (policy id 4)` (the id is what `--policy` takes)."""
+    return f"{version_names(policies)[policy_id]} (policy id {policy_id})"
+
+
 def make_winrate_pairs(version: Sequence[Generation], opponent: Sequence[Generation], n: int, seed: int,
                        round: int) -> list[NewPair]:
     """Up to `n` pairs of a `version` sample and an `opponent` sample of the same held-out prompt. The version's

@@ -1,6 +1,7 @@
 """The Train tab in a real browser (Playwright + Debian's Chromium): GRPO chosen in the form and a tiny loop
-started, run by its worker to the end, and shown by the Curves tab with GRPO's panels; Run SFT and SFT first refused
-on a store without demonstrations."""
+started, run by its worker to the end, and shown by the Curves tab with GRPO's panels; a refused start; Run SFT and
+SFT first refused on a store without demonstrations; a finished loop's result card and its link to the Leaderboard
+tab."""
 
 import json
 
@@ -11,6 +12,7 @@ from app.charts import GRPO_PANELS
 from storage import jobs as job_rows
 from storage.metrics import read_metrics
 from storage.policies import list_policies
+from tests.helpers import fill_synthetic_run
 
 pytestmark = pytest.mark.browser
 
@@ -104,3 +106,26 @@ def test_run_sft_and_sft_first_without_demonstrations_are_refused_in_one_line(de
     expect(page.get_by_text("sft_first needs demonstrations, and the store has none")).to_be_visible()
     expect(page.locator("#train-status")).to_have_text("No job yet.")
     assert job_rows.list_jobs(demo_store) == []
+
+
+def test_a_finished_loops_result_card_links_to_the_leaderboard(store, serve_studio, browser):
+    """The page is open before the loop finishes (written as a finished loop leaves it); the card's button opens the
+    Leaderboard tab, filled with the loop's versions, and a reload keeps that tab."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(serve_studio(store).local_url)
+    page.get_by_role("tab", name="Train").click()
+    expect(page.locator("#train-status")).to_contain_text("No job yet.", timeout=60_000)  # a busy machine is slow
+    link = page.get_by_role("button", name="Open the Leaderboard")
+    expect(link).to_be_hidden()  # no result, no link
+
+    run = fill_synthetic_run(store, rounds=2, reward_steps=2, policy_iterations=2)
+    page.get_by_role("tab", name="Label").click()
+    page.get_by_role("tab", name="Train").click()  # opening the tab shows the newest job
+    expect(page.locator("#train-status")).to_contain_text(f"Result: job {run['job_id']} (loop) completed: made v1–v2",
+                                                          timeout=60_000)
+    link.click()
+    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true", timeout=60_000)
+    expect(page.locator("#leaderboard-versions")).to_contain_text("v2", timeout=60_000)  # filled as if opened by hand
+    page.reload()
+    expect(page.get_by_role("tab", name="Leaderboard")).to_have_attribute("aria-selected", "true", timeout=60_000)

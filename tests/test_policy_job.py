@@ -28,7 +28,7 @@ def test_cli_trains_and_registers_a_new_policy_version(seeded_store, capsys):
     assert (second.parent_id, second.round) == (first.id, 1)
     assert {r["step"] for r in read_metrics(seeded_store, job.id, names=["ppo/score"])} == {1, 2}
     assert not (seeded_store.data_dir / "ppo" / f"job-{job.id}").exists()  # the resumable state is dropped
-    assert f"registered policy version {second.id}" in capsys.readouterr().out
+    assert f"registered policy v1 (policy id {second.id})" in capsys.readouterr().out
 
 
 def test_cli_policy_option_trains_that_version(seeded_store):

@@ -11,6 +11,8 @@ def test_a_round_reads_as_one_line_with_its_numbers_rounded():
     assert round_line(2, 3, "v2", SUMMARY, oracle_before=0.5312, judged=V1) == (
         "round 2/3 done: v2 · 30 labels · reward val. accuracy 91% · RM score +0.42 · KL 1.20 · oracle score "
         "0.53 → 0.81 · v1 vs SFT 62% [43%, 79%] (24 judgements)")
+    assert round_line(2, 3, "v2", SUMMARY, judged=V1, judged_by="the oracle annotator").endswith(
+        "oracle score 0.81 · v1 vs SFT 62% [43%, 79%] (24 judgements by the oracle annotator)")  # who judged
 
 
 def test_what_a_round_did_not_measure_is_left_out():

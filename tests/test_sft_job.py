@@ -41,13 +41,13 @@ def test_sft_registers_a_merged_new_root_that_loads_as_a_causal_lm(demo_store, c
     assert job.kind == "sft" and job.status is JobStatus.COMPLETED
     base, sft = list_policies(store)
     assert sft.parent_id is None and root_policy(store, sft).id == sft.id and trained_from(store, sft.id) == base.id
-    assert sft.note == f"SFT of v{base.id}, 4 steps on 6 demonstrations (a new root)"
+    assert sft.note == "SFT of v0, 4 steps on 6 demonstrations (a new root)"
     model = AutoModelForCausalLM.from_pretrained(sft.path)
     assert not torch.equal(model.transformer.wte.weight, load_policy(base.path).transformer.wte.weight)
     assert not (Path(sft.path) / "adapter").exists()
     names = {r["name"] for r in read_metrics(store, job.id)}
     assert {"sft/loss", "sft/token_accuracy", "sft/heldout_loss"} <= names
-    assert "demonstrations: 8 of 8 train SFT; registered policy version 2" in out.out
+    assert "demonstrations: 8 of 8 train SFT; registered policy v1 (policy id 2)" in out.out
     assert not state_dir(store, job.id).exists()
 
 

@@ -41,7 +41,7 @@ def test_sft_first_makes_the_sft_version_the_root_the_rounds_train_against(demo_
     add_demonstrations(store, 16)
     job_id = run_loop(store, {**DPO_TINY, "sft_first": True})
     base, sft, first, second = list_policies(store)
-    assert sft.parent_id is None and trained_from(store, sft.id) == base.id and sft.note.startswith("SFT of v1")
+    assert sft.parent_id is None and trained_from(store, sft.id) == base.id and sft.note.startswith("SFT of v0")
     assert (first.parent_id, second.parent_id) == (sft.id, first.id)
     assert root_policy(store, second).id == sft.id  # the reference of DPO and of the KL from here on
     assert {p.opponent_id for p in list_winrate_pairs(store)} == {sft.id}
@@ -55,7 +55,7 @@ def test_sft_each_round_trains_on_the_demonstrations_stored_since_the_last_step(
     job_id = run_loop(store, {**DPO_TINY, "sft_each_round": True}, before_run=lambda: add_demonstrations(store, 8))
     base, sft, first, second = list_policies(store)
     assert sft.parent_id == base.id and root_policy(store, sft).id == base.id  # the root stays the reference
-    assert sft.note == "SFT of v1, 1 steps on 8 demonstrations"  # one epoch of one batch of 8
+    assert sft.note == "SFT of v0, 1 steps on 8 demonstrations"  # one epoch of one batch of 8
     assert (first.parent_id, second.parent_id) == (sft.id, first.id)
     assert [r["step"] for r in read_metrics(store, job_id, names=[SFT_POLICY])] == [1]  # round 2 had none
 

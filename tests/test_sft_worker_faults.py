@@ -33,7 +33,7 @@ def test_an_sft_worker_killed_mid_run_resumes_from_its_last_complete_checkpoint(
     job = job_rows.get_job(store, job_id)
     assert job.status is JobStatus.COMPLETED, job.error
     base, sft = list_policies(store)
-    assert sft.parent_id is None and sft.note.startswith("SFT of v1, 24 steps on 8 demonstrations")
+    assert sft.parent_id is None and sft.note.startswith("SFT of v0, 24 steps on 8 demonstrations")
     logged = store.db().execute("SELECT step, created FROM metrics WHERE job_id = ? AND name = 'sft/loss'"
                                 " ORDER BY step", [job_id]).fetchall()
     assert [step for step, _ in logged] == list(range(1, 25))  # each step once, none missing

@@ -188,7 +188,8 @@ def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
     assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer, ui.start_loop,
-                                                ui.train_reward, ui.run_policy, ui.run_sft, ui.stop, ui.resume]
+                                                ui.train_reward, ui.run_policy, ui.run_sft, ui.stop, ui.resume,
+                                                ui.to_leaderboard]
     assert [c.label for c in ui.form] == [field_label(name, "ppo") for name in train_form.FORM]  # one set of labels
     assert [c.label for c in ui.form] == ["Rounds", "K: samples per prompt",
                                          "N: labels in round 1 (then × label_decay)",
@@ -343,7 +344,8 @@ def test_a_jobs_error_shows_as_text_never_as_an_image_or_html(studio, store):
     assert "\\!\\[seen\\](http://tracker.example/t.png) &lt;img src=http://tracker.example/u.png&gt;" in status
 
 
-def test_reward_functions_from_the_form_and_module_functions_refused_from_the_browser_and_the_api(studio, store):
+def test_reward_functions_from_the_form_and_module_functions_refused_from_the_browser_and_the_api(studio, store,
+                                                                                                    caplog):
     from app.reward_form import BUILTIN_NAMES, reward_settings_json
 
     weights = [1.0 if name == "math_answer" else 0.5 if name == "length" else 0.0 for name in BUILTIN_NAMES]
@@ -353,8 +355,8 @@ def test_reward_functions_from_the_form_and_module_functions_refused_from_the_br
     custom = {"reward": "functions", "reward_functions": [{"name": "os:system", "weight": 1.0}]}
     with pytest.raises(gr.Error, match="'os:system' names code to run, which only the command line may do"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, **custom}), OWNER)
-    with pytest.raises(gr.Error, match="'os:system' names code to run"):
-        train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps(custom), *train_form.fill_preset("demo"))
+    train_tab.on_start(studio, "loop", OWNER, "demo", json.dumps(custom), *train_form.fill_preset("demo"))
+    assert any("'os:system' names code to run" in r.getMessage() for r in caplog.records)  # the Train tab refuses
     assert job_rows.list_jobs(store) == []
     functions = reward_settings_json("{}", "functions", 1.0, 200, "", *weights)
     train_tab.api_start_loop(studio, json.dumps({**SMALL, **json.loads(functions)}), OWNER)
@@ -369,10 +371,15 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     assert train_tab.time_line(3, None, active=True) == "3 s elapsed"
     job_id = job_rows.create_job(store, "loop", {})
     job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase="round 1/1: waiting for labels (0/150)", progress=0.5)
+    assert "50% · " in train_tab.newest_job(studio).status and " left" not in train_tab.newest_job(studio).status
     job_rows.heartbeat(store, job_id, phase="round 1/1: judging policy v1 against the SFT policy", progress=0.99)
     policy_id = add_policy(store, "/models/v1", parent_id=latest_policy(store).id, round=1)
     add_round(store, job_id, 1, {}, {"labels": 8}, policy_id, None)
-    assert "judging policy v1" in train_tab.newest_job(studio).status  # running: the phase
+    running = train_tab.newest_job(studio)
+    assert "judging policy v1" in running.status and running.to_leaderboard == gr.update(visible=False)
     job_rows.finish_job(store, job_id, JobStatus.COMPLETED)
-    done = train_tab.newest_job(studio).status
-    assert "judging" not in done and f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done
+    done = train_tab.newest_job(studio)
+    assert "judging" not in done.status
+    assert f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done.status
+    assert done.to_leaderboard == gr.update(visible=True)  # the card's link to the Leaderboard tab

@@ -114,10 +114,11 @@ def run(args: argparse.Namespace, store: Store) -> int:
         return run_here(args, store, run)
     job = launch_and_follow(store, JobKind.DPO, asdict(run), args.accelerate_config, resume=args.resume)
     if job.status is JobStatus.COMPLETED:
-        from storage.policies import latest_policy
+        from labeling.winrate import registered_version
+        from storage.policies import latest_policy, list_policies
 
-        print(f"dpo job {job.id}: completed on {len(plan.examples)} labels; registered policy version "
-              f"{latest_policy(store).id}")
+        print(f"dpo job {job.id}: completed on {len(plan.examples)} labels; registered policy "
+              f"{registered_version(list_policies(store), latest_policy(store).id)}")
         return 0
     return report_unfinished("dpo", job)
 
@@ -138,8 +139,12 @@ def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
     bar.bar.close()
     if status is JobStatus.COMPLETED:
         done = outcome[0]
+        from labeling.winrate import registered_version
+        from storage.policies import list_policies
+
         left_out = left_out_line(done.left_out)
         print(f"dpo job {job_id}: completed, {done.steps} steps on {done.labels} labels"
-              f"{'; ' + left_out if left_out else ''}; registered policy version {done.policy_id}")
+              f"{'; ' + left_out if left_out else ''}; registered policy "
+              f"{registered_version(list_policies(store), done.policy_id)}")
         return 0
     return report_unfinished("dpo", job_rows.get_job(store, job_id))

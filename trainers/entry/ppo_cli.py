@@ -112,9 +112,11 @@ def run(args: argparse.Namespace, store: Store) -> int:
     job = launch_and_follow(store, JobKind.POLICY, asdict(run), args.accelerate_config, resume=args.resume)
     name = run.config.algorithm
     if job.status is JobStatus.COMPLETED:
-        from storage.policies import latest_policy
+        from labeling.winrate import registered_version
+        from storage.policies import latest_policy, list_policies
 
-        print(f"{name} job {job.id}: completed; registered policy version {latest_policy(store).id}")
+        print(f"{name} job {job.id}: completed; registered policy "
+              f"{registered_version(list_policies(store), latest_policy(store).id)}")
         return 0
     return report_unfinished(name, job)
 
@@ -141,7 +143,11 @@ def run_here(args: argparse.Namespace, store: Store, run: PolicyRun) -> int:
         train_policy(s, run, j.id, listener=bar, trainer=trainer)))
     bar.bar.close()
     if status is JobStatus.COMPLETED:
-        print(f"{name} job {job_id}: completed; registered policy version {outcome[0].policy_id}")
+        from labeling.winrate import registered_version
+        from storage.policies import list_policies
+
+        print(f"{name} job {job_id}: completed; registered policy "
+              f"{registered_version(list_policies(store), outcome[0].policy_id)}")
         return 0
     return report_unfinished(name, job_rows.get_job(store, job_id))
 

@@ -114,6 +114,9 @@ def run(args: argparse.Namespace, store: Store) -> int:
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_sft(s, run, j.id, listener=bar)))
     bar.bar.close()
     if status is JobStatus.COMPLETED:
-        print(outcome_line(job_id, outcome[0]))
+        from labeling.winrate import registered_version
+        from storage.policies import list_policies
+
+        print(outcome_line(job_id, outcome[0], registered_version(list_policies(store), outcome[0].policy_id)))
         return 0
     return report_unfinished("sft", job_rows.get_job(store, job_id))

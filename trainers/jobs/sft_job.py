@@ -18,9 +18,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labeling.winrate import version_names
 from storage import Store
 from storage.errors import InvalidInput
-from storage.policies import set_trained_from
+from storage.policies import list_policies, set_trained_from
 from storage.types import Job, Policy
 
 from ..models.loading import load_chat_format, load_policy, load_tokenizer
@@ -77,9 +78,10 @@ def run_sft(store: Store, run: SFTRun, job_id: int | None = None, state_name: st
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
+    start_name = version_names(list_policies(store))[start.id]
     policy_id = register_policy(store, staged, parent_id=None if run.as_root else start.id,
                                 round=run.round if run.round is not None else start.round,
-                                note=f"SFT of v{start.id}, {result.steps} steps on {result.trained} demonstrations"
+                                note=f"SFT of {start_name}, {result.steps} steps on {result.trained} demonstrations"
                                      f"{' (a new root)' if run.as_root else ''}")
     set_trained_from(store, policy_id, start.id)
     if folder is not None:
@@ -108,8 +110,8 @@ def run_job(store: Store, job: Job) -> None:
     run_sft(store, SFTRun.from_dict(job.config), job.id)
 
 
-def outcome_line(job_id: int, outcome: SFTOutcome) -> str:
-    """What the command prints when the job completes."""
-    return (f"sft job {job_id}: completed, {outcome.steps} steps; {outcome.use}; registered policy version "
-            f"{outcome.policy_id}")
+def outcome_line(job_id: int, outcome: SFTOutcome, version: str) -> str:
+    """What the command prints when the job completes (`version`: the registered policy, as
+    `labeling.winrate.registered_version` names it)."""
+    return f"sft job {job_id}: completed, {outcome.steps} steps; {outcome.use}; registered policy {version}"
 

@@ -1,10 +1,10 @@
 """A round's summary as one line a person reads (the terminal of a headless `loop`, the job's log):
 
     round 2/3 done: v2 · 30 labels · reward val. accuracy 91% · RM score +0.42 · KL 1.20 · oracle score 0.53 → 0.81
-    · v1 vs SFT 62% [43%, 79%] (24 judgements)
+    · v1 vs SFT 62% [43%, 79%] (24 judgements by the oracle annotator)
 
 The numbers are the round's stored summary (`storage.rounds`); the oracle's score before the round and the newest
-judged version's win rate come from the caller."""
+judged version's win rate and who judged it come from the caller."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ def signed(value: float) -> str:
 
 
 def round_line(number: int, rounds: int, version: str, summary: dict, oracle_before: float | None = None,
-               judged: VersionFigures | None = None) -> str:
-    """Round `number` of `rounds` (the loop's count) that made policy `version`, in one line."""
+               judged: VersionFigures | None = None, judged_by: str | None = None) -> str:
+    """Round `number` of `rounds` (the loop's count) that made policy `version`, in one line (`judged_by`: who gave
+    the `judged` version's judgements, as `job_summary.who_judged` says it)."""
     parts = [version, f"{summary['labels']} labels"]
     if summary.get("reward_val_accuracy") is not None:
         parts.append(f"reward val. accuracy {summary['reward_val_accuracy']:.0%}")
@@ -32,5 +33,5 @@ def round_line(number: int, rounds: int, version: str, summary: dict, oracle_bef
         parts.append(f"audit agreement {summary['audit_agreement']:.0%}")
     if judged is not None and judged.judgements:
         parts.append(f"{judged.name} vs SFT {judged.rate:.0%} [{judged.low:.0%}, {judged.high:.0%}] "
-                     f"({judged.judgements} judgements)")
+                     f"({judged.judgements} judgements{' by ' + judged_by if judged_by else ''})")
     return f"round {number}/{rounds} done: " + " · ".join(parts)

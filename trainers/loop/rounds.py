@@ -34,6 +34,7 @@ from storage.prompts import excluded_prompt_ids
 from storage.reward_models import list_reward_models
 from storage.rounds import add_round, list_rounds, max_policy_round_before
 from storage.types import Generation, Job, Policy
+from storage.winrate import winrate_judgements
 
 from ..policy.config import Algorithm, PolicyRun
 from ..policy.dpo_config import DPORun
@@ -62,6 +63,7 @@ from .failure_warnings import (
     winrate_warnings,
 )
 from .function_evaluation import log_function_scores
+from .job_summary import who_judged
 from .judging import collect_judge_labels, round_labels
 from .prompt_use import check_against_store
 from .ranking_round import queue_round_rankings, round_judgements, round_queued
@@ -326,8 +328,9 @@ class Loop:
         log_metrics(self.store, self.job.id, g, {f"round/{k}": v for k, v in summary.items() if v is not None})
         version = version_names(list_policies(self.store))[new_policy.id]
         judged = [v for v in winrate_report(self.store, rounds=0).versions if v.judgements]  # the newest: last
+        judges = [j.annotator for j in winrate_judgements(self.store) if judged and j.policy_id == judged[-1].policy_id]
         line = round_line(index + 1, self.config.rounds, version, summary, before[0] if before else None,
-                          judged[-1] if judged else None)
+                          judged[-1] if judged else None, who_judged(judges) if judges else None)
         self.log(line)
         job_rows.add_log(self.store, self.job.id, line)
 

@@ -14,11 +14,12 @@ the first round) and where its `sft/` steps start, so a stopped or killed loop r
 
 from __future__ import annotations
 
+from labeling.winrate import registered_version
 from storage import Store
 from storage.demonstrations import count_demonstrations
 from storage.errors import InvalidInput
 from storage.metrics import last_step, log_metrics, read_metrics
-from storage.policies import get_policy
+from storage.policies import get_policy, list_policies
 
 from ..policy.sft_config import SFTConfig, SFTRun
 from ..reporting import Reporter
@@ -67,7 +68,8 @@ def _run_step(loop, index: int, step: int, run: SFTRun, name: str) -> int:
     outcome = run_sft(store, run, job_id=job_id, state_name=name, step_offset=int(offset), phase=None,
                       listener=_Progress(loop, index, 0.5 if name != "first" else 0.0))
     log_metrics(store, job_id, step, {SFT_POLICY: outcome.policy_id})
-    loop.log(f"SFT: {outcome.steps} steps; {outcome.use}; policy version {outcome.policy_id}")
+    version = registered_version(list_policies(store), outcome.policy_id)
+    loop.log(f"SFT: {outcome.steps} steps; {outcome.use}; policy {version}")
     return outcome.policy_id
 
 
