@@ -29,9 +29,9 @@ from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.dpo_config import DPOConfig, DPORun
-from ..reporting import Reporter
 from .options import add_options, given_options
 from .ppo_cli import report_unfinished
+from .terminal_progress import StepBar
 
 RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
 RUN_ALIASES = {"policy_id": ["--policy"]}
@@ -63,25 +63,6 @@ def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) ->
     given = given_options(args, DPOConfig)
     return DPORun(**given_options(args, DPORun, skip=RUN_SKIPPED), settings={**command_defaults(given, preset),
                                                                                **given})
-
-
-class ProgressBar(Reporter):
-    """A terminal bar over the optimiser steps, with the last loss and implicit-reward accuracy."""
-
-    def __init__(self, job_id: int):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=0, desc=f"dpo job {job_id}", unit="step", file=sys.stderr)
-        self.shown: dict[str, str] = {}
-
-    def progress(self, done: int, total: int) -> None:
-        self.bar.total = total
-        self.bar.update(done - self.bar.n)
-
-    def on_step(self, step: int, metrics) -> None:
-        names = {"loss": "dpo/loss", "accuracy": "dpo/accuracy", "kl": "dpo/kl"}
-        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in names.items() if n in metrics})
-        self.bar.set_postfix(self.shown, refresh=False)
 
 
 def checked_run(args: argparse.Namespace, store: Store) -> tuple[DPORun, str]:
@@ -132,7 +113,7 @@ def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
     else:
         job = open_job_here(store, JobKind.DPO, asdict(run))
     job_id = job.id
-    bar = ProgressBar(job_id)
+    bar = StepBar(f"dpo job {job_id}", {"loss": "dpo/loss", "accuracy": "dpo/accuracy", "kl": "dpo/kl"})
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_dpo(s, run, j.id, listener=bar)))
     bar.bar.close()

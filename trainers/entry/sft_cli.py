@@ -28,9 +28,9 @@ from ..jobs.launcher import requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.sft_config import SFTConfig, SFTRun
-from ..reporting import Reporter
 from .options import add_options, given_options
 from .ppo_cli import report_unfinished
+from .terminal_progress import StepBar
 
 RUN_SKIPPED = ("round", "settings")
 RUN_ALIASES = {"policy_id": ["--policy"]}
@@ -57,25 +57,6 @@ def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) ->
     given = given_options(args, SFTConfig)
     defaults = {k: v for k, v in preset_settings(preset or LoopConfig()).items() if k not in given}
     return SFTRun(**given_options(args, SFTRun, skip=RUN_SKIPPED), settings={**defaults, **given})
-
-
-class ProgressBar(Reporter):
-    """A terminal bar over the optimiser steps, with the last loss, token accuracy and held-out loss."""
-
-    def __init__(self, job_id: int):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=0, desc=f"sft job {job_id}", unit="step", file=sys.stderr)
-        self.shown: dict[str, str] = {}
-
-    def progress(self, done: int, total: int) -> None:
-        self.bar.total = total
-        self.bar.update(done - self.bar.n)
-
-    def on_step(self, step: int, metrics) -> None:
-        names = {"loss": "sft/loss", "accuracy": "sft/token_accuracy", "heldout": "sft/heldout_loss"}
-        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in names.items() if n in metrics})
-        self.bar.set_postfix(self.shown, refresh=False)
 
 
 def checked_run(args: argparse.Namespace, store: Store) -> tuple[SFTRun, str]:
@@ -109,7 +90,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
     else:
         job_id = job_rows.create_job(store, JobKind.SFT.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())
-    bar = ProgressBar(job_id)
+    bar = StepBar(f"sft job {job_id}",
+                  {"loss": "sft/loss", "accuracy": "sft/token_accuracy", "heldout": "sft/heldout_loss"})
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_sft(s, run, j.id, listener=bar)))
     bar.bar.close()
