@@ -21,7 +21,6 @@ from dataclasses import asdict
 
 from storage import Store
 from storage import jobs as job_rows
-from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.launcher import requeue
@@ -29,7 +28,7 @@ from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.sft_config import SFTConfig, SFTRun
 from .options import add_options, given_options
-from .ppo_cli import report_unfinished
+from .ppo_cli import new_run, report_unfinished, resumed_run
 from .terminal_progress import StepBar
 
 RUN_SKIPPED = ("round", "settings")
@@ -62,19 +61,10 @@ def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) ->
 def checked_run(args: argparse.Namespace, store: Store) -> tuple[SFTRun, str]:
     """The run to start (its start policy fixed now, so a resume trains the same version) or to resume, and the line
     that says where its settings come from."""
-    from ..jobs.policy_job import start_policy
-
     if args.resume is not None:
-        job = job_rows.get_job(store, args.resume)
-        if job.kind != JobKind.SFT:
-            raise InvalidInput(f"job {job.id} is a {job.kind} job, not an SFT job; give the id of an SFT job")
-        return SFTRun.from_dict(job.config), f"resuming sft job {job.id} with its settings"
-    from ..loop.presets import project_preset
-
-    preset = project_preset(store)
-    run = run_from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id
-    return run, preset.line
+        run = resumed_run(store, args.resume, JobKind.SFT, SFTRun, "an SFT")
+        return run, f"resuming sft job {args.resume} with its settings"
+    return new_run(args, store, run_from_args)
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
