@@ -224,6 +224,19 @@ class DPOResult:
     metrics: dict
 
 
+def train_reporting(trainer, callback: StepReporterCallback, state_dir: Path | None, name: str) -> None:
+    """Run `trainer` (its `callback` among its callbacks) with the reporter as its only output, from the newest
+    complete checkpoint in `state_dir` if any; JobCancelled, naming the `name` run, once the reporter said stop."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        trainer.train(resume_from_checkpoint=last_complete_checkpoint(state_dir))
+    if callback.stopped:
+        raise JobCancelled(f"{name} was stopped after {trainer.state.global_step} of {trainer.state.max_steps} steps; "
+                           "resume the job to continue from its last checkpoint")
+
+
 def last_complete_checkpoint(state_dir: Path | None) -> str | None:
     """The newest checkpoint in `state_dir` that was written to the end (a kill mid-save leaves one without its
     trainer state); None when there is none."""
@@ -285,14 +298,7 @@ def train_dpo(config: DPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedT
         if config.lora and "ref" in trainer.model.peft_config:  # TRL copies a carried adapter as the reference;
             trainer.model.delete_adapter("ref")                # the studio's reference is the SFT base
         measure.reference = trainer.ref_model  # None with LoRA: the policy with its adapters disabled
-        trainer.remove_callback(PrinterCallback)
-        trainer.remove_callback(ProgressCallback)
-        with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            trainer.train(resume_from_checkpoint=last_complete_checkpoint(state_dir))
-    if callback.stopped:
-        raise JobCancelled(f"DPO was stopped after {trainer.state.global_step} of {trainer.state.max_steps} steps; "
-                           "resume the job to continue from its last checkpoint")
+        train_reporting(trainer, callback, state_dir, "DPO")
     logged = [h for h in trainer.state.log_history if "loss" in h]
     metrics = {METRIC_NAMES[k]: v for k, v in (logged[-1] if logged else {}).items() if k in METRIC_NAMES}
     return DPOResult(trainer, config, trainer.state.global_step, {**metrics, **callback.last_samples})

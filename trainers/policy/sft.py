@@ -23,21 +23,19 @@ from __future__ import annotations
 import copy
 import random
 import tempfile
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import SFTConfig as TRLSFTConfig
 from trl import SFTTrainer
 
 from ..models.chat_format import ChatFormat
-from ..reporting import JobCancelled, Reporter
+from ..reporting import Reporter
 from .checkpoint import write_policy
-from .dpo import StepReporterCallback, last_complete_checkpoint, quiet_trl
+from .dpo import StepReporterCallback, quiet_trl, train_reporting
 from .setup import with_lora
 from .sft_config import SFTConfig, SFTExample
 
@@ -142,14 +140,7 @@ def train_sft(config: SFTConfig, policy: PreTrainedModel, tokenizer: PreTrainedT
                 train_dataset=Dataset.from_list(sft_rows(chat, training)),
                 eval_dataset=Dataset.from_list(sft_rows(chat, heldout)) if heldout else None,
                 processing_class=tokenizer, callbacks=[callback])
-        trainer.remove_callback(PrinterCallback)
-        trainer.remove_callback(ProgressCallback)
-        with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            trainer.train(resume_from_checkpoint=last_complete_checkpoint(state_dir))
-    if callback.stopped:
-        raise JobCancelled(f"SFT was stopped after {trainer.state.global_step} of {trainer.state.max_steps} steps; "
-                           "resume the job to continue from its last checkpoint")
+        train_reporting(trainer, callback, state_dir, "SFT")
     return SFTResult(trainer, config, trainer.state.global_step, dict(callback.last), len(training), len(heldout))
 
 
