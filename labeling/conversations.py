@@ -7,6 +7,7 @@ text is needed (the store's prompt text, a model without a chat template, the La
 
     check_conversation([{"role": "user", "content": "hi"}])        # returns the turns as plain dicts
     conversation_text([{"role": "user", "content": "hi"}])         # 'Human: hi'
+    answer_text([{"role": "assistant", "content": "hello"}], "completion", "line 3", "demonstration")  # 'hello'
 """
 
 from __future__ import annotations
@@ -47,3 +48,18 @@ def conversation_text(messages: list[Message]) -> str:
 def prompt_text(prompt: PromptInput) -> str:
     """Display text of a prompt: itself when plain text, the plain-text form of a conversation."""
     return prompt if isinstance(prompt, str) else conversation_text(prompt)
+
+
+def answer_text(value, column: str, where: str, stored: str = "response") -> str:
+    """The answer written after a prompt in the data set column `column` of row `where`: text, or a list holding one
+    assistant turn (the studio stores one answer per `stored`: response, demonstration); else InvalidInput, one line."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where}: {column!r} is {type(value).__name__}, not text or a list of turns")
+    if len(value) != 1 or not isinstance(value[0], dict) or value[0].get("role") != "assistant":
+        raise InvalidInput(f"{where}: {column!r} must hold exactly one assistant turn after the prompt; the studio "
+                           f"stores one answer per {stored}")
+    if not isinstance(value[0].get("content"), str):
+        raise InvalidInput(f"{where}: {column!r}: the assistant turn needs a text `content`")
+    return value[0]["content"]

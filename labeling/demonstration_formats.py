@@ -18,6 +18,7 @@ from __future__ import annotations
 from storage.demonstrations import ImportedDemonstration
 from storage.errors import InvalidInput
 
+from .conversations import answer_text
 from .importing import MAX_PROMPT_CHARS, check_text, new_prompt
 
 MAX_DEMONSTRATION_CHARS = 100_000  # as a response (labeling.preference_formats.MAX_RESPONSE_CHARS)
@@ -38,22 +39,8 @@ def demonstration_from_row(row: object, where: str) -> ImportedDemonstration:
     elif row.get("prompt") is None:
         raise InvalidInput(f"{where}: no 'prompt' field; rows need {_FORMATS}")
     else:
-        prompt, answer = row["prompt"], _completion(row["completion"], where)
+        prompt, answer = row["prompt"], answer_text(row["completion"], "completion", where, "demonstration")
     return _checked(prompt, answer, where)
-
-
-def _completion(value, where: str) -> str:
-    """The answer in a completion: text, or a list holding one assistant turn."""
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, list):
-        raise InvalidInput(f"{where}: 'completion' is {type(value).__name__}, not text or a list of turns")
-    if len(value) != 1 or not isinstance(value[0], dict) or value[0].get("role") != "assistant":
-        raise InvalidInput(f"{where}: 'completion' must hold exactly one assistant turn; the studio stores one answer "
-                           "per demonstration")
-    if not isinstance(value[0].get("content"), str):
-        raise InvalidInput(f"{where}: 'completion': the assistant turn needs a text `content`")
-    return value[0]["content"]
 
 
 def _split_messages(messages, where: str) -> tuple[list, str]:

@@ -24,7 +24,7 @@ import re
 from storage.errors import InvalidInput
 from storage.preferences import Preference
 
-from .conversations import SPEAKERS, TURN_SEPARATOR, Message, conversation_text
+from .conversations import SPEAKERS, TURN_SEPARATOR, Message, answer_text, conversation_text
 from .importing import MAX_PROMPT_CHARS, check_text, new_prompt
 
 MAX_RESPONSE_CHARS = 100_000
@@ -45,7 +45,8 @@ def preference_from_row(row: object, where: str, chat_turns: bool = False) -> Pr
     if row.get("prompt") is None:
         prompt, chosen, rejected = _implicit(chosen, rejected, where)
     else:
-        prompt, chosen, rejected = row["prompt"], _answer(chosen, "chosen", where), _answer(rejected, "rejected", where)
+        prompt = row["prompt"]
+        chosen, rejected = answer_text(chosen, "chosen", where), answer_text(rejected, "rejected", where)
     preference = _preference(prompt, chosen, rejected, _margin(row, where), where, chat_turns)
     if preference.chosen == preference.rejected:
         raise InvalidInput(f"{where}: chosen and rejected give the same answer once the spaces around them are "
@@ -96,20 +97,6 @@ def _column(row: dict, name: str, where: str):
     return row[name]
 
 
-def _answer(value, name: str, where: str) -> str:
-    """The answer in a chosen or rejected after the prompt: text, or a list holding one assistant turn."""
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, list):
-        raise InvalidInput(f"{where}: {name!r} is {type(value).__name__}, not text or a list of turns")
-    if len(value) != 1 or not isinstance(value[0], dict) or value[0].get("role") != "assistant":
-        raise InvalidInput(f"{where}: {name!r} must hold exactly one assistant turn after the prompt; the studio "
-                           "stores one answer per response")
-    if not isinstance(value[0].get("content"), str):
-        raise InvalidInput(f"{where}: {name!r}: the assistant turn needs a text `content`")
-    return value[0]["content"]
-
-
 def _implicit(chosen: str | list, rejected: str | list, where: str) -> tuple[str | list, str, str]:
     """(prompt, chosen answer, rejected answer) of a row whose chosen and rejected are whole dialogues."""
     if isinstance(chosen, str):
@@ -128,7 +115,7 @@ def _implicit(chosen: str | list, rejected: str | list, where: str) -> tuple[str
         raise InvalidInput(f"{where}: no prompt column, and chosen and rejected share no user turn; give a prompt, "
                            "or whole conversations that share the prompt turns")
     end = users[-1] + 1
-    return chosen[:end], _answer(chosen[end:], "chosen", where), _answer(rejected[end:], "rejected", where)
+    return chosen[:end], answer_text(chosen[end:], "chosen", where), answer_text(rejected[end:], "rejected", where)
 
 
 def _check_same_kind(chosen, rejected, where: str) -> None:

@@ -1,16 +1,13 @@
 """An SFT job's worker killed with SIGKILL mid-run: the studio marks the job interrupted, nothing half-written is
 registered, and the resumed job goes on from its last complete checkpoint to the end, each step logged once."""
 
-import time
 from dataclasses import asdict
 
-from storage import JobStatus
 from storage import jobs as job_rows
 from storage.demonstrations import ImportedDemonstration, import_demonstrations
 from storage.policies import list_policies
 from tests.policy_helpers import PROMPTS
-from tests.test_worker_faults import assert_interrupted, run_dying_worker, stop_worker, wait_for
-from trainers.jobs.launcher import resume_job
+from tests.worker_helpers import kill_in_step_and_resume, logged_steps
 from trainers.policy.sft_config import SFTRun
 
 
@@ -21,21 +18,10 @@ def test_an_sft_worker_killed_mid_run_resumes_from_its_last_complete_checkpoint(
     run = SFTRun(settings={"batch_size": 1, "epochs": 3, "save_every": 4, "heldout_share": 0.0,
                            "learning_rate": 1e-3})
     job_id = job_rows.create_job(store, "sft", asdict(run))
-    try:
-        run_dying_worker(store, job_id, "trainers.policy.sft:StudioSFTTrainer.compute_loss", nth=11)
-        killed = time.time()
-        assert_interrupted(store, job_id)
-        assert len(list_policies(store)) == 1
-        resume_job(store, job_id)
-        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
-    finally:
-        stop_worker(store, job_id)
-    job = job_rows.get_job(store, job_id)
-    assert job.status is JobStatus.COMPLETED, job.error
+    killed = kill_in_step_and_resume(store, job_id, "trainers.policy.sft:StudioSFTTrainer.compute_loss", step=11)
     base, sft = list_policies(store)
     assert sft.parent_id is None and sft.note.startswith("SFT of v0, 24 steps on 8 demonstrations")
-    logged = store.db().execute("SELECT step, created FROM metrics WHERE job_id = ? AND name = 'sft/loss'"
-                                " ORDER BY step", [job_id]).fetchall()
+    logged = logged_steps(store, job_id, "sft/loss")
     assert [step for step, _ in logged] == list(range(1, 25))  # each step once, none missing
     assert all(created < killed for step, created in logged if step <= 8)  # kept from before the kill
     assert all(created > killed for step, created in logged if step > 8)  # trained again after checkpoint 8

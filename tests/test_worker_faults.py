@@ -11,9 +11,6 @@ policy phase comes from outside, mid-run.
 import json
 import os
 import signal
-import subprocess
-import time
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,40 +23,21 @@ from storage.metrics import read_metrics
 from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds, round_label_count, round_pair_count
-from tests import helpers
+from tests.worker_helpers import (
+    assert_interrupted,
+    kill_in_step_and_resume,
+    logged_steps,
+    run_dying_worker,
+    stop_worker,
+    wait_for,
+)
 from trainers.entry.worker import PARTIAL_CHECKPOINTS
-from trainers.jobs.launcher import reap_orphans, resume_job, start_job, worker_command
+from trainers.jobs.launcher import resume_job, start_job
 from trainers.loop.config import LoopConfig
 
-ROOT = Path(__file__).resolve().parent.parent
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
               "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 4, "policy_batch_size": 8,
               "policy_epochs": 1, "response_length": 8}
-# `python -c DIE_IN module:attr.path N --db ... --job ...`: the worker, SIGKILLed on the N-th call of
-# `module:attr.path`, so everything done before that call is on disk and nothing after it is.
-DIE_IN = """
-import importlib, os, signal, sys
-target, nth = sys.argv.pop(1), int(sys.argv.pop(1))
-module_name, _, attribute = target.partition(":")
-owner_path, _, name = attribute.rpartition(".")
-owner = importlib.import_module(module_name)
-for part in filter(None, owner_path.split(".")):
-    owner = getattr(owner, part)
-original, calls = getattr(owner, name), []
-
-def hook(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == nth:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return original(*args, **kwargs)
-
-setattr(owner, name, hook)
-from trainers.entry.worker import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-wait_for = partial(helpers.wait_for, timeout=300, every=0.05)  # catch short phases
 
 
 def kill_in_policy_optimisation(store, job_id: int, algorithm: str = "ppo") -> None:
@@ -74,32 +52,6 @@ def kill_in_policy_optimisation(store, job_id: int, algorithm: str = "ppo") -> N
     job = wait_for(in_the_phase_after_a_logged_iteration, timeout=600)  # the phase starts after minutes on a busy CPU
     assert job.status is JobStatus.RUNNING, job
     os.kill(job.pid, signal.SIGKILL)
-
-
-def run_dying_worker(store, job_id: int, target: str, nth: int = 1) -> None:
-    """Run the job (requeued unless new) in a worker SIGKILLed on the `nth` call of `target` (module:attr.path)."""
-    if job_rows.get_job(store, job_id).status is not JobStatus.QUEUED:
-        job_rows.requeue_job(store, job_id)
-    argv = worker_command(store, job_id)
-    done = subprocess.run([argv[0], "-c", DIE_IN, target, str(nth), *argv[3:]], cwd=ROOT, capture_output=True,
-                          timeout=600)
-    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
-
-
-def stop_worker(store, job_id: int) -> None:
-    """Kill the job's worker if a failed assertion left it running (it must not outlive the test)."""
-    job = job_rows.get_job(store, job_id)
-    if job.status.active and job.pid:
-        try:
-            os.kill(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def assert_interrupted(store, job_id: int) -> None:
-    wait_for(lambda: reap_orphans(store) == [job_id], timeout=30)
-    job = job_rows.get_job(store, job_id)
-    assert job.status is JobStatus.INTERRUPTED and "resume" in job.error
 
 
 def assert_complete_checkpoints(store) -> None:
@@ -263,21 +215,10 @@ def test_a_dpo_worker_killed_mid_run_resumes_from_its_last_complete_checkpoint(s
     run = DPORun(settings={"batch_size": 1, "epochs": 3, "save_every": 4, "sample_evals": 1, "sample_prompts": 2,
                            "response_length": 6, "learning_rate": 1e-3})
     job_id = job_rows.create_job(store, "dpo", asdict(run))
-    try:
-        run_dying_worker(store, job_id, "trainers.policy.dpo:StudioDPOTrainer._compute_loss", nth=11)
-        killed = time.time()
-        assert_interrupted(store, job_id)
-        assert len(list_policies(store)) == 1
-        resume_job(store, job_id)
-        wait_for(lambda: not job_rows.get_job(store, job_id).status.active, timeout=600)
-    finally:
-        stop_worker(store, job_id)
-    job = job_rows.get_job(store, job_id)
-    assert job.status is JobStatus.COMPLETED, job.error
+    killed = kill_in_step_and_resume(store, job_id, "trainers.policy.dpo:StudioDPOTrainer._compute_loss", step=11)
     assert len(list_policies(store)) == 2 and partial_checkpoints(store) == []
     assert_complete_checkpoints(store)
-    logged = store.db().execute("SELECT step, created FROM metrics WHERE job_id = ? AND name = 'dpo/loss'"
-                                " ORDER BY step", [job_id]).fetchall()
+    logged = logged_steps(store, job_id, "dpo/loss")
     assert [step for step, _ in logged] == list(range(1, 25))  # each step once, none missing
     assert all(created < killed for step, created in logged if step <= 8)  # kept from before the kill
     assert all(created > killed for step, created in logged if step > 8)  # trained again after checkpoint 8

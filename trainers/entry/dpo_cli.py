@@ -21,7 +21,6 @@ from dataclasses import asdict
 
 from storage import Store
 from storage import jobs as job_rows
-from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
@@ -29,9 +28,9 @@ from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.dpo_config import DPOConfig, DPORun
-from ..reporting import Reporter
 from .options import add_options, given_options
-from .ppo_cli import report_unfinished
+from .ppo_cli import new_run, report_unfinished, resumed_run
+from .terminal_progress import StepBar
 
 RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
 RUN_ALIASES = {"policy_id": ["--policy"]}
@@ -65,41 +64,13 @@ def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) ->
                                                                                **given})
 
 
-class ProgressBar(Reporter):
-    """A terminal bar over the optimiser steps, with the last loss and implicit-reward accuracy."""
-
-    def __init__(self, job_id: int):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=0, desc=f"dpo job {job_id}", unit="step", file=sys.stderr)
-        self.shown: dict[str, str] = {}
-
-    def progress(self, done: int, total: int) -> None:
-        self.bar.total = total
-        self.bar.update(done - self.bar.n)
-
-    def on_step(self, step: int, metrics) -> None:
-        names = {"loss": "dpo/loss", "accuracy": "dpo/accuracy", "kl": "dpo/kl"}
-        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in names.items() if n in metrics})
-        self.bar.set_postfix(self.shown, refresh=False)
-
-
 def checked_run(args: argparse.Namespace, store: Store) -> tuple[DPORun, str]:
     """The run to start (its start policy fixed now, so a resume trains the same version) or to resume, and the line
     that says where its settings come from."""
-    from ..jobs.policy_job import start_policy
-
     if args.resume is not None:
-        job = job_rows.get_job(store, args.resume)
-        if job.kind != JobKind.DPO:
-            raise InvalidInput(f"job {job.id} is a {job.kind} job, not a DPO job; give the id of a DPO job")
-        return DPORun.from_dict(job.config), f"resuming dpo job {job.id} with its settings"
-    from ..loop.presets import project_preset
-
-    preset = project_preset(store)
-    run = run_from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id
-    return run, preset.line
+        run = resumed_run(store, args.resume, JobKind.DPO, DPORun, "a DPO")
+        return run, f"resuming dpo job {args.resume} with its settings"
+    return new_run(args, store, run_from_args)
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
@@ -133,7 +104,7 @@ def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
     else:
         job = open_job_here(store, JobKind.DPO, asdict(run))
     job_id = job.id
-    bar = ProgressBar(job_id)
+    bar = StepBar(f"dpo job {job_id}", {"loss": "dpo/loss", "accuracy": "dpo/accuracy", "kl": "dpo/kl"})
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_dpo(s, run, j.id, listener=bar)))
     bar.bar.close()

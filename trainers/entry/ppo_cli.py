@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 from dataclasses import asdict
+from typing import Callable, TypeVar
 
 from storage import Store
 from storage import jobs as job_rows
@@ -31,6 +32,8 @@ from ..loop.config import LoopConfig
 from ..policy.config import Algorithm, PolicyConfig, PolicyRun
 from ..reporting import Reporter
 from .options import add_options, given_options
+
+Run = TypeVar("Run")  # a job's run dataclass: PolicyRun, DPORun, SFTRun
 
 RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
 RUN_ALIASES = {"policy_id": ["--policy"]}
@@ -83,21 +86,35 @@ class ProgressBar(Reporter):
 
 def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
     """The run to start (its start policy fixed now, so a resume trains the same version) or to resume."""
-    from ..jobs.policy_job import start_policy
-
     if args.resume is not None:
-        job = job_rows.get_job(store, args.resume)
-        if job.kind != JobKind.POLICY:
-            raise InvalidInput(f"job {job.id} is a {job.kind} job, not a PPO job; give the id of a PPO job")
-        return PolicyRun.from_dict(job.config)
+        return resumed_run(store, args.resume, JobKind.POLICY, PolicyRun, "a PPO")
     PolicyConfig.check_algorithm(args.algorithm or Algorithm.PPO)  # `--algorithm dpo`: one line, before anything
+    run, settings_line = new_run(args, store, run_from_args)
+    print(settings_line)  # stdout: a bad input stays one line on stderr
+    return run
+
+
+def resumed_run(store: Store, job_id: int, kind: JobKind, run_type: type[Run], name: str) -> Run:
+    """The run job `job_id` saved, to resume it; a job of another kind is refused in one line (`name`: "a PPO",
+    "an SFT"...)."""
+    job = job_rows.get_job(store, job_id)
+    if job.kind != kind:
+        raise InvalidInput(f"job {job.id} is a {job.kind} job, not {name} job; give the id of {name} job")
+    return run_type.from_dict(job.config)
+
+
+def new_run(args: argparse.Namespace, store: Store,
+            from_args: Callable[[argparse.Namespace, LoopConfig], Run]) -> tuple[Run, str]:
+    """The run the command line asks for (`from_args(args, preset)`: the project's loop preset gives the settings
+    left out), its start policy fixed now so a resume trains the same version, and the line that says where its
+    settings come from. A store without a policy: one line, nothing else said."""
+    from ..jobs.policy_job import start_policy
     from ..loop.presets import project_preset
 
     preset = project_preset(store)
-    run = run_from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id  # a store without a policy: one line, nothing else said
-    print(preset.line)  # stdout: a bad input stays one line on stderr
-    return run
+    run = from_args(args, preset.config)
+    run.policy_id = start_policy(store, run.policy_id).id
+    return run, preset.line
 
 
 def run(args: argparse.Namespace, store: Store) -> int:

@@ -21,16 +21,15 @@ from dataclasses import asdict
 
 from storage import Store
 from storage import jobs as job_rows
-from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.launcher import requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.sft_config import SFTConfig, SFTRun
-from ..reporting import Reporter
 from .options import add_options, given_options
-from .ppo_cli import report_unfinished
+from .ppo_cli import new_run, report_unfinished, resumed_run
+from .terminal_progress import StepBar
 
 RUN_SKIPPED = ("round", "settings")
 RUN_ALIASES = {"policy_id": ["--policy"]}
@@ -59,41 +58,13 @@ def run_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) ->
     return SFTRun(**given_options(args, SFTRun, skip=RUN_SKIPPED), settings={**defaults, **given})
 
 
-class ProgressBar(Reporter):
-    """A terminal bar over the optimiser steps, with the last loss, token accuracy and held-out loss."""
-
-    def __init__(self, job_id: int):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=0, desc=f"sft job {job_id}", unit="step", file=sys.stderr)
-        self.shown: dict[str, str] = {}
-
-    def progress(self, done: int, total: int) -> None:
-        self.bar.total = total
-        self.bar.update(done - self.bar.n)
-
-    def on_step(self, step: int, metrics) -> None:
-        names = {"loss": "sft/loss", "accuracy": "sft/token_accuracy", "heldout": "sft/heldout_loss"}
-        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in names.items() if n in metrics})
-        self.bar.set_postfix(self.shown, refresh=False)
-
-
 def checked_run(args: argparse.Namespace, store: Store) -> tuple[SFTRun, str]:
     """The run to start (its start policy fixed now, so a resume trains the same version) or to resume, and the line
     that says where its settings come from."""
-    from ..jobs.policy_job import start_policy
-
     if args.resume is not None:
-        job = job_rows.get_job(store, args.resume)
-        if job.kind != JobKind.SFT:
-            raise InvalidInput(f"job {job.id} is a {job.kind} job, not an SFT job; give the id of an SFT job")
-        return SFTRun.from_dict(job.config), f"resuming sft job {job.id} with its settings"
-    from ..loop.presets import project_preset
-
-    preset = project_preset(store)
-    run = run_from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id
-    return run, preset.line
+        run = resumed_run(store, args.resume, JobKind.SFT, SFTRun, "an SFT")
+        return run, f"resuming sft job {args.resume} with its settings"
+    return new_run(args, store, run_from_args)
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
@@ -109,7 +80,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
     else:
         job_id = job_rows.create_job(store, JobKind.SFT.value, asdict(run))
     job = job_rows.claim_job(store, job_id, os.getpid())
-    bar = ProgressBar(job_id)
+    bar = StepBar(f"sft job {job_id}",
+                  {"loss": "sft/loss", "accuracy": "sft/token_accuracy", "heldout": "sft/heldout_loss"})
     outcome = []
     status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_sft(s, run, j.id, listener=bar)))
     bar.bar.close()

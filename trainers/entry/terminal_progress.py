@@ -5,6 +5,8 @@ since the start.
     shown = TerminalProgress("loop")
     Loop(store, job, log=shown.log, progress=shown.progress).run()
     shown.close()
+
+`StepBar` is the bar of a job trained in the terminal by a Trainer (SFT, DPO): its optimiser steps and last metrics.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import sys
 import time
 from typing import TextIO
+
+from ..reporting import Reporter
 
 
 class TerminalProgress:
@@ -45,3 +49,23 @@ class TerminalProgress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class StepBar(Reporter):
+    """A terminal bar named `name` over a trainer's optimiser steps, with the last value of each metric of `shown`
+    (the short name shown → the metric's name)."""
+
+    def __init__(self, name: str, shown: dict[str, str]):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=0, desc=name, unit="step", file=sys.stderr)
+        self.metric_names = shown
+        self.shown: dict[str, str] = {}
+
+    def progress(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def on_step(self, step: int, metrics) -> None:
+        self.shown.update({k: f"{metrics[n]:.3f}" for k, n in self.metric_names.items() if n in metrics})
+        self.bar.set_postfix(self.shown, refresh=False)

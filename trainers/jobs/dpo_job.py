@@ -18,7 +18,6 @@ the reference is the base with adapters disabled: a start policy saved by an ear
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -39,7 +38,7 @@ from ..reporting import Reporter
 from ..reward.data import PreferenceExample, split_by_fit
 from .layer import is_main_process, job_reporter, register_policy, staging_path
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
-from .policy_job import load_plan_models, reference_path, start_policy
+from .policy_job import load_plan_models, pinned_examples, reference_path, start_policy
 
 DPO_FOLDER = "dpo"  # resumable states: <data dir>/dpo/job-<id>[-<name>]/checkpoint-<step>
 LABELS_FILE = "labels.json"  # beside them: the label ids the run trains on
@@ -170,7 +169,7 @@ def run_dpo(store: Store, run: DPORun, job_id: int | None = None, state_name: st
     plan, start = plan_dpo(store, run)
     folder = state_dir(store, job_id, state_name) if job_id is not None else None
     if folder is not None:
-        plan.examples = pinned_examples(plan.examples, folder)
+        plan.examples = pinned_examples(plan.examples, folder / LABELS_FILE, lambda e: e.label_id, "label", "DPO")
     plan.state_dir = str(folder) if folder is not None else None
     plan.staged = str(staging_path(store))
     launch = job_launch(store, job_id)
@@ -192,22 +191,6 @@ def run_dpo(store: Store, run: DPORun, job_id: int | None = None, state_name: st
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
     return DPOOutcome(steps, policy_id, metrics, len(plan.examples), plan.left_out)
-
-
-def pinned_examples(examples: list[PreferenceExample], folder: Path) -> list[PreferenceExample]:
-    """The examples a run trains on, the same when it resumes: the first start writes their label ids into its
-    state folder; a resumed run keeps to them (labels added since train in the next run; undone ones drop out), so
-    its checkpoint's place in the data stays right."""
-    path = folder / LABELS_FILE
-    if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps([e.label_id for e in examples]))
-        return examples
-    pinned = set(json.loads(path.read_text()))
-    kept = [e for e in examples if e.label_id in pinned]
-    if not kept:
-        raise InvalidInput(f"every label this DPO run started on was undone since; delete {folder} to start it anew")
-    return kept
 
 
 def fitting_examples(chat: ChatFormat, examples: list[PreferenceExample], context: int,

@@ -19,10 +19,11 @@ has no critic and loads none.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
@@ -49,6 +50,8 @@ from ..reward.shared_base import SharedBaseReward, adapter_base, shares_base
 from .layer import is_main_process, job_reporter, register_policy, staging_path, start_a_project
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
 
+Example = TypeVar("Example")  # what a run trains on: an SFTExample, a PreferenceExample
+
 
 @dataclass
 class PolicyOutcome:
@@ -71,6 +74,23 @@ def oracle_reward(prompts: list[str], responses: list[str]):
 def state_dir(store: Store, job_id: int, name: str = "") -> Path:
     """Where a job's resumable PPO state lives (`name` tells apart several PPO phases of one job)."""
     return store.data_dir / "ppo" / f"job-{job_id}{'-' + name if name else ''}"
+
+
+def pinned_examples(examples: list[Example], path: Path, example_id: Callable[[Example], int], noun: str,
+                    run_name: str) -> list[Example]:
+    """The examples a run trains on, the same when it resumes: the first start writes their ids (`example_id`) into
+    `path` in its state folder; a resumed run keeps to them (`noun`s added since train in the next run; undone ones
+    drop out), so its checkpoint's place in the data stays right. Every one undone: InvalidInput, one line."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([example_id(e) for e in examples]))
+        return examples
+    pinned = set(json.loads(path.read_text()))
+    kept = [e for e in examples if example_id(e) in pinned]
+    if not kept:
+        raise InvalidInput(f"every {noun} this {run_name} run started on was undone since; delete {path.parent} to "
+                           "start it anew")
+    return kept
 
 
 def start_policy(store: Store, policy_id: int | None) -> Policy:

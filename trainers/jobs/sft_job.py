@@ -13,14 +13,12 @@ trained from stays on the leaderboard (`trained_from` keeps the link). Without i
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labeling.winrate import version_names
 from storage import Store
-from storage.errors import InvalidInput
 from storage.policies import list_policies, set_trained_from
 from storage.types import Job, Policy
 
@@ -28,7 +26,7 @@ from ..models.loading import load_chat_format, load_policy, load_tokenizer
 from ..policy.sft_config import SFTConfig, SFTExample, SFTRun
 from ..reporting import Reporter
 from .layer import job_reporter, register_policy, staging_path
-from .policy_job import start_policy
+from .policy_job import pinned_examples, start_policy
 from .sft_data import DemonstrationUse, checked_use
 
 SFT_FOLDER = "sft"  # resumable states: <data dir>/sft/job-<id>[-<name>]/checkpoint-<step>
@@ -67,7 +65,8 @@ def run_sft(store: Store, run: SFTRun, job_id: int | None = None, state_name: st
     config, start, examples, use = plan_examples(store, run)
     folder = state_dir(store, job_id, state_name) if job_id is not None else None
     if folder is not None:
-        examples = pinned_examples(examples, folder)
+        examples = pinned_examples(examples, folder / DEMONSTRATIONS_FILE, lambda e: e.demonstration_id,
+                                   "demonstration", "SFT")
     staged = staging_path(store)
     try:
         tokenizer = load_tokenizer(start.path)
@@ -87,22 +86,6 @@ def run_sft(store: Store, run: SFTRun, job_id: int | None = None, state_name: st
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
     return SFTOutcome(result.steps, policy_id, result.metrics, len(examples), use.line())
-
-
-def pinned_examples(examples: list[SFTExample], folder: Path) -> list[SFTExample]:
-    """The examples a run trains on, the same when it resumes: the first start writes their ids into its state
-    folder; a resumed run keeps to them (demonstrations added since train in the next run; undone ones drop out)."""
-    path = folder / DEMONSTRATIONS_FILE
-    if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps([e.demonstration_id for e in examples]))
-        return examples
-    pinned = set(json.loads(path.read_text()))
-    kept = [e for e in examples if e.demonstration_id in pinned]
-    if not kept:
-        raise InvalidInput(f"every demonstration this SFT run started on was undone since; delete {folder} to start "
-                           "it anew")
-    return kept
 
 
 def run_job(store: Store, job: Job) -> None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import StudioError
 from storage.errors import InvalidInput
 
 from ..reward.function_specs import parse_reward_functions
+
+Settings = TypeVar("Settings")  # a settings dataclass: PolicyConfig, DPOConfig, SFTConfig
 
 KL_KINDS = ("k1", "k2", "k3")
 
@@ -70,6 +72,24 @@ def renamed_settings(values: dict, renamed: dict[str, str], what: str) -> dict:
                 raise InvalidInput(f"{what} setting {old!r} is the old name of {new!r}; give only {new!r}")
             values[new] = values.pop(old)
     return values
+
+
+def known_settings(config: type[Settings], values: dict, what: str, command: str) -> Settings:
+    """`config(**values)`; a setting `config` has no field for is refused in one line that names the `what` settings
+    and the command whose --help lists them."""
+    unknown = sorted(set(values) - {f.name for f in fields(config)})
+    if unknown:
+        raise InvalidInput(f"unknown {what} setting {unknown[0]!r}; see python app.py {command} --help for the "
+                           "settings")
+    return config(**values)
+
+
+def check_bf16(bf16: bool, error: type[PolicySetupError]) -> None:
+    """Raise `error`, in one line, when bfloat16 is asked for on a machine without a GPU (torch imported here)."""
+    import torch
+
+    if bf16 and not torch.cuda.is_available():
+        raise error("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
 
 
 @dataclass
@@ -138,12 +158,7 @@ class PolicyConfig:
     @classmethod
     def from_dict(cls, values: dict) -> PolicyConfig:
         """Settings from a job or a command (old names accepted); an unknown one is refused in one line."""
-        values = renamed_settings(values, cls.RENAMED, "policy")
-        unknown = sorted(set(values) - {f.name for f in fields(cls)})
-        if unknown:
-            raise InvalidInput(f"unknown PPO/GRPO setting {unknown[0]!r}; see python app.py ppo --help for the "
-                               "settings")
-        return cls(**values)
+        return known_settings(cls, renamed_settings(values, cls.RENAMED, "policy"), "PPO/GRPO", "ppo")
 
     @staticmethod
     def check_algorithm(algorithm: str) -> None:
@@ -178,10 +193,9 @@ class PolicyConfig:
             raise PolicySetupError(f"target KL must be positive, got {self.target_kl}")
         if self.generation_backend not in ("hf", "vllm"):
             raise PolicySetupError(f"unknown generation backend {self.generation_backend!r}; use hf or vllm")
+        check_bf16(self.bf16, PolicySetupError)
         import torch
 
-        if self.bf16 and not torch.cuda.is_available():
-            raise PolicySetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
         if self.generation_backend == "vllm" and not torch.cuda.is_available():
             raise PolicySetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
 

@@ -143,34 +143,48 @@ def sample_steps(total: int, evals: int) -> set[int]:
     return {max(1, math.ceil(total * k / evals)) for k in range(1, evals + 1)}
 
 
-class DPOReporterCallback(TrainerCallback):
-    """Carries the trainer's logs (as `dpo/...`), progress and stop checks to a reporter; after the steps of
-    `sample_steps`, `measure(model)` samples the policy and its metrics are reported too. `stopped` is True once the
-    reporter said stop (the Trainer then saves a checkpoint and ends the run)."""
+class StepReporterCallback(TrainerCallback):
+    """Carries a TRL trainer's logs (renamed by `metric_names`; the newest of each kept in `last`), progress and stop
+    checks to a reporter, and logs the last step too. `stopped` is True once the reporter said stop (the Trainer then
+    saves a checkpoint and ends the run). DPO's and SFT's reporters build on it."""
 
-    def __init__(self, reporter: Reporter, evals: int, measure: Callable[[torch.nn.Module], dict[str, float]]):
-        self.reporter, self.evals, self.measure = reporter, evals, measure
+    def __init__(self, reporter: Reporter, metric_names: dict[str, str]):
+        self.reporter, self.metric_names = reporter, metric_names
         self.stopped = False
-        self.last_samples: dict[str, float] = {}
+        self.last: dict[str, float] = {}
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.reporter.progress(state.global_step, state.max_steps)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        values = {METRIC_NAMES[k]: v for k, v in (logs or {}).items() if k in METRIC_NAMES}
+        values = {self.metric_names[k]: v for k, v in (logs or {}).items() if k in self.metric_names}
         if values:
+            self.last.update(values)
             self.reporter.on_step(state.global_step, values)
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
+    def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:
             control.should_log = True  # the last step too, so a run shorter than `logging_steps` has a point
-        if state.global_step in sample_steps(state.max_steps, self.evals):
-            self.last_samples = {f"dpo/{name}": value for name, value in self.measure(model).items()}
-            self.reporter.on_step(state.global_step, self.last_samples)
         self.reporter.progress(state.global_step, state.max_steps)
         if stop_requested(self.reporter) and state.global_step < state.max_steps:  # asked every step: a heartbeat
             self.stopped = control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
+
+
+class DPOReporterCallback(StepReporterCallback):
+    """The step reporter with the trainer's logs as `dpo/...`; after the steps of `sample_steps`, `measure(model)`
+    samples the policy and its metrics are reported too."""
+
+    def __init__(self, reporter: Reporter, evals: int, measure: Callable[[torch.nn.Module], dict[str, float]]):
+        super().__init__(reporter, METRIC_NAMES)
+        self.evals, self.measure = evals, measure
+        self.last_samples: dict[str, float] = {}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step in sample_steps(state.max_steps, self.evals):
+            self.last_samples = {f"dpo/{name}": value for name, value in self.measure(model).items()}
+            self.reporter.on_step(state.global_step, self.last_samples)
+        super().on_step_end(args, state, control, **kwargs)
 
 
 @dataclass
@@ -208,6 +222,19 @@ class DPOResult:
     config: DPOConfig
     steps: int
     metrics: dict
+
+
+def train_reporting(trainer, callback: StepReporterCallback, state_dir: Path | None, name: str) -> None:
+    """Run `trainer` (its `callback` among its callbacks) with the reporter as its only output, from the newest
+    complete checkpoint in `state_dir` if any; JobCancelled, naming the `name` run, once the reporter said stop."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        trainer.train(resume_from_checkpoint=last_complete_checkpoint(state_dir))
+    if callback.stopped:
+        raise JobCancelled(f"{name} was stopped after {trainer.state.global_step} of {trainer.state.max_steps} steps; "
+                           "resume the job to continue from its last checkpoint")
 
 
 def last_complete_checkpoint(state_dir: Path | None) -> str | None:
@@ -271,14 +298,7 @@ def train_dpo(config: DPOConfig, policy: PreTrainedModel, tokenizer: PreTrainedT
         if config.lora and "ref" in trainer.model.peft_config:  # TRL copies a carried adapter as the reference;
             trainer.model.delete_adapter("ref")                # the studio's reference is the SFT base
         measure.reference = trainer.ref_model  # None with LoRA: the policy with its adapters disabled
-        trainer.remove_callback(PrinterCallback)
-        trainer.remove_callback(ProgressCallback)
-        with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            trainer.train(resume_from_checkpoint=last_complete_checkpoint(state_dir))
-    if callback.stopped:
-        raise JobCancelled(f"DPO was stopped after {trainer.state.global_step} of {trainer.state.max_steps} steps; "
-                           "resume the job to continue from its last checkpoint")
+        train_reporting(trainer, callback, state_dir, "DPO")
     logged = [h for h in trainer.state.log_history if "loss" in h]
     metrics = {METRIC_NAMES[k]: v for k, v in (logged[-1] if logged else {}).items() if k in METRIC_NAMES}
     return DPOResult(trainer, config, trainer.state.global_step, {**metrics, **callback.last_samples})

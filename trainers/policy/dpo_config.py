@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from storage.errors import InvalidInput
-
-from .config import PolicySetupError
+from .config import PolicySetupError, check_bf16, known_settings
 
 # TRL 1.16's DPOTrainer loss types (`trl.DPOConfig.loss_type`); tests/test_dpo.py checks TRL still offers exactly these
 LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
@@ -77,18 +75,12 @@ class DPOConfig:
     @classmethod
     def from_dict(cls, values: dict) -> DPOConfig:
         """Settings from a job or a command; an unknown one is refused in one line."""
-        unknown = sorted(set(values) - {f.name for f in fields(cls)})
-        if unknown:
-            raise InvalidInput(f"unknown DPO setting {unknown[0]!r}; see python app.py dpo --help for the settings")
-        return cls(**values)
+        return known_settings(cls, values, "DPO", "dpo")
 
     def check(self) -> None:
         """Raise DPOSetupError, in one line, for a setting that cannot work (this machine's GPU included)."""
         self.check_settings()
-        import torch
-
-        if self.bf16 and not torch.cuda.is_available():
-            raise DPOSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
+        check_bf16(self.bf16, DPOSetupError)
 
     def check_settings(self) -> None:
         """`check` without looking at the machine (no torch: the UI validates a loop's DPO settings with it)."""

@@ -23,21 +23,19 @@ from __future__ import annotations
 import copy
 import random
 import tempfile
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig as TRLSFTConfig
 from trl import SFTTrainer
 
 from ..models.chat_format import ChatFormat
-from ..reporting import JobCancelled, Reporter, stop_requested
+from ..reporting import Reporter
 from .checkpoint import write_policy
-from .dpo import last_complete_checkpoint, quiet_trl
+from .dpo import StepReporterCallback, quiet_trl, train_reporting
 from .setup import with_lora
 from .sft_config import SFTConfig, SFTExample
 
@@ -74,33 +72,18 @@ class StudioSFTTrainer(SFTTrainer):
         """Nothing leaves the machine: a studio trains on its team's data."""
 
 
-class SFTReporterCallback(TrainerCallback):
-    """Carries the trainer's logs (as `sft/...`), progress and stop checks to a reporter; the held-out loss is measured
-    after the last step too. `stopped` is True once the reporter said stop (the Trainer then saves a checkpoint and
-    ends the run)."""
+class SFTReporterCallback(StepReporterCallback):
+    """The step reporter with the trainer's logs as `sft/...`; the held-out loss is measured after the last step too
+    (`evaluates`)."""
 
     def __init__(self, reporter: Reporter, evaluates: bool):
-        self.reporter, self.evaluates = reporter, evaluates
-        self.stopped = False
-        self.last: dict[str, float] = {}
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.reporter.progress(state.global_step, state.max_steps)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        values = {METRIC_NAMES[k]: v for k, v in (logs or {}).items() if k in METRIC_NAMES}
-        if values:
-            self.last.update(values)
-            self.reporter.on_step(state.global_step, values)
+        super().__init__(reporter, METRIC_NAMES)
+        self.evaluates = evaluates
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:
-            control.should_log = True  # the last step too, so a run shorter than `logging_steps` has a point
             control.should_evaluate = self.evaluates
-        self.reporter.progress(state.global_step, state.max_steps)
-        if stop_requested(self.reporter) and state.global_step < state.max_steps:  # asked every step: a heartbeat
-            self.stopped = control.should_training_stop = True
-            control.should_save = args.save_strategy != "no"
+        super().on_step_end(args, state, control, **kwargs)
 
 
 @dataclass
@@ -157,14 +140,7 @@ def train_sft(config: SFTConfig, policy: PreTrainedModel, tokenizer: PreTrainedT
                 train_dataset=Dataset.from_list(sft_rows(chat, training)),
                 eval_dataset=Dataset.from_list(sft_rows(chat, heldout)) if heldout else None,
                 processing_class=tokenizer, callbacks=[callback])
-        trainer.remove_callback(PrinterCallback)
-        trainer.remove_callback(ProgressCallback)
-        with warnings.catch_warnings():  # TRL 1.16 still asks `is_gradient_checkpointing` (renamed in transformers 5)
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            trainer.train(resume_from_checkpoint=last_complete_checkpoint(state_dir))
-    if callback.stopped:
-        raise JobCancelled(f"SFT was stopped after {trainer.state.global_step} of {trainer.state.max_steps} steps; "
-                           "resume the job to continue from its last checkpoint")
+        train_reporting(trainer, callback, state_dir, "SFT")
     return SFTResult(trainer, config, trainer.state.global_step, dict(callback.last), len(training), len(heldout))
 
 

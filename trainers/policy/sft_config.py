@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from storage.errors import InvalidInput
-
-from .config import PolicySetupError
+from .config import PolicySetupError, check_bf16, known_settings
 
 
 class SFTSetupError(PolicySetupError):
@@ -53,18 +51,12 @@ class SFTConfig:
     @classmethod
     def from_dict(cls, values: dict) -> SFTConfig:
         """Settings from a job or a command; an unknown one is refused in one line."""
-        unknown = sorted(set(values) - {f.name for f in fields(cls)})
-        if unknown:
-            raise InvalidInput(f"unknown SFT setting {unknown[0]!r}; see python app.py sft --help for the settings")
-        return cls(**values)
+        return known_settings(cls, values, "SFT", "sft")
 
     def check(self) -> None:
         """Raise SFTSetupError, in one line, for a setting that cannot work (this machine's GPU included)."""
         self.check_settings()
-        import torch
-
-        if self.bf16 and not torch.cuda.is_available():
-            raise SFTSetupError("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
+        check_bf16(self.bf16, SFTSetupError)
 
     def check_settings(self) -> None:
         """`check` without looking at the machine (no torch)."""
