@@ -236,6 +236,6 @@ def test_settings_stored_under_their_old_names_keep_their_meaning():
 def test_the_loops_reward_model_trains_incrementally_on_each_rounds_new_labels_and_a_replay():
     from trainers.reward.config import RewardConfig
 
-    incremental = RewardConfig(**reward_settings(LoopConfig(reward_replay=40), round=2))
+    incremental = RewardConfig(**reward_settings(LoopConfig(reward_training="incremental", reward_replay=40), round=2))
     assert (incremental.training, incremental.replay_labels) == ("incremental", 40)
-    assert RewardConfig(**reward_settings(LoopConfig(reward_training="full"))).training == "full"
+    assert RewardConfig(**reward_settings(LoopConfig())).training == "full"  # the default (see LoopConfig)

@@ -117,10 +117,12 @@ class LoopConfig:
     reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
     reward_warm_start: bool = field(default=False, metadata={
         "help": "start each round's reward model from the previous round's instead of the SFT policy"})
-    reward_patience: int = field(default=3, metadata={
+    reward_patience: int = field(default=0, metadata={
         "help": "stop reward training after this many validations without a lower validation loss, keeping the "
                 "best weights (0: off; 3 keeps an incremental round's cost at the first round's: bench/round_cost.py)"})
-    reward_training: str = field(default=RewardTraining.INCREMENTAL.value, metadata={
+    # full by default: an incremental round validates on its share alone, which on the demo's 100-label rounds falls
+    # under validation_too_small's 20 pairs (docs/benchmarks.md#round-cost)
+    reward_training: str = field(default=RewardTraining.FULL.value, metadata={
         "help": "incremental: each round continues the previous round's reward model on its new labels plus "
                 "reward_replay older ones (the cost follows the new labels; implies the warm start); full: every "
                 "label each round, from the SFT policy (or the previous model with reward_warm_start)",
