@@ -150,7 +150,7 @@ def test_worker_killed_in_every_step_before_the_policy_phase_resumes_to_a_whole_
 
 def test_worker_killed_writing_an_incremental_reward_model_resumes_it_on_the_same_share(demo_store):
     store = demo_store
-    config = {**FAULT_LOOP, "rounds": 2, "label_decay": 1.0, "reward_replay": 3}
+    config = {**FAULT_LOOP, "rounds": 2, "label_decay": 1.0, "reward_training": "incremental", "reward_replay": 3}
     job_id = job_rows.create_job(store, "loop", LoopConfig.from_dict(config).to_dict())
     try:
         # round 2's member: weights saved, reward_info.json not yet
