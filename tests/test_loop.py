@@ -77,7 +77,7 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
     report = winrate_report(demo_store)
     final = report.latest()  # ... and the oracle, judging blind pairs, prefers it to the SFT policy
     assert final.policy_id == policies[-1].id and final.judgements == 24 and final.rate > 0.5, final
-    assert f"{final.name} vs SFT {final.rate:.0%} [{final.low:.0%}, {final.high:.0%}]" in result.stdout  # its result line
+    assert f"{final.name} vs SFT {final.rate:.0%} [{final.low:.0%}, {final.high:.0%}]" in result.stdout  # result line
     board = report.leaderboard
     assert sorted(s.name for s in board) == ["v0", "v1", "v2", "v3"] and board[0].name != "v0"
     assert all(s.low is not None and s.low < s.strength < s.high for s in board if not s.anchor)
