@@ -19,7 +19,7 @@ from storage.demonstrations import ImportedDemonstration
 from storage.errors import InvalidInput
 
 from .conversations import answer_text
-from .importing import MAX_PROMPT_CHARS, check_text, new_prompt
+from .importing import MAX_PROMPT_CHARS, check_text, prompt_and_turns
 
 MAX_DEMONSTRATION_CHARS = 100_000  # as a response (labeling.preference_formats.MAX_RESPONSE_CHARS)
 COLUMNS = ("prompt", "completion", "messages")
@@ -56,14 +56,7 @@ def _split_messages(messages, where: str) -> tuple[list, str]:
 
 
 def _checked(prompt, answer: str, where: str) -> ImportedDemonstration:
-    messages = None
-    if isinstance(prompt, list):
-        made = new_prompt(prompt, f"{where}: prompt")
-        prompt, messages = made.text, made.messages
-    elif not isinstance(prompt, str):
-        raise InvalidInput(f"{where}: 'prompt' is {type(prompt).__name__}, not text or a list of turns")
-    elif not prompt.strip():
-        raise InvalidInput(f"{where}: 'prompt' is empty; fill it in or remove the row")
+    prompt, messages = prompt_and_turns(prompt, where)
     check_text(prompt, "'prompt'", MAX_PROMPT_CHARS, where)
     check_demonstration_text(answer, where)
     return ImportedDemonstration(prompt, answer, messages)

@@ -91,6 +91,19 @@ def new_prompt(value, where: str, reference: dict | None = None) -> NewPrompt:
     return NewPrompt(value.strip(), reference=reference)
 
 
+def prompt_and_turns(prompt, where: str) -> tuple[str, list | None]:
+    """A data row's `prompt` (text, or a list of turns made one text) and its turns, after checking it is one of them
+    and not empty (the preference and demonstration formats read prompts so)."""
+    if isinstance(prompt, list):
+        made = new_prompt(prompt, f"{where}: prompt")
+        return made.text, made.messages
+    if not isinstance(prompt, str):
+        raise InvalidInput(f"{where}: 'prompt' is {type(prompt).__name__}, not text or a list of turns")
+    if not prompt.strip():
+        raise InvalidInput(f"{where}: 'prompt' is empty; fill it in or remove the row")
+    return prompt, None
+
+
 def check_text(text: str, what: str, limit: int, where: str) -> None:
     """InvalidInput naming `where` when the text (`what`, e.g. "the prompt") is over `limit` characters or holds a
     NUL character (which no text holds, and which C libraries and many tools take for the end of the text)."""

@@ -25,7 +25,7 @@ from storage.errors import InvalidInput
 from storage.preferences import Preference
 
 from .conversations import SPEAKERS, TURN_SEPARATOR, Message, answer_text, conversation_text
-from .importing import MAX_PROMPT_CHARS, check_text, new_prompt
+from .importing import MAX_PROMPT_CHARS, check_text, prompt_and_turns
 
 MAX_RESPONSE_CHARS = 100_000
 ANSWER_MARK = f"{TURN_SEPARATOR}{SPEAKERS['assistant']}:"  # "\n\nAssistant:", which ends an implicit prompt
@@ -132,15 +132,8 @@ def _check_same_kind(chosen, rejected, where: str) -> None:
 def _preference(prompt, chosen: str, rejected: str, margin: float | None, where: str,
                 chat_turns: bool) -> Preference:
     """The Preference of a row's prompt (text or turns) and answers, after checking them."""
-    messages = None
-    if isinstance(prompt, list):
-        made = new_prompt(prompt, f"{where}: prompt")
-        prompt, messages = made.text, made.messages
-    elif not isinstance(prompt, str):
-        raise InvalidInput(f"{where}: 'prompt' is {type(prompt).__name__}, not text or a list of turns")
-    elif not prompt.strip():
-        raise InvalidInput(f"{where}: 'prompt' is empty; fill it in or remove the row")
-    elif chat_turns and (turns := dialogue_turns(prompt)) is not None:
+    prompt, messages = prompt_and_turns(prompt, where)
+    if messages is None and chat_turns and (turns := dialogue_turns(prompt)) is not None:
         messages = turns
         prompt, chosen, rejected = conversation_text(messages), chosen.strip(), rejected.strip()
     check_text(prompt, "'prompt'", MAX_PROMPT_CHARS, where)
