@@ -47,6 +47,7 @@ QUEUE_WORKERS = 4
 POLL_S = 10.0
 EMPTY = "The queue is empty: new pairs arrive when the next round samples from the policy."
 EMPTY_HTML = f'<p class="queue-empty">{EMPTY}</p>'
+NAME_FIRST_HTML = '<p class="queue-empty">Type your name above to see the first pair.</p>'
 NAME_HINT = "Type your name above and press Enter (or **Start labeling**) first; then the keys vote."
 # The browser remembers the annotator's name in its localStorage under this key. The name is no secret: a fixed key
 # for Gradio's encryption lets it outlive a restart of the server (a random one would be new each start).
@@ -205,7 +206,7 @@ def layout(signed_in: bool) -> LabelLayout:
                                  elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
             guidelines = gr.HTML(js_on_load=None, elem_id="guidelines-text")
-        prompt = gr.HTML(js_on_load=None, elem_id="pair-prompt")
+        prompt = gr.HTML("" if signed_in else NAME_FIRST_HTML, js_on_load=None, elem_id="pair-prompt")
         responses = gr.HTML(js_on_load=None, elem_id="responses")
         with gr.Row(elem_id="vote-buttons"):
             votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120,

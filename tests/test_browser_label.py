@@ -114,6 +114,7 @@ def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_n
     dialogs = []
     page = open_page(browser, serve(), dialogs)
     expect(page.locator("#vote-left")).to_be_visible()
+    expect(page.locator("#pair-prompt")).to_have_text("Type your name above to see the first pair.")
     page.keyboard.press("1")  # no name yet: a hint, no error, nothing stored
     expect(page.locator("#label-status")).to_contain_text("Type your name above and press Enter")
     page.get_by_role("button", name="Left is better").click()

@@ -202,6 +202,9 @@ def test_a_view_fills_the_layout_components_of_its_field_names(store):
     screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None)
     assert screen.values() == (1, "v", "p", "lr", "c", "s", None)
     assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
+    assert ui.prompt.value == label_tab.NAME_FIRST_HTML  # a line, not a blank band, where the pair will be
+    with gr.Blocks():
+        assert label_tab.layout(signed_in=True).prompt.value == ""  # under --auth the pair comes on page load
 
 
 def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queue_pairs):
