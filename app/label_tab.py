@@ -34,7 +34,7 @@ from labeling.annotation import (
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import Conflict, InvalidInput, NotFound
-from trainers.loop.waiting import waiting_for_people
+from trainers.loop.waiting import waiting_line
 
 from . import demonstration_editor
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
@@ -47,6 +47,7 @@ QUEUE_WORKERS = 4
 POLL_S = 10.0
 EMPTY = "The queue is empty: new pairs arrive when the next round samples from the policy."
 EMPTY_HTML = f'<p class="queue-empty">{EMPTY}</p>'
+NAME_FIRST_HTML = '<p class="queue-empty">Type your name above to see the first pair.</p>'
 NAME_HINT = "Type your name above and press Enter (or **Start labeling**) first; then the keys vote."
 # The browser remembers the annotator's name in its localStorage under this key. The name is no secret: a fixed key
 # for Gradio's encryption lets it outlive a restart of the server (a random one would be new each start).
@@ -205,7 +206,7 @@ def layout(signed_in: bool) -> LabelLayout:
                                  elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
             guidelines = gr.HTML(js_on_load=None, elem_id="guidelines-text")
-        prompt = gr.HTML(js_on_load=None, elem_id="pair-prompt")
+        prompt = gr.HTML("" if signed_in else NAME_FIRST_HTML, js_on_load=None, elem_id="pair-prompt")
         responses = gr.HTML(js_on_load=None, elem_id="responses")
         with gr.Row(elem_id="vote-buttons"):
             votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120,
@@ -245,13 +246,17 @@ class Screen(View):
     poll: gr.Timer
 
 
+def counts_line(studio: Studio, name: str, pair_id: int | None) -> str:
+    """Progress, and each loop round that waits for people with the labels it has now (`pair_id`: on screen)."""
+    done = progress(studio.store, name)
+    waits = [line for job in job_rows.list_jobs(studio.store, limit=5)
+             if (line := waiting_line(studio.store, job, name, pair_id))]
+    return " · ".join([f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue", *waits])
+
+
 def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = "") -> Screen:
     """The screen for a shown pair (a new vote id for it), or the empty queue (polling for new pairs)."""
-    done = progress(studio.store, name)
-    counts = f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue"
-    waits = [found.line() for job in job_rows.list_jobs(studio.store, limit=5) if (found := waiting_for_people(job))]
-    if waits:
-        counts += " · " + " · ".join(waits)
+    counts = counts_line(studio, name, shown and shown.pair_id)
     if shown is None:
         return Screen(None, None, EMPTY_HTML, "", counts, message, gr.Timer(active=True))
     return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts,
@@ -347,6 +352,14 @@ def show_known_annotator(studio: Studio, annotator: str | None, request: gr.Requ
     return gr.skip() if unnamed(studio, annotator) else start_labeling(studio, annotator, annotator, request)
 
 
+def show_counts(studio: Studio, annotator: str | None, pair_id: int | None, request: gr.Request) -> str | dict:
+    """The tab opened again: its counts as they are now (a loop may have started waiting for people meanwhile)."""
+    if unnamed(studio, annotator):
+        return gr.skip()
+    with user_errors():
+        return counts_line(studio, annotator_name(studio, request, annotator), pair_id)
+
+
 @dataclass(frozen=True)
 class Settings(View):
     """The queue settings: the guidelines (rendered HTML, and markdown in the owner's edit box), overlap, reservation
@@ -411,4 +424,5 @@ def build(studio: Studio) -> list[Refresh]:
     from . import ranking_panel  # rankings of K answers (rank_k 3-6): its own panel below the pair (it imports us)
     rankings = ranking_panel.build(studio, ui.name_box, ui.annotator, ui.start)
     return [*rankings, *extras, Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
-            Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False)]
+            Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False),
+            Refresh(bind(show_counts, studio), [ui.annotator, ui.pair_id], [ui.counts])]

@@ -27,7 +27,8 @@ def list_rounds(store: Store, job_id: int | None = None) -> list[dict]:
     return [{**r, "config": json.loads(r["config"]), "summary": json.loads(r["summary"])} for r in rows]
 
 
-_NOT_WINRATE = "NOT EXISTS (SELECT 1 FROM winrate_pairs w WHERE w.pair_id = p.id)"
+_WINRATE = "EXISTS (SELECT 1 FROM winrate_pairs w WHERE w.pair_id = p.id)"
+_NOT_WINRATE = f"NOT {_WINRATE}"
 
 
 def round_label_count(store: Store, round: int) -> int:
@@ -43,6 +44,15 @@ def round_pair_count(store: Store, round: int) -> int:
     """The pairs the round queued for its own labels (win-rate pairs placed among them are not the round's)."""
     return store.db().execute(f"SELECT count(*) FROM pairs p WHERE round = ? AND {_NOT_WINRATE}",
                               [round]).fetchone()[0]
+
+
+def open_winrate_pairs(store: Store, round: int, annotator: str, overlap: int) -> int:
+    """Win-rate pairs placed among `round`'s own (queued in it) that `annotator` may still be served: labels the
+    round does not count."""
+    return store.db().execute(
+        f"SELECT count(*) FROM pairs p WHERE p.round = ? AND p.votes < ? AND {_WINRATE}"
+        " AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.pair_id = p.id AND l.annotator = ? AND l.undone IS NULL)",
+        [round, overlap, annotator]).fetchone()[0]
 
 
 def max_policy_round_before(store: Store, created: float) -> int:

@@ -110,10 +110,11 @@ def test_label_with_clicks_and_keys_including_tie_and_undo(store, queue_pairs, s
 
 def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_name(store, queue_pairs, serve,
                                                                                    browser):
-    queue_pairs(PAIRS[3:])
+    queue_pairs(PAIRS[3:], round=2)  # the pairs of the loop's round 2 below (no policy before it: the store's 2)
     dialogs = []
     page = open_page(browser, serve(), dialogs)
     expect(page.locator("#vote-left")).to_be_visible()
+    expect(page.locator("#pair-prompt")).to_have_text("Type your name above to see the first pair.")
     page.keyboard.press("1")  # no name yet: a hint, no error, nothing stored
     expect(page.locator("#label-status")).to_contain_text("Type your name above and press Enter")
     page.get_by_role("button", name="Left is better").click()
@@ -122,15 +123,16 @@ def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_n
 
     job_id = job_rows.create_job(store, "loop", {})  # a loop of this process waits for people's labels
     job_rows.claim_job(store, job_id, os.getpid())
-    job_rows.heartbeat(store, job_id, phase="round 2/3: waiting for labels (4/10)")
+    job_rows.heartbeat(store, job_id, phase="round 2/3: waiting for labels (0/10)")  # the loop polls no more
     page.get_by_label("Your name").fill("newbie")
     page.get_by_label("Your name").press("Enter")
     expect(page.locator("#labeling-as")).to_have_text("Labeling as newbie")
-    expect(page.locator("#label-progress")).to_contain_text(f"round 2 of 3 needs 6 more labels (loop job {job_id})")
+    expect(page.locator("#label-progress")).to_contain_text(f"round 2 of 3 needs 10 more labels (loop job {job_id})")
     expect(page.get_by_label("Your name")).to_be_hidden()
     expect(page.locator("#pair-prompt .text-rendered")).to_have_count(1)
     act(page, lambda: page.keyboard.press("1"))  # no click, no blur: the focus left the name box
     assert [label.annotator for label in list_labels(store)] == ["newbie"]
+    expect(page.locator("#label-progress")).to_contain_text("round 2 of 3 needs 9 more labels")  # counted at once
 
     page.reload()  # the browser remembers the name and shows the reserved pair at once
     expect(page.locator("#labeling-as")).to_have_text("Labeling as newbie")

@@ -14,8 +14,12 @@ from app.context import Studio, bind
 from labeling.annotation import ShownPair
 from storage import jobs as job_rows
 from storage.labels import list_labels
+from storage.pairs import NewPair, get_pair
+from storage.policies import add_policy
 from storage.types import JobStatus
 from storage.votes import release_reservations
+from storage.winrate import WINRATE_SELECTOR, WinrateMark, queue_winrate_pairs
+from trainers.loop.ranking_round import round_judgements
 from trainers.loop.waiting import waiting_phase
 
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))
@@ -153,16 +157,19 @@ def test_a_new_name_gives_back_the_old_names_pair_and_votes_as_the_new_one(store
 
 
 def test_a_loop_waiting_for_people_shows_beside_the_queue_counts(store, queue_pairs):
-    queue_pairs([("p", "a", "b")])
+    queue_pairs([("p", "a", "b")], round=2)  # no policy before the job: its round 2 is the store's round 2
     job_id = job_rows.create_job(store, "loop", {})
     job_rows.claim_job(store, job_id, os.getpid())
     job_rows.heartbeat(store, job_id, phase="round 2/3: training the reward model")
     started = label_tab.start_labeling(Studio(store), "alice", None, None)
     assert started.counts == "**0** labeled today · **1** left in the queue"  # a loop that waits for nobody
-    job_rows.heartbeat(store, job_id, phase=f"round 2/3: {waiting_phase(4, 10)}")
+    job_rows.heartbeat(store, job_id, phase=f"round 2/3: {waiting_phase(0, 2)}")
+    assert label_tab.show_counts(Studio(store), "alice", started.pair_id, None) == (  # the tab opened again
+        f"**0** labeled today · **1** left in the queue · round 2 of 3 needs 2 more labels (loop job {job_id})")
+    assert label_tab.show_counts(Studio(store), "", started.pair_id, None) == gr.skip()  # no name yet
     after = label_tab.vote(Studio(store), Choice.LEFT, "alice", started.pair_id, started.vote_id, None)
-    assert after.counts == ("**1** labeled today · **0** left in the queue · round 2 of 3 needs 6 more labels "
-                            f"(loop job {job_id})")
+    assert after.counts == ("**1** labeled today · **0** left in the queue · round 2 of 3 needs 1 more label "
+                            f"(loop job {job_id})")  # counted now, not at the loop's next poll
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
     assert label_tab.undo(Studio(store), "alice", None).counts == "**0** labeled today · **1** left in the queue"
 
@@ -195,6 +202,9 @@ def test_a_view_fills_the_layout_components_of_its_field_names(store):
     screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None)
     assert screen.values() == (1, "v", "p", "lr", "c", "s", None)
     assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
+    assert ui.prompt.value == label_tab.NAME_FIRST_HTML  # a line, not a blank band, where the pair will be
+    with gr.Blocks():
+        assert label_tab.layout(signed_in=True).prompt.value == ""  # under --auth the pair comes on page load
 
 
 def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queue_pairs):
@@ -210,3 +220,59 @@ def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queu
     assert [name for name, *_ in get_function_params(vote)] == ["annotator", "pair_id", "vote_id", "judgement"]
     shown = bind(label_tab.start_labeling, studio)("alice", None, None)
     assert isinstance(shown, tuple) and shown[2] == prompt_pane("p")  # Screen.values(): pair_id, vote_id, prompt, ...
+
+
+def waiting_loop(store, round_index: int, rounds: int, wanted: int) -> int:
+    """A running loop job whose round `round_index` of `rounds` waits for `wanted` labels (its phase as the loop
+    writes it); the loop itself is not running, so the phase keeps its first count."""
+    job_id = job_rows.create_job(store, "loop", {})
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.heartbeat(store, job_id, phase=f"round {round_index}/{rounds}: {waiting_phase(0, wanted)}")
+    return job_id
+
+
+def test_votes_on_the_waiting_rounds_pairs_lower_its_count_at_once(demo_store, queue_pairs):
+    """The demo's seed pairs (round 0) stay in the queue while a loop's first round (the store's round 1) waits: the
+    pair held from before the loop counts for nothing, the next pairs are the round's and each vote lowers the line
+    at once, not when the loop next polls."""
+    studio = Studio(demo_store)
+    before = label_tab.start_labeling(studio, "alice", None, None)  # a seed pair, held from before the loop
+    job_id = waiting_loop(demo_store, 1, 3, 2)
+    theirs = set(queue_pairs([("r1", "a1", "b1"), ("r2", "a2", "b2"), ("r3", "a3", "b3")], round=1))
+    line = f" · round 1 of 3 needs {{}} (loop job {job_id}{{}})"
+    opened = label_tab.show_counts(studio, "alice", before.pair_id, None)  # the Label tab opened again
+    assert opened.endswith(line.format("2 more labels", "; the pair on screen is not one of its pairs"))
+    first = label_tab.vote(studio, Choice.LEFT, "alice", before.pair_id, before.vote_id, None)
+    assert before.pair_id not in theirs and first.pair_id in theirs and first.counts.endswith(
+        line.format("2 more labels", ""))
+    second = label_tab.vote(studio, Choice.RIGHT, "alice", first.pair_id, first.vote_id, None)
+    assert second.pair_id in theirs and second.counts.endswith(line.format("1 more label", ""))
+
+
+def test_the_line_says_which_labels_the_waiting_round_does_not_count(store, queue_pairs):
+    """Win-rate pairs among the round's pairs and a pair on screen from another round count for nothing, and the
+    line says so; a vote on the round's own pair counts as the loop counts it (`round_judgements`)."""
+    sft = add_policy(store, "sft", round=0)
+    v1 = add_policy(store, "v1", parent_id=sft, round=1)
+    job_id = waiting_loop(store, 1, 2, 1)  # made after v1 (round 1): its round 1 is the store's round 2
+    older = queue_pairs([("old", "a0", "b0")], round=1, scores=[9.0])
+    own = queue_pairs([("own", "a1", "b1")], round=2, scores=[1.0])
+    judged = [get_pair(store, pair_id) for pair_id in queue_pairs([("w1", "a", "b"), ("w2", "c", "d")])]
+    queue_winrate_pairs(store, [NewPair(p.prompt_id, p.first_id, p.second_id, WINRATE_SELECTOR, 3.0 - i, round=2)
+                                for i, p in enumerate(judged)], [WinrateMark(v1, sft)] * 2)
+    studio = Studio(store)
+    line = f" · round 1 of 2 {{}} (loop job {job_id}{{}})"
+    first = label_tab.start_labeling(studio, "alice", None, None)  # the queue's first: a win-rate pair
+    assert first.counts.endswith(line.format("needs 1 more label", "; 2 win-rate pairs among its pairs do not count"))
+    elsewhere = label_tab.screen(studio, "alice", ShownPair(older[0], "old", "a0", "b0"))
+    assert elsewhere.counts.endswith(line.format("needs 1 more label", "; the pair on screen is not one of its "
+                                                 "pairs; 2 win-rate pairs among its pairs do not count"))
+    second = label_tab.vote(studio, Choice.LEFT, "alice", first.pair_id, first.vote_id, None)
+    assert second.counts.endswith(line.format("needs 1 more label", "; 1 win-rate pair among its pairs does not count"))
+    third = label_tab.vote(studio, Choice.LEFT, "alice", second.pair_id, second.vote_id, None)
+    assert third.pair_id == own[0] and third.counts.endswith(line.format("needs 1 more label", ""))
+    assert round_judgements(store, 2) == 0
+    fourth = label_tab.vote(studio, Choice.TIE, "alice", third.pair_id, third.vote_id, None)
+    assert round_judgements(store, 2) == 1 and fourth.pair_id == older[0]  # then the older rounds' pairs
+    assert fourth.counts.endswith(line.format("has the 1 label it waits for",
+                                              "; the pair on screen is not one of its pairs"))

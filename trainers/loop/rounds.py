@@ -32,7 +32,7 @@ from storage.metrics import last_step, log_metrics, read_metrics
 from storage.policies import latest_policy, list_policies
 from storage.prompts import excluded_prompt_ids
 from storage.reward_models import list_reward_models
-from storage.rounds import add_round, list_rounds, max_policy_round_before
+from storage.rounds import add_round, list_rounds
 from storage.types import Generation, Job, Policy
 from storage.winrate import winrate_judgements
 
@@ -71,7 +71,7 @@ from .round_lines import round_line
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
 from .sft_steps import run_sft_first, run_sft_step
-from .waiting import waiting_phase
+from .waiting import first_round, waiting_phase
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
 HUMAN_POLL_S = 2.0
@@ -88,7 +88,7 @@ class Loop:
         for line in self.prompts.lines():
             self.log(line)
             job_rows.add_log(store, job.id, line)
-        self.first_round = max_policy_round_before(store, job.created) + 1
+        self.first_round = first_round(store, job)  # as the Label tab finds the round that waits for people
 
     def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
         """Record where the loop is (job phase and progress, a log line, the bar); True when a stop was requested."""
