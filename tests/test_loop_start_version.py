@@ -2,22 +2,26 @@
 samples, and PPO starts from its weights; the new version is its child) while the KL reference and the SFT side of
 win-rate pairs stay its SFT root; a LoRA version's adapter is continued; the line a loop starts with names the
 version and how to start from another; an unknown version, a missing folder and `--from` with `--resume` are refused
-in one line before any job row."""
+in one line before any job row; the API takes the same setting."""
 
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import gradio as gr
 import pytest
 
+from app.auth import Users
 from app.cli import main
 from storage import InvalidInput
 from storage import jobs as job_rows
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.policies import add_policy, list_policies, set_trained_from
 from storage.rounds import list_rounds
+from tests.helpers import workerless_studio
 from trainers.loop.config import LoopConfig, round_seed
 from trainers.loop.start_version import start_line
 from trainers.reward.shared_base import adapter_base, same_dir
@@ -78,6 +82,19 @@ def test_a_bad_start_version_is_refused_in_one_line_before_any_job(demo_store, t
     out, err = capsys.readouterr()
     assert err.startswith(f"error: {message.format(gone=gone)}") and err.count("\n") == 1 and out == ""
     assert job_rows.list_jobs(demo_store) == []
+
+
+def test_the_api_starts_a_loop_from_a_version_and_refuses_one_the_store_lacks(store, monkeypatch):
+    from app import train_tab
+
+    studio = workerless_studio(store, monkeypatch, Users({"owner": "o"}, frozenset({"owner"})))
+    owner = SimpleNamespace(username="owner")
+    small = {"rounds": 1, "prompts_per_round": 8, "policy_batch_size": 8, "labels_per_round": 8}
+    with pytest.raises(gr.Error, match="the store has no policy version v1, only v0; start from one of them"):
+        train_tab.api_start_loop(studio, json.dumps({**small, "start_version": "v1"}), owner)
+    assert job_rows.list_jobs(store) == []
+    train_tab.api_start_loop(studio, json.dumps({**small, "start_version": "0"}), owner)
+    assert job_rows.list_jobs(store)[0].config["start_version"] == "v0"
 
 
 def test_a_start_version_is_written_v3_or_3_and_stored_as_v3():
