@@ -20,7 +20,7 @@ from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.job_warnings import list_warnings
-from storage.types import Job
+from storage.types import Job, JobStatus
 from trainers.jobs.launcher import reap_orphans
 from trainers.loop.job_summary import job_summary
 
@@ -36,11 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_lines(store: Store, job: Job) -> list[str]:
-    """A job's headline (id, kind, status, progress, phase) and one line per warning, in the order they fired."""
-    progress = f" {job.progress:.0%}" if job.progress is not None else ""
-    phase = f" · {job.phase}" if job.phase else ""
-    lines = [f"job {job.id} {job.kind}: {job.status.value}{progress}{phase}"]
+    """A job's headline (id, kind, status, progress, phase), its result once it ended (a completed job's in place of
+    its last phase, which no longer says anything), and one line per warning, in the order they fired."""
     summary = None if job.status.active else job_summary(store, job)
+    progress = f" {job.progress:.0%}" if job.progress is not None else ""
+    stale = summary is not None and job.status is JobStatus.COMPLETED
+    phase = f" · {job.phase}" if job.phase and not stale else ""
+    lines = [f"job {job.id} {job.kind}: {job.status.value}{progress}{phase}"]
     if summary is not None:
         lines.append(f"  result: {summary}")
     if job.status.resumable and job.kind in RESUME_COMMAND:

@@ -21,6 +21,7 @@ bootstrap intervals (`labeling.winrate_stats` holds the math).
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Sequence
@@ -50,6 +51,12 @@ MIN_PAIRS_FOR_INTERVAL = 24  # the default `winrate_pairs`: 24 judgements can pu
 def version_names(policies: Sequence[Policy]) -> dict[int, str]:
     """`v0`, `v1`, ... by registration order: v0 is the first policy of the store (the SFT root)."""
     return {p.id: f"v{k}" for k, p in enumerate(sorted(policies, key=lambda p: p.id))}
+
+
+def version_number(text: str) -> int | None:
+    """The k of a version written `vk` or `k` (`v3`, `3`), as `loop --from` takes it; None for anything else."""
+    match = re.fullmatch(r"v?([0-9]+)", text.strip().lower())
+    return int(match.group(1)) if match else None
 
 
 def registered_version(policies: Sequence[Policy], policy_id: int) -> str:

@@ -5,9 +5,10 @@ Every `LoopConfig` field is an option (`--rounds`, `--labels-per-round` or `--la
 them on top. What is left out comes from the project's preset (`trainers.loop.presets`: the demo's defaults, as the
 help shows them, or the real-model settings chosen from the project's model), printed when the loop starts with the
 labels each round collects.
-`--selector disagreement` without `--ensemble` trains an ensemble of 3. `--accelerate-config FILE` starts the job
-through the launcher (each training phase under `accelerate launch`) and follows it here. Imports nothing heavy at
-module level (app.py builds its parser from here)."""
+The loop starts from the store's newest policy version, or from the one `--from vK` names (`start_version`; not with
+`--resume`), and says which when it starts. `--selector disagreement` without `--ensemble` trains an ensemble of 3.
+`--accelerate-config FILE` starts the job through the launcher (each training phase under `accelerate launch`) and
+follows it here. Imports nothing heavy at module level (app.py builds its parser from here)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from labeling.selection import Selector
 from labeling.winrate import winrate_report
 from storage import Store
 from storage import jobs as job_rows
+from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
@@ -33,7 +35,7 @@ DISAGREEMENT_ENSEMBLE = 3  # the ensemble `--selector disagreement` trains when 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_options(parser, LoopConfig)
+    add_options(parser, LoopConfig, aliases={"start_version": ["--from"]})
     parser.add_argument("--config", default="{}", metavar="JSON",
                         help='LoopConfig settings as a JSON object, applied on top of the options, e.g. '
                              '\'{"kl_coef": 0.2, "lora": true}\'')
@@ -57,32 +59,23 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     from ..loop.presets import project_preset
     from ..loop.prompt_use import check_against_store
     from ..loop.sft_steps import sft_offer
+    from ..loop.start_version import start_line
 
     preset = project_preset(store)
     config = config_from_args(args, preset.config)
     check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
     print(f"labels: {config.schedule} (audit pairs included)")
-    print(start_line(store))
+    print(start_line(store, config))
     if (offer := sft_offer(config, store)) is not None:
         print(offer)
     return config
 
 
-def start_line(store: Store) -> str:
-    """Which version the loop trains first, and how to start from another one."""
-    from labeling.winrate import version_names
-    from storage.policies import latest_policy, list_policies
-
-    newest = latest_policy(store)
-    name = version_names(list_policies(store))[newest.id]
-    if newest.parent_id is None:
-        return f"starts from {name}, the SFT policy"
-    return (f"starts from {name}, the store's newest version (store round {newest.round}); a loop always trains the "
-            f"newest version: to start again from the SFT policy, start a new store with python app.py init")
-
-
 def run(args: argparse.Namespace, store: Store) -> int:
+    if args.resume is not None and (args.start_version or settings_from_json(args.config).get("start_version")):
+        raise InvalidInput(f"--from and --resume do not go together: job {args.resume} goes on from where it stopped; "
+                           "drop --from, or start a new loop from that version without --resume")
     if args.accelerate_config is not None:
         settings = None if args.resume is not None else project_config(args, store).to_dict()
         job = launch_and_follow(store, JobKind.LOOP, settings, args.accelerate_config, resume=args.resume)

@@ -13,6 +13,7 @@ from typing import ClassVar
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from labeling.winrate import version_number
 from storage.errors import InvalidInput
 
 from ..jobs.layer import JobKind
@@ -69,6 +70,10 @@ def round_seed(seed: int, round: int) -> int:
 @dataclass(frozen=True)
 class LoopConfig:
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
+    start_version: str | None = field(default=None, metadata={
+        "help": "the policy version the first round trains from, named as the leaderboard names it (v3, or 3); later "
+                "rounds train the version the round before made, and the KL reference and the SFT side of win-rate "
+                "pairs stay that version's SFT root (None: the store's newest version)"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={
@@ -201,6 +206,10 @@ class LoopConfig:
                                    f"{self.label_budget}")
             object.__setattr__(self, "labels_per_round",  # N, from the budget: what every reader of N uses
                                first_round_labels(self.label_budget, self.label_decay, self.rounds))
+        if self.start_version is not None:  # "3" and "v3" are both stored as "v3"
+            if not isinstance(self.start_version, str) or version_number(self.start_version) is None:
+                raise InvalidInput(f"start_version must name a policy version as v3 or 3, got {self.start_version!r}")
+            object.__setattr__(self, "start_version", f"v{version_number(self.start_version)}")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):

@@ -25,6 +25,7 @@ from ..jobs.sft_data import check_sft_first
 from ..models.chat_format import PromptBudget, PromptFit, listed, model_context, pair_token_counts, prompt_budget
 from .config import LoopConfig
 from .presets import project_preset
+from .start_version import start_policy
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,9 @@ def loop_prompts(store: Store, policy_path: str, response_length: int) -> LoopPr
 def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     """Settings that depend on the store: a policy, responses within its context, and batches within the training
     prompts the loop can use: those not excluded that fit the context with `response_length` tokens to spare (the
-    others are left out, counted; nothing is cut). Returns the prompts the loop uses."""
-    policy = latest_policy(store)
+    others are left out, counted; nothing is cut), and the version it starts from (`start_version`). Returns the
+    prompts the loop uses."""
+    policy = start_policy(store, config)
     if policy is None:
         what = "no policy" if count_prompts(store) else "no training prompts and no policy"
         raise InvalidInput(f"the store has {what}; {start_a_project(store)}")

@@ -71,6 +71,7 @@ from .round_lines import round_line
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
 from .sft_steps import run_sft_first, run_sft_step
+from .start_version import start_policy
 from .waiting import first_round, waiting_phase
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
@@ -89,6 +90,7 @@ class Loop:
             self.log(line)
             job_rows.add_log(store, job.id, line)
         self.first_round = first_round(store, job)  # as the Label tab finds the round that waits for people
+        self.start = start_policy(store, self.config)  # `start_version`, else the newest when the job began
 
     def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
         """Record where the loop is (job phase and progress, a log line, the bar); True when a stop was requested."""
@@ -113,8 +115,13 @@ class Loop:
         """The policy version's name as phases show it: `policy v3`."""
         return f"policy {version_names(list_policies(self.store))[policy.id]}"
 
+    def current_policy(self) -> Policy:
+        """The version the loop trains next: the newest one this job registered, else the version it starts from."""
+        newest = latest_policy(self.store)
+        return newest if newest.created >= self.job.created else self.start
+
     def run(self) -> None:
-        start = latest_policy(self.store)
+        start = self.current_policy()
         logged = read_metrics(self.store, self.job.id, names=["round/oracle_score"])
         if not any(row["step"] == self.first_round - 1 for row in logged):  # the baseline, once per job
             self.step(0, f"evaluating {self.version(start)}", 0.0)
@@ -140,7 +147,7 @@ class Loop:
         before the job completes (people judge them after it, and the figures follow their labels)."""
         if not collects_labels(self.config):
             return
-        index, newest = self.config.rounds - 1, latest_policy(self.store)
+        index, newest = self.config.rounds - 1, self.current_policy()
         self.queue_winrate_pairs(index, newest, self.labels_wanted(index), 0.99)
         if self.with_oracle:
             self.step(index, f"judging {self.version(newest)} against the SFT policy", 0.99)
@@ -154,7 +161,7 @@ class Loop:
     def run_round(self, index: int) -> None:
         config, g = self.config, self.first_round + index
         seed = round_seed(config.seed, g)
-        policy = latest_policy(self.store)
+        policy = self.current_policy()
         labels = collects_labels(config)  # a reward of the functions alone needs no pairs, labels or reward model
         if labels and not round_queued(self.store, g):
             self.step(index, "sampling responses", 0.0)
@@ -252,7 +259,8 @@ class Loop:
         from ..reward.config import RewardConfig
         from .annotator_agreement import record_annotator_agreement
 
-        result = train_reward_model(self.store, RewardConfig(**reward_settings(self.config, g)), job_id=self.job.id,
+        config = RewardConfig(**reward_settings(self.config, g), policy_id=self.current_policy().id)
+        result = train_reward_model(self.store, config, job_id=self.job.id,
                                     listener=PhaseReport(self, g - self.first_round, "reward model step", 0.3, 0.5,
                                                          self.config.reward_epochs, self.config.ensemble))
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
@@ -278,7 +286,7 @@ class Loop:
         settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
         run = PolicyRun(iterations=m, reward=self.config.reward, round=g, reward_functions=self.config.reward_functions,
-                        rm_weight=self.config.rm_weight,
+                        rm_weight=self.config.rm_weight, policy_id=self.current_policy().id,
                         settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                      phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
@@ -293,7 +301,8 @@ class Loop:
         if offset is None:
             offset = last_step(self.store, self.job.id, "dpo/") or 0
             log_metrics(self.store, self.job.id, g, {DPO_STEP_OFFSET: offset})
-        run_dpo(self.store, DPORun(round=g, settings=dpo_settings(self.config, g)), job_id=self.job.id,
+        run = DPORun(round=g, settings=dpo_settings(self.config, g), policy_id=self.current_policy().id)
+        run_dpo(self.store, run, job_id=self.job.id,
                 state_name=f"round-{g}", step_offset=offset, phase=None,
                 listener=PhaseReport(self, index, "DPO step", 0.5, 0.95, self.config.policy_epochs))
 

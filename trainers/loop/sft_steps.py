@@ -82,7 +82,7 @@ def run_sft_first(loop) -> None:
     if not loop.config.sft_first or recorded(loop.store, loop.job.id, SFT_POLICY, step) is not None:
         return
     loop.step(0, "SFT on the demonstrations", 0.0)
-    run = SFTRun(as_root=True, settings=sft_settings(loop.config, step))
+    run = SFTRun(as_root=True, settings=sft_settings(loop.config, step), policy_id=loop.current_policy().id)
     policy = get_policy(loop.store, _run_step(loop, 0, step, run, "first"))
     loop.step(0, f"evaluating {loop.version(policy)}", 0.0)
     score = evaluate_policy(loop.store, policy, loop.config, loop.with_oracle)
@@ -98,7 +98,7 @@ def run_sft_step(loop, index: int, g: int) -> None:
     earlier = [row for row in read_metrics(loop.store, loop.job.id, names=[SFT_POLICY]) if row["step"] < g]
     since = get_policy(loop.store, int(max(earlier, key=lambda r: r["step"])["value"])).created if earlier else \
         loop.job.created
-    run = SFTRun(as_root=False, since=since, settings=sft_settings(loop.config, g))
+    run = SFTRun(as_root=False, since=since, settings=sft_settings(loop.config, g), policy_id=loop.current_policy().id)
     try:
         from ..jobs.sft_job import plan_examples
 
