@@ -365,14 +365,19 @@ def test_reward_functions_from_the_form_and_module_functions_refused_from_the_br
 
 
 def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows_its_result(studio, store):
-    assert train_tab.time_line(80, 0.4, active=True) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
-    assert train_tab.time_line(5, 0.01, active=True) == "1% · 5 s elapsed"  # too early to tell
+    assert train_tab.time_line(80, 0.4, True, 120) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
+    assert train_tab.time_line(5, 0.01, True, None) == "1% · 5 s elapsed, estimating the time left…"  # too early
     assert train_tab.time_line(4000, 1.0, active=False) == "100% · 1 h 06 min elapsed"
     assert train_tab.time_line(3, None, active=True) == "3 s elapsed"
-    job_id = job_rows.create_job(store, "loop", {})
+    job_id = job_rows.create_job(store, "loop", {"rounds": 2})
     job_rows.claim_job(store, job_id, os.getpid())
-    job_rows.heartbeat(store, job_id, phase="round 1/1: waiting for labels (0/150)", progress=0.5)
-    assert "50% · " in train_tab.newest_job(studio).status and " left" not in train_tab.newest_job(studio).status
+    job_rows.heartbeat(store, job_id, phase="round 1/2: training the reward model", progress=0.15)
+    assert "15% · " in train_tab.newest_job(studio).status  # round 1's reward phase says nothing of the rest
+    assert train_tab.newest_job(studio).status.count("estimating the time left…") == 1
+    job_rows.heartbeat(store, job_id, phase="round 1/2: PPO iteration 1/10", progress=0.3)
+    assert " left" in train_tab.newest_job(studio).status and "estimating" not in train_tab.newest_job(studio).status
+    job_rows.heartbeat(store, job_id, phase="round 2/2: waiting for labels (0/150)", progress=0.6)
+    assert "60% · " in train_tab.newest_job(studio).status and " left" not in train_tab.newest_job(studio).status
     job_rows.heartbeat(store, job_id, phase="round 1/1: judging policy v1 against the SFT policy", progress=0.99)
     policy_id = add_policy(store, "/models/v1", parent_id=latest_policy(store).id, round=1)
     add_round(store, job_id, 1, {}, {"labels": 8}, policy_id, None)
