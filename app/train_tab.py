@@ -405,10 +405,11 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     ui.preset.change(bind(on_preset, studio), ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
     counts = [ui.rounds, ui.labels_per_round, ui.label_budget, ui.label_decay]
+    limits = [ui.preset, ui.advanced, *counts]  # the labels the loop collects on top of the store's
     for count in counts:
         count.change(schedule_text, counts, ui.schedule, **private)
-    for changed in (ui.preset, ui.advanced):
-        changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
+    for changed in limits:
+        changed.change(bind(show_limits, studio), limits, ui.limits, **private)
     job_buttons = ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY))
     for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
@@ -418,5 +419,5 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     ui.timer.tick(bind(newest_job, studio), None, shown, **private)
     return [Refresh(bind(newest_job, studio), [], shown),
             Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
-            Refresh(bind(show_limits, studio), [ui.preset, ui.advanced], [ui.limits]),
+            Refresh(bind(show_limits, studio), limits, [ui.limits]),
             TabLink(ui.to_leaderboard, "Leaderboard")]
