@@ -130,7 +130,7 @@ def seed_demo(store: Store, retry: str) -> None:
     """Seed the demo into the empty `store` in a child process (torch stays out of this one), saying what it does
     as it goes (on stderr: the child's steps follow this line); `retry` tells what to do when that fails."""
     started = time.perf_counter()
-    print(f"seeding the demo into {store.path} (once, for a new store; about half a minute): loading torch and the "
+    print(f"seeding the demo into {store.path} (once, for a new store; usually under a minute): loading torch and the "
           "demo policy …", file=sys.stderr, flush=True)
     seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())],
                           cwd=ROOT)

@@ -39,7 +39,8 @@ def test_init_demo_seeds_the_demo_as_the_first_serve_does(capfd, tmp_path, demo_
                    f"with python app.py serve --db {db}, or run python app.py loop --db {db}\n")
     lines = [line for line in err.splitlines() if line.startswith(("seeding the demo", "demo "))]
     assert lines[:-1] == [  # what it is doing, from the first second
-        f"seeding the demo into {db} (once, for a new store; about half a minute): loading torch and the demo policy …",
+        f"seeding the demo into {db} (once, for a new store; usually under a minute): loading torch and the demo "
+        "policy …",
         "seeding the demo: 100 training and 20 held-out prompts, the demo SFT policy as v0",
         "seeding the demo: sampling 400 responses (100 prompts x 4) from the demo policy …",
         "seeding the demo: queueing 200 random pairs of them for labeling",
