@@ -58,7 +58,8 @@ class Curves:
     reward: dict[str, list[Segment]]
     optimiser: dict[str, list[Segment]]  # the policy optimiser's series: `ppo/...`, or a GRPO, DPO or SFT job's own
     algorithm: Algorithm
-    rounds: list[dict]  # every round of the store, with its summary
+    rounds: list[dict]  # a loop job's rounds (any other job, or none: every round of the store), with summaries
+    others: list[dict]  # the store's rounds a loop job's charts leave out (other jobs')
     sft_oracle: float | None  # mean oracle score of the round-0 policy's held-out samples
     fired: list[Finding]  # the warnings the job recorded when they fired, with their round and step
 
@@ -92,8 +93,37 @@ def load_curves(studio: Studio, job_id: int | None) -> Curves:
     sft = [s["oracle"] for s in eval_samples(store) if s["round"] == 0 and "oracle" in s]
     fired = [Finding(w.rule, w.title, w.detail, w.advice, w.round, w.step) for w in list_warnings(store, job.id)
              ] if job else []
-    rounds = with_win_rates(list_rounds(store), winrate_report(store, rounds=0))
-    return Curves(job, reward, optimiser, algorithm, rounds, float(np.mean(sft)) if sft else None, fired)
+    every, loop = list_rounds(store), job is not None and job.kind == JobKind.LOOP
+    shown = [r for r in every if r["job_id"] == job.id] if loop else every  # a loop job's own rounds
+    rounds = with_win_rates(shown, winrate_report(store, rounds=0))
+    others = [r for r in every if r not in shown]
+    return Curves(job, reward, optimiser, algorithm, rounds, others, float(np.mean(sft)) if sft else None, fired)
+
+
+def rounds_title(curves: Curves) -> str:
+    """The rounds charts' title, saying whose rounds they show: a loop job's own (and how many of the store's it
+    leaves out), or every round of the store."""
+    title = "### Rounds: is the loop working?"
+    job = curves.job
+    if job is None or job.kind != JobKind.LOOP:
+        return f"{title}\n\nEvery round of the store{'' if job is None else ' (this job runs no rounds)'}."
+    numbers = [r["round"] for r in curves.rounds]
+    shown = (f"store round{'s' * (len(numbers) != 1)} {span(numbers)}" if numbers else "none finished yet")
+    line = f"Job {job.id}'s rounds ({shown})"
+    if curves.others:
+        n, jobs = len(curves.others), sorted({r["job_id"] for r in curves.others if r["job_id"] is not None})
+        whose = f" (job{'s' * (len(jobs) != 1)} {', '.join(map(str, jobs))})" if jobs else ""
+        line += (f"; the store's {n} other round{'s' * (n != 1)}{whose} {'are' if n != 1 else 'is'} left out: pick "
+                 f"{'their' if n != 1 else 'its'} job in the list above to see {'them' if n != 1 else 'it'}")
+    return f"{title}\n\n{line}."
+
+
+def span(numbers: list[int]) -> str:
+    """`4`, `4–6`, or `1, 3` for round numbers."""
+    ordered = sorted(set(numbers))
+    if len(ordered) > 1 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}–{ordered[-1]}"
+    return ", ".join(map(str, ordered))
 
 
 def with_win_rates(rounds: list[dict], report: WinrateReport) -> list[dict]:
@@ -168,7 +198,7 @@ def status_line(curves: Curves) -> str:
 
 
 def write_exports(curves: Curves, choice: str) -> list[str]:
-    """The shown metrics (long format, raw values) and every round's summary as CSV files in a new folder."""
+    """The shown metrics (long format, raw values) and the shown rounds' summaries as CSV files in a new folder."""
     folder = Path(tempfile.mkdtemp(prefix="studio-curves-"))
     stem = f"job{curves.job.id}" if curves.job else "studio"
     if choice != ALL:
@@ -225,6 +255,7 @@ class CurvesLayout:
     downloads: gr.File
     status: gr.Markdown
     warnings: gr.HTML
+    rounds_title: gr.Markdown  # whose rounds the rounds charts show
     rounds_plot: gr.Plot
     reward_plot: gr.Plot
     optimiser_title: gr.Markdown  # names the job's policy optimiser, PPO or GRPO
@@ -260,16 +291,16 @@ def layout() -> CurvesLayout:
                         interactive=False, visible=False)
     status = gr.Markdown(elem_id="curves-status")
     warnings = gr.HTML(css_template=WARNINGS_CSS, elem_id="curves-warnings")
-    plots = []
     with gr.Column(visible=False, elem_id="curves-charts") as charts:  # shown once there is a job
-        for title, elem_id in (("Rounds: is the loop working?", "curves-rounds"),
-                               ("Reward model: one line per round", "curves-reward")):
-            gr.Markdown(f"### {title}")
-            plots.append(gr.Plot(show_label=False, elem_id=elem_id))
+        rounds_title = gr.Markdown("### Rounds: is the loop working?", elem_id="curves-rounds-title")
+        rounds_plot = gr.Plot(show_label=False, elem_id="curves-rounds")
+        gr.Markdown("### Reward model: one line per round")
+        reward_plot = gr.Plot(show_label=False, elem_id="curves-reward")
         title = gr.Markdown(optimiser_title(Algorithm.PPO), elem_id="curves-optimiser-title")
         optimiser_plot = gr.Plot(show_label=False, elem_id="curves-optimiser")
     return CurvesLayout(job, gr.State(None), round_choice, smoothing, refresh, export, downloads, status, warnings,
-                        *plots, title, optimiser_plot, gr.Timer(LIVE_REFRESH_S, active=False), charts)
+                        rounds_title, rounds_plot, reward_plot, title, optimiser_plot,
+                        gr.Timer(LIVE_REFRESH_S, active=False), charts)
 
 
 @dataclass(frozen=True)
@@ -280,6 +311,7 @@ class Charts(View):
     round_choice: gr.Dropdown
     status: str
     warnings: str
+    rounds_title: str
     rounds_plot: PlotData
     reward_plot: PlotData
     optimiser_title: str
@@ -318,7 +350,7 @@ def show_charts(studio: Studio, job_id: int | None, choice: str, smoothing: floa
                                                                   algorithm)))
     return Charts(gr.Dropdown(choices=choices, value=choice), status_line(curves),
                   warnings_html(findings(curves, choice), curves.points > 0 or bool(curves.rounds)),
-                  rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
+                  rounds_title(curves), rounds_figure(curves.rounds, curves.sft_oracle, "rounds"),
                   reward_figure(reward, smoothing, f"{stem}-reward"), title, third,
                   gr.Timer(active=bool(curves.job and curves.job.status.active)),
                   gr.update(visible=curves.job is not None or bool(curves.rounds)))

@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -126,12 +127,16 @@ def store_is_empty(store: Store) -> bool:
 
 
 def seed_demo(store: Store, retry: str) -> None:
-    """Seed the demo into the empty `store` in a child process (torch stays out of this one); `retry` tells what to
-    do when that fails."""
+    """Seed the demo into the empty `store` in a child process (torch stays out of this one), saying what it does
+    as it goes (on stderr: the child's steps follow this line); `retry` tells what to do when that fails."""
+    started = time.perf_counter()
+    print(f"seeding the demo into {store.path} (once, for a new store; usually under a minute): loading torch and the "
+          "demo policy …", file=sys.stderr, flush=True)
     seed = subprocess.run([sys.executable, "-m", "trainers.loop.demo_seed", "--db", str(store.path.resolve())],
                           cwd=ROOT)
     if seed.returncode != 0:
         raise StudioError(f"seeding the demo into {store.path} failed (see above); {retry}")
+    print(f"demo seeded in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

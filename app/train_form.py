@@ -14,9 +14,16 @@ from storage.errors import InvalidInput
 from storage.labels import count_labels
 from storage.policies import latest_policy
 from storage.prompts import count_prompts, excluded_prompt_ids
-from trainers.loop.config import LoopConfig, first_round_labels, schedule_line, settings_from_json
+from trainers.loop.config import (
+    LoopConfig,
+    collects_labels,
+    first_round_labels,
+    labels_in_round,
+    schedule_line,
+    settings_from_json,
+)
 from trainers.loop.presets import DEMO, Preset, project_preset, project_presets
-from trainers.loop.prompt_use import label_use, loop_prompts
+from trainers.loop.prompt_use import LabelUse, label_use, loop_prompts
 from trainers.policy.config import Algorithm
 
 from .context import Studio, markdown_literal
@@ -28,19 +35,27 @@ FORM = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "pol
 LIMIT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
-def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = "{}") -> str:
-    """The token limits the settings give on the newest policy, and how many prompts and labels the loop would use
-    and leave out (nothing is truncated: a prompt or a labelled pair over them is left out, counted)."""
+def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = "{}", *counts) -> str:
+    """The token limits the settings give on the newest policy, how many prompts and labels the loop would use and
+    leave out (nothing is truncated: a prompt or a labelled pair over them is left out, counted), and the labels it
+    will have: those it collects with the form's `counts` (rounds, N, B, decay; the preset's without them) on top of
+    the store's."""
     policy = latest_policy(studio.store)
     if policy is None:
         return "**Limits:** no policy yet; start a project with `python app.py init` (or the demo: `init --demo`)."
     try:
-        settings = {**project_presets(studio.store)[preset_name].to_dict(), **settings_from_json(advanced_json)}
+        preset = project_presets(studio.store)[preset_name]
+        settings = {**preset.to_dict(), **settings_from_json(advanced_json)}
     except InvalidInput:
         return "**Limits:** fix the advanced settings' JSON to see them."
     store = studio.store
     state = (count_prompts(store), excluded_prompt_ids(store), count_labels(store), folder_state(policy.path))
-    return f"**Limits:** {limits_line(store, policy.path, int(settings['response_length']), state)}"
+    counted = limits_counted(store, policy.path, int(settings["response_length"]), state)
+    if isinstance(counted, str):
+        return f"**Limits:** {counted}"
+    prompt_lines, labels = counted
+    line = labels_line(labels, loop_schedule(preset, advanced_json, counts))
+    return f"**Limits:** {markdown_literal('; '.join(prompt_lines + ([line] if line else [])))}."
 
 
 def folder_state(path: str) -> tuple:
@@ -50,17 +65,48 @@ def folder_state(path: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=16)
-def limits_line(store: Store, policy_path: str, response_length: int, state: tuple) -> str:
-    """The limits of a policy folder for a response length, with the prompts and labels the loop would use and
-    leave out; `state` names what they depend on (prompt count, excluded ids, label count, the policy's files), so
-    they are counted through the chat template once, not at every opening of the tab. A template or config the
-    studio refuses is its one line."""
+def limits_counted(store: Store, policy_path: str, response_length: int, state: tuple) -> tuple | str:
+    """The limits of a policy folder for a response length with the prompts the loop would use and leave out (lines),
+    and the store's labels (`LabelUse`, None without any); `state` names what they depend on (prompt count, excluded
+    ids, label count, the policy's files), so they are counted through the chat template once, not at every opening
+    of the tab. A template or config the studio refuses is its one line."""
     try:
-        labels = label_use(store)
-        lines = loop_prompts(store, policy_path, response_length).lines() + ([labels.line()] if labels else [])
-        return markdown_literal("; ".join(lines)) + "."
+        return loop_prompts(store, policy_path, response_length).lines(), label_use(store)
     except InvalidInput as exc:
         return markdown_literal(str(exc))
+
+
+def loop_schedule(preset: LoopConfig, advanced_json: str, counts: tuple) -> list[int] | None:
+    """The labels each round of the loop collects with the form's `counts` (rounds, N, B, decay; the preset's when
+    empty) and the advanced JSON on top: [] when it collects none (a reward of the functions alone), None while the
+    counts are not valid."""
+    try:
+        form = {}
+        if counts:
+            rounds, first, budget, decay = counts
+            form = {"rounds": int(rounds), "labels_per_round": int(first),
+                    "label_budget": int(budget) if budget else None, "label_decay": float(decay)}
+        config = LoopConfig.from_dict({**preset.to_dict(), **form}).updated(settings_from_json(advanced_json))
+    except (InvalidInput, TypeError, ValueError):
+        return None
+    if not collects_labels(config):
+        return []
+    return [labels_in_round(config.labels_per_round, config.label_decay, i) for i in range(config.rounds)]
+
+
+def labels_line(use: LabelUse | None, collected: list[int] | None) -> str:
+    """The labels the loop will have: the ones it collects (`collected`, round by round) on top of the store's (`use`;
+    those of them left out, named); "" with neither."""
+    in_store = use.line(" in the store") if use else ""
+    if not collected:
+        return in_store
+    rounds = len(collected)
+    line = (f"labels: the loop collects {sum(collected)} ({' + '.join(map(str, collected))} over {rounds} "
+            f"round{'s' * (rounds != 1)})")
+    if use is None:
+        return f"{line}; the store has none yet"
+    line += f" on top of the {use.total} in the store: {sum(collected) + use.total} by its last round"
+    return f"{line}; {in_store}" if use.left_out else line
 
 
 def schedule_text(rounds, labels_per_round, label_budget, label_decay) -> str:

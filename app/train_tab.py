@@ -17,6 +17,7 @@ from storage import JobStatus
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
+from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.jobs.launch_config import AccelerateLaunch, read_launch_config
 from trainers.jobs.launcher import reap_orphans, resume_job, start_job, stop_job
@@ -33,6 +34,7 @@ from trainers.loop.job_summary import job_summary
 from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
+from trainers.loop.time_left import time_left
 from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
@@ -55,7 +57,6 @@ from .train_form import (
 
 TITLE = "Train"
 LOG_LINES = 12
-MIN_PROGRESS_FOR_ESTIMATE = 0.03  # below it the pace says little about the time left
 POLL_S = 2.0
 
 
@@ -304,7 +305,8 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     if state["phase"] and result is None:
         line += f" — {markdown_literal(state['phase'])}"
     paced = job.status.active and waiting_for_people(job) is None  # people's pace is not the job's: no estimate
-    line += f" — {time_line(state['elapsed_s'], state['progress'], paced)}"
+    left = seconds_left(studio, job, state) if paced else None
+    line += f" — {time_line(state['elapsed_s'], state['progress'], paced, left)}"
     line += f"\n\nTrains on {markdown_literal(state['runs_on'])}."
     if result is not None:  # the result card in place of the phase, which ended
         line += f"\n\n**Result:** {markdown_literal(result)}. The **Leaderboard** tab ranks every version:"
@@ -327,14 +329,23 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
 
 
-def time_line(elapsed_s: float, progress: float | None, active: bool) -> str:
-    """Percent done, time elapsed and (while the job runs, once it has gone a little way) an estimate of the time
-    left at the pace so far."""
+def seconds_left(studio: Studio, job: Job, state: dict) -> float | None:
+    """The estimate of the time left (`trainers.loop.time_left`); a loop's from the rounds it has ended."""
+    if job.kind != JobKind.LOOP:
+        return time_left(state["elapsed_s"], state["progress"])
+    start = job.started or job.created
+    ends = [row["created"] - start for row in list_rounds(studio.store, job.id)]
+    return time_left(state["elapsed_s"], state["progress"], job.config.get("rounds", LoopConfig().rounds), ends)
+
+
+def time_line(elapsed_s: float, progress: float | None, active: bool, left_s: float | None = None) -> str:
+    """Percent done, time elapsed and, while the job runs, the estimate of the time left (`left_s`; None: too early
+    to tell, "estimating…")."""
     if progress is None:
         return f"{duration(elapsed_s)} elapsed"
     line = f"{progress:.0%} · {duration(elapsed_s)} elapsed"
-    if active and MIN_PROGRESS_FOR_ESTIMATE <= progress < 1:
-        line += f", about {duration(elapsed_s * (1 - progress) / progress)} left"
+    if active and progress < 1:
+        line += f", about {duration(left_s)} left" if left_s is not None else ", estimating the time left…"
     return line
 
 
@@ -394,10 +405,11 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     ui.preset.change(bind(on_preset, studio), ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
     counts = [ui.rounds, ui.labels_per_round, ui.label_budget, ui.label_decay]
+    limits = [ui.preset, ui.advanced, *counts]  # the labels the loop collects on top of the store's
     for count in counts:
         count.change(schedule_text, counts, ui.schedule, **private)
-    for changed in (ui.preset, ui.advanced):
-        changed.change(bind(show_limits, studio), [ui.preset, ui.advanced], ui.limits, **private)
+    for changed in limits:
+        changed.change(bind(show_limits, studio), limits, ui.limits, **private)
     job_buttons = ((ui.start_loop, JobKind.LOOP), (ui.train_reward, JobKind.REWARD), (ui.run_policy, JobKind.POLICY))
     for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
@@ -407,5 +419,5 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     ui.timer.tick(bind(newest_job, studio), None, shown, **private)
     return [Refresh(bind(newest_job, studio), [], shown),
             Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
-            Refresh(bind(show_limits, studio), [ui.preset, ui.advanced], [ui.limits]),
+            Refresh(bind(show_limits, studio), limits, [ui.limits]),
             TabLink(ui.to_leaderboard, "Leaderboard")]

@@ -7,6 +7,7 @@ rounds, held-out samples) through storage functions only; the browser test uses 
 """
 
 import csv
+import os
 
 import pytest
 
@@ -244,6 +245,44 @@ def test_recorded_warnings_show_with_their_round_and_step(store, run):
     assert (fired.rule, fired.round, fired.step) == ("kl_per_token", 2, 37)
     assert findings(curves, "2") == [fired] and findings(curves, "3") == []
     assert "<i>Round 2, step 37:</i> 0.9 nats per token" in warnings_html([fired], True)
+
+
+def test_a_loop_jobs_rounds_charts_show_its_own_rounds_and_say_the_others_are_left_out(store, run):
+    import json
+
+    from app.context import Studio
+    from app.curves_tab import ALL, DEFAULT_SMOOTHING, load_curves, show_charts, write_exports
+    from storage.policies import add_policy
+    from storage.rounds import add_round
+
+    def plotted(shown) -> set:
+        """The rounds on the rounds charts' x axes (the reference lines' ends are not whole rounds)."""
+        traces = json.loads(shown.rounds_plot.plot)["data"]
+        return {x for trace in traces for x in trace.get("x", []) if isinstance(x, int)}
+
+    studio, first = Studio(store), run["job_id"]
+    newer = job_rows.create_job(store, "loop", {"rounds": 2})  # a second loop on the store, after the first's 3 rounds
+    job_rows.claim_job(store, newer, os.getpid())
+    shown = show_charts(studio, newer, ALL, DEFAULT_SMOOTHING)
+    assert plotted(shown) == set()  # not the first job's rounds 1-3
+    assert shown.rounds_title == (f"### Rounds: is the loop working?\n\nJob {newer}'s rounds (none finished yet); the "
+                                  f"store's 3 other rounds (job {first}) are left out: pick their job in the list "
+                                  "above to see them.")
+    add_round(store, newer, 4, {}, {"labels": 30, "oracle_score": 0.9},
+              add_policy(store, "/synthetic/policy-4", parent_id=run["policy_ids"][-1], round=4), None)
+    shown = show_charts(studio, newer, ALL, DEFAULT_SMOOTHING)
+    assert plotted(shown) == {4} and f"Job {newer}'s rounds (store round 4); the store's 3 other" in shown.rounds_title
+    with open(write_exports(load_curves(studio, newer), ALL)[1]) as f:
+        assert [row["round"] for row in csv.DictReader(f)] == ["4"]
+    old = show_charts(studio, first, ALL, DEFAULT_SMOOTHING)
+    assert plotted(old) == {1, 2, 3}
+    assert old.rounds_title.endswith(f"Job {first}'s rounds (store rounds 1–3); the store's 1 other round (job "
+                                     f"{newer}) is left out: pick its job in the list above to see it.")
+    job_rows.finish_job(store, newer, JobStatus.COMPLETED)
+    ppo_job = job_rows.create_job(store, "ppo", {})  # a job run alone has no rounds: the store's, all of them
+    alone = show_charts(studio, ppo_job, ALL, DEFAULT_SMOOTHING)
+    assert plotted(alone) == {1, 2, 3, 4} and alone.rounds_title.endswith("Every round of the store (this job runs "
+                                                                          "no rounds).")
 
 
 def test_opening_the_curves_tab_shows_the_jobs_of_now(store):

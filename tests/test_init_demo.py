@@ -2,6 +2,7 @@
 that is not empty, and the commands that need a policy or prompts name it when a store has neither."""
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -30,12 +31,21 @@ def rows(path) -> dict:
         return {table: db.execute(sql).fetchall() for table, sql in SEEDED.items()}
 
 
-def test_init_demo_seeds_the_demo_as_the_first_serve_does(capsys, tmp_path, demo_template):
+def test_init_demo_seeds_the_demo_as_the_first_serve_does(capfd, tmp_path, demo_template):
     db = tmp_path / "demo.db"
-    code, out, _ = cli(capsys, "init", "--demo", "--db", str(db))
+    code, out, err = cli(capfd, "init", "--demo", "--db", str(db))  # capfd: the seeding child's lines too
     assert code == 0
     assert out == (f"demo project started in {db}: 120 prompts and the demo policy as v0, pairs queued; label them "
                    f"with python app.py serve --db {db}, or run python app.py loop --db {db}\n")
+    lines = [line for line in err.splitlines() if line.startswith(("seeding the demo", "demo "))]
+    assert lines[:-1] == [  # what it is doing, from the first second
+        f"seeding the demo into {db} (once, for a new store; usually under a minute): loading torch and the demo "
+        "policy …",
+        "seeding the demo: 100 training and 20 held-out prompts, the demo SFT policy as v0",
+        "seeding the demo: sampling 400 responses (100 prompts x 4) from the demo policy …",
+        "seeding the demo: queueing 200 random pairs of them for labeling",
+        "demo ready: 200 pairs queued for labeling"]
+    assert re.fullmatch(r"demo seeded in \d+ s", lines[-1])
     seeded = rows(db)
     assert seeded == rows(demo_template) and len(seeded["pairs"]) == 200  # the first serve's seed, row for row
     [action] = Store(db).db().execute("SELECT action, detail FROM audit").fetchall()

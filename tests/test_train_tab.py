@@ -255,14 +255,15 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
 
 def test_the_tab_shows_the_token_limits_and_how_many_prompts_and_labels_the_loop_leaves_out(demo_store):
     from app.context import Studio
-    from app.train_form import show_limits
+    from app.train_form import loop_schedule, show_limits
     from storage.preferences import Preference, import_preferences
     from storage.prompts import PromptSelection, add_prompts, set_excluded
 
     studio = Studio(demo_store)
     shown = show_limits(studio, "demo", "{}")
     assert shown == ("**Limits:** policy context 64 tokens: responses up to 24, prompts up to 40; training prompts: "
-                     "100 of 100 used; held-out prompts: 20 of 20 used.")
+                     "100 of 100 used; held-out prompts: 20 of 20 used; labels: the loop collects 139 (100 + 30 + 9 "
+                     "over 3 rounds); the store has none yet.")
     assert "responses up to 60, prompts up to 4; training prompts: 69 of 100 used; 31 too long for 4 tokens (prompts " \
            in show_limits(studio, "demo", '{"response_length": 60}')  # the demo's prompts of 5 tokens or more
     assert "fix the advanced settings" in show_limits(studio, "demo", "{not json")
@@ -272,7 +273,20 @@ def test_the_tab_shows_the_token_limits_and_how_many_prompts_and_labels_the_loop
                                     Preference("the plot was", " fine .", " dull .")], "import", 0.0)
     shown = show_limits(studio, "demo", "{}")
     assert f"training prompts: 98 of 101 used; 1 too long for 40 tokens (prompts {long_id}); 2 excluded" in shown
-    assert "labels: 1 of 2 train the reward model; 1 too long for its context of 64 (labels 1)" in shown
+    assert shown.endswith("; labels: the loop collects 139 (100 + 30 + 9 over 3 rounds) on top of the 2 in the store: "
+                          "141 by its last round; labels in the store: 1 of 2 train the reward model; 1 too long for "
+                          "its context of 64 (labels 1).")
+    # the form's counts: 2 rounds of 100 (decay 1), or a budget B of 60 over 3 rounds; the advanced JSON on top
+    assert "the loop collects 200 (100 + 100 over 2 rounds) on top of the 2 in the store: 202 by its last round" \
+        in show_limits(studio, "demo", "{}", 2, 100, None, 1.0)
+    assert "the loop collects 60 (20 + 20 + 20 over 3 rounds)" in show_limits(studio, "demo", "{}", 3, 100, 60, 1.0)
+    assert "the loop collects 10 (10 over 1 round)" in show_limits(studio, "demo", '{"labels_per_round": 10}', 1, 100,
+                                                                   None, 1.0)
+    functions = '{"reward": "functions", "reward_functions": [{"name": "length", "weight": 1.0}]}'
+    assert loop_schedule(LoopConfig(), functions, ()) == []  # a reward of the functions alone collects no labels
+    assert shown.split("; labels: ")[0] + "; labels in the store: 1 of 2" in show_limits(studio, "demo", functions)
+    unset = show_limits(studio, "demo", "{}", None, 100, None, 0.3)  # Rounds blank: the store's labels, so named
+    assert "labels in the store: 1 of 2 train" in unset and "the loop collects" not in unset
 
 
 def test_the_tab_and_the_job_status_say_how_jobs_run(studio, store, monkeypatch):
@@ -365,14 +379,19 @@ def test_reward_functions_from_the_form_and_module_functions_refused_from_the_br
 
 
 def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows_its_result(studio, store):
-    assert train_tab.time_line(80, 0.4, active=True) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
-    assert train_tab.time_line(5, 0.01, active=True) == "1% · 5 s elapsed"  # too early to tell
+    assert train_tab.time_line(80, 0.4, True, 120) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
+    assert train_tab.time_line(5, 0.01, True, None) == "1% · 5 s elapsed, estimating the time left…"  # too early
     assert train_tab.time_line(4000, 1.0, active=False) == "100% · 1 h 06 min elapsed"
     assert train_tab.time_line(3, None, active=True) == "3 s elapsed"
-    job_id = job_rows.create_job(store, "loop", {})
+    job_id = job_rows.create_job(store, "loop", {"rounds": 2})
     job_rows.claim_job(store, job_id, os.getpid())
-    job_rows.heartbeat(store, job_id, phase="round 1/1: waiting for labels (0/150)", progress=0.5)
-    assert "50% · " in train_tab.newest_job(studio).status and " left" not in train_tab.newest_job(studio).status
+    job_rows.heartbeat(store, job_id, phase="round 1/2: training the reward model", progress=0.15)
+    assert "15% · " in train_tab.newest_job(studio).status  # round 1's reward phase says nothing of the rest
+    assert train_tab.newest_job(studio).status.count("estimating the time left…") == 1
+    job_rows.heartbeat(store, job_id, phase="round 1/2: PPO iteration 1/10", progress=0.3)
+    assert " left" in train_tab.newest_job(studio).status and "estimating" not in train_tab.newest_job(studio).status
+    job_rows.heartbeat(store, job_id, phase="round 2/2: waiting for labels (0/150)", progress=0.6)
+    assert "60% · " in train_tab.newest_job(studio).status and " left" not in train_tab.newest_job(studio).status
     job_rows.heartbeat(store, job_id, phase="round 1/1: judging policy v1 against the SFT policy", progress=0.99)
     policy_id = add_policy(store, "/models/v1", parent_id=latest_policy(store).id, round=1)
     add_round(store, job_id, 1, {}, {"labels": 8}, policy_id, None)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import torch
 
@@ -26,18 +25,21 @@ SEED = 0
 
 def seed_demo(store: Store, log=print) -> None:
     """Fill an empty store with the demo, so that a new user can label straight away (all of it, or nothing)."""
-    started = time.perf_counter()
     train, heldout = demo_prompts()
     policy_dir = str(ensure_demo_policy(log))
-    log(f"sampling {len(train)} demo prompts x {SamplingConfig.samples_per_prompt} from the demo policy")
+    k = SamplingConfig.samples_per_prompt
+    log(f"seeding the demo: {len(train)} training and {len(heldout)} held-out prompts, the demo SFT policy as v0")
     with store.write():
         add_prompts(store, train, source="demo")
         add_prompts(store, heldout, source="demo", heldout=True)
         policy = get_policy(store, add_policy(store, policy_dir, round=0, note="demo SFT policy"))
+        log(f"seeding the demo: sampling {len(train) * k} responses ({len(train)} prompts x {k}) from the demo "
+            "policy …")
         sample_policy(store, policy, list_prompts(store, heldout=False), SamplingConfig(), seed=SEED)
         samples = list_generations(store, policy_id=policy.id, source=SAMPLE_SOURCE)
+        log(f"seeding the demo: queueing {DEMO_PAIRS} random pairs of them for labeling")
         queued = queue_random_pairs(store, samples, DEMO_PAIRS, seed=SEED, round=0)
-    log(f"demo ready: {len(queued)} pairs queued for labeling ({time.perf_counter() - started:.1f} s)")
+    log(f"demo ready: {len(queued)} pairs queued for labeling")
 
 
 def main(argv: list[str] | None = None) -> int:

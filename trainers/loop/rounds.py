@@ -72,6 +72,7 @@ from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
 from .sft_steps import run_sft_first, run_sft_step
 from .start_version import start_policy
+from .time_left import POLICY_START
 from .waiting import first_round, waiting_phase
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
@@ -180,7 +181,7 @@ class Loop:
         if new_policy.round != g or new_policy.created < self.job.created:
             run_sft_step(self, index, g)
             self.pause_if_warned()
-            self.step(index, self.optimiser, 0.5)
+            self.step(index, self.optimiser, POLICY_START)
             self.run_policy(index, g)
             new_policy = latest_policy(self.store)
         self.step(index, f"evaluating {self.version(new_policy)}", 0.95)
@@ -260,9 +261,9 @@ class Loop:
         from .annotator_agreement import record_annotator_agreement
 
         config = RewardConfig(**reward_settings(self.config, g), policy_id=self.current_policy().id)
-        result = train_reward_model(self.store, config, job_id=self.job.id,
-                                    listener=PhaseReport(self, g - self.first_round, "reward model step", 0.3, 0.5,
-                                                         self.config.reward_epochs, self.config.ensemble))
+        listener = PhaseReport(self, g - self.first_round, "reward model step", 0.3, POLICY_START,
+                               self.config.reward_epochs, self.config.ensemble)
+        result = train_reward_model(self.store, config, job_id=self.job.id, listener=listener)
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         left_out = f"; {result.left_out.line()}" if result.left_out.line() else ""
@@ -289,7 +290,7 @@ class Loop:
                         rm_weight=self.config.rm_weight, policy_id=self.current_policy().id,
                         settings=settings if beta is None else {**settings, "init_kl_coef": beta})
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
-                     phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", 0.5, 0.95))
+                     phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", POLICY_START, 0.95))
 
     def run_dpo(self, index: int, g: int) -> None:
         """The round's DPO on every label so far, from the newest policy against the SFT policy; its steps are
@@ -304,7 +305,7 @@ class Loop:
         run = DPORun(round=g, settings=dpo_settings(self.config, g), policy_id=self.current_policy().id)
         run_dpo(self.store, run, job_id=self.job.id,
                 state_name=f"round-{g}", step_offset=offset, phase=None,
-                listener=PhaseReport(self, index, "DPO step", 0.5, 0.95, self.config.policy_epochs))
+                listener=PhaseReport(self, index, "DPO step", POLICY_START, 0.95, self.config.policy_epochs))
 
     def carried_kl_coef(self, before_step: int) -> float | None:
         """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;
