@@ -1,6 +1,8 @@
 """The Data tab's judges section: each judge model's verdicts by status (timeouts, refusals, unparseable answers
-counted) and its agreement with people on the items both judged (agreement, Cohen's κ, 95% intervals, by round).
-Its refresh button is the public API endpoint `/judge_agreement`."""
+counted) and its agreement with people on the items both judged (agreement, Cohen's κ, 95% intervals, by round),
+and when the Label tab shows a judge's verdict, read from the store whenever the section fills (so a reload or another
+browser shows the setting in force, not the one the server started with). Its refresh button is the public API
+endpoint `/judge_agreement`."""
 
 from __future__ import annotations
 
@@ -50,6 +52,16 @@ def on_judges(studio: Studio, request: gr.Request) -> Judges:
     return judges_view(studio)
 
 
+def shown_timing(studio: Studio) -> str:
+    """When the Label tab shows a judge's verdict, as the store holds it now."""
+    return timing(studio.store).value
+
+
+def on_section(studio: Studio, request: gr.Request) -> tuple:
+    """The whole section as the tab fills it: the judges, then the suggestion setting."""
+    return (*on_judges(studio, request).values(), shown_timing(studio))
+
+
 def on_timing(studio: Studio, value: str, request: gr.Request) -> str:
     """Admins: when the Label tab shows a judge's verdict on a pair (after the vote, before it, never)."""
     studio.require_admin(request)
@@ -64,8 +76,10 @@ def build(studio: Studio) -> Refresh:
     ui = Judges(gr.Markdown(), gr.Dataframe(headers=HEADERS, datatype="str", interactive=False, wrap=True))
     with gr.Row():
         refresh = gr.Button("Refresh judges", size="sm")
-        shown = gr.Radio([t.value for t in SuggestionTiming], value=timing(studio.store).value,
-                         label="Label tab: show the judge's verdict on a pair (admins)", elem_id="judge-suggestions")
-    refresh.click(bind(on_judges, studio), None, Judges.components(ui), api_name="judge_agreement")
-    shown.input(bind(on_timing, studio), shown, shown, api_visibility="private")
-    return Refresh(bind(on_judges, studio), [], Judges.components(ui))
+        shown = gr.Radio([t.value for t in SuggestionTiming], label="Label tab: show the judge's verdict on a pair "
+                         "(admins)", elem_id="judge-suggestions")  # its value: the store's, whenever the section fills
+    refresh.click(bind(on_judges, studio), None, Judges.components(ui), api_name="judge_agreement").then(
+        bind(shown_timing, studio), None, shown, api_visibility="private")
+    shown.input(bind(on_timing, studio), shown, shown, api_visibility="private").failure(
+        bind(shown_timing, studio), None, shown, api_visibility="private")  # refused: back to the setting in force
+    return Refresh(bind(on_section, studio), [], [*Judges.components(ui), shown])

@@ -1,5 +1,6 @@
 """`python app.py leaderboard`: each policy version's blind win rate against the SFT policy and the leaderboard of
-versions (Bradley-Terry strengths with bootstrap intervals), printed, and with `--csv FILE` written as a CSV file
+versions (Bradley-Terry strengths with bootstrap intervals), then each judge model's own win rates on the same pairs
+(never pooled with people's), printed, and with `--csv FILE` written as a CSV file
 (one row per version, leaderboard order; text cells made safe for spreadsheets as the audit export's are).
 
     python app.py leaderboard --db studio.db
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeling.judge_winrate import judge_winrate_lines
 from labeling.winrate import WinrateReport, winrate_report
 from storage import Store
 from storage.errors import InvalidInput
@@ -47,6 +49,13 @@ def report_lines(report: WinrateReport) -> list[str]:
     return lines
 
 
+def judge_lines(store: Store) -> list[str]:
+    """Each judge model's win rates on the win-rate pairs, under a heading; nothing when no judge answered one."""
+    lines = judge_winrate_lines(store)
+    return ["judge models on the same pairs (their own verdicts, never pooled with the judgements above):", *lines] \
+        if lines else []
+
+
 def csv_rows(report: WinrateReport) -> list[list]:
     """One row per version in leaderboard order: its standing, then its figures against the SFT policy."""
     figures = {v.policy_id: v for v in report.versions}
@@ -65,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         check_csv_path(args.csv, "leaderboard file", "--csv")
     if not Path(args.db).is_file():
         raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio")
-    report = winrate_report(Store(args.db))
-    print("\n".join(report_lines(report) + function_score_lines(Store(args.db))))
+    store = Store(args.db)
+    report = winrate_report(store)
+    print("\n".join(report_lines(report) + judge_lines(store) + function_score_lines(store)))
     if args.csv is not None:
         write_csv(Path(args.csv), CSV_HEADERS, csv_rows(report))
         print(f"wrote {len(report.leaderboard)} versions to {args.csv}")

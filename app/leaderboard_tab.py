@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 import gradio as gr
 
+from labeling.judge_winrate import JudgeWinRate, judges_against_sft
 from labeling.winrate import Standing, WinrateReport, winrate_report
 from storage.generations import function_scores
 from storage.winrate import winrate_judgements
@@ -59,26 +60,37 @@ def _row(cells: list[str]) -> str:
     return "<tr>" + "".join(cells) + "</tr>"
 
 
-def versions_html(report: WinrateReport) -> str:
-    """One row per version after the SFT policy: its judgements against it and the win rates with their intervals."""
+def _judge_cell(figures: list[JudgeWinRate]) -> str:
+    return ('<td class="num judge">' + ("<br>".join(html.escape(f.label()) for f in figures) or "—") + "</td>")
+
+
+def versions_html(report: WinrateReport, judges: dict[int, list[JudgeWinRate]] | None = None) -> str:
+    """One row per version after the SFT policy: its judgements against it and the win rates with their intervals;
+    with `judges` (policy id -> judge models' win rates against the SFT policy), a last column of those, apart."""
+    judges = judges or {}
     if not report.versions:
         return ('<p class="none">No policy version after the SFT policy yet: each round of the loop registers one, '
                 "and its blind win-rate pairs join the label queue.</p>")
     head = "".join(f"<th>{h}</th>" for h in ("Version", "Round", "Judgements", "Wins / ties / losses",
                                              "Win rate vs SFT [95% CI]", "0 – 50% – 100%",
-                                             "Length-controlled [95% CI]"))
+                                             "Length-controlled [95% CI]")
+                   + (("Judge models vs SFT [95% CI] (never pooled)",) if judges else ()))
     rows = [_row([f"<td>{html.escape(v.name)}</td>", f'<td class="num">{v.round}</td>',
                   f'<td class="num">{v.judgements}</td>', f'<td class="num">{v.wins} / {v.ties} / {v.losses}</td>',
                   f'<td class="num">{_pct(v.rate)} {_interval(v.low, v.high)}</td>',
                   f"<td>{interval_bar(v.rate, v.low, v.high)}</td>",
-                  f'<td class="num">{_pct(v.lc_rate)} {_interval(v.lc_low, v.lc_high)}</td>'])
+                  f'<td class="num">{_pct(v.lc_rate)} {_interval(v.lc_low, v.lc_high)}</td>']
+                 + ([_judge_cell(judges.get(v.policy_id, []))] if judges else []))
             for v in report.versions]
+    judged = ("<i>Judge models</i>: a judge model's own verdicts on the same pairs (both orders, "
+              "<code>label --annotator judge</code>), shown beside the judgements above and never counted in them. "
+              if judges else "")
     return (f'<table class="board" id="winrate-versions"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
             '</table><p class="board-note">Each version\'s evaluation samples on held-out prompts against the SFT '
             "policy's, judged blind in the label queue (a tie or <i>both bad</i> counts half). Wilson 95% intervals. "
             "<i>Length-controlled</i>: the win rate at equal answer lengths (a Bradley-Terry fit with the length "
             "difference as a covariate, as Chatbot Arena's style control); far below the win rate, the version wins "
-            "by writing longer.</p>")
+            f"by writing longer. {judged}</p>")
 
 
 def _strength(standing: Standing) -> str:
@@ -111,13 +123,16 @@ def api_leaderboard(studio: Studio, request: gr.Request = None) -> dict:
     """Every version's win rate against the SFT policy and the leaderboard: {versions: [{policy_id, name, round,
     judgements, wins, ties, losses, rate, low, high, lc_rate, lc_low, lc_high, length_coef}], leaderboard: [{rank,
     policy_id, name, round, strength, low, high, beats_sft, judgements}], judgements, functions: [{policy_id, <reward
-    function label>: its mean on the version's held-out samples}]}."""
+    function label>: its mean on the version's held-out samples}], judges: [{judge, policy_id, wins, ties, losses, n,
+    rate, low, high}] (a judge model's win rate of a version against the SFT policy: never pooled with `versions`)}."""
     studio.annotator(request, None)
     report = winrate_report(studio.store)
     functions = [{"policy_id": policy_id, **{label: mean for label, (mean, _) in by_label.items()}}
                  for policy_id, by_label in function_scores(studio.store).items()]
+    judges = [{"judge": f.judge, "policy_id": f.policy_id, **asdict(f.rate)}
+              for figures in judges_against_sft(studio.store).values() for f in figures]
     return {"versions": [asdict(v) for v in report.versions], "leaderboard": [asdict(s) for s in report.leaderboard],
-            "judgements": report.judgements, "functions": functions}
+            "judgements": report.judgements, "functions": functions, "judges": judges}
 
 
 # ---- the screen ---------------------------------------------------------------------------------------------------
@@ -157,8 +172,8 @@ class Board(View):
 
 def show_leaderboard(studio: Studio) -> Board:
     report = winrate_report(studio.store)
-    return Board(judges_html(studio) + versions_html(report), leaderboard_html(report),
-                 function_scores_html(studio.store))
+    versions = versions_html(report, judges_against_sft(studio.store))
+    return Board(judges_html(studio) + versions, leaderboard_html(report), function_scores_html(studio.store))
 
 
 def judges_html(studio: Studio) -> str:

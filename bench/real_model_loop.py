@@ -34,6 +34,7 @@ from bench.chat_prompts import chat_prompts  # noqa: E402
 from bench.label_efficiency import interval  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "real_model"
+ROUND_JSON = ROOT / "bench" / "out" / "real_model_round.json"  # --part round's wall time, for --part judge
 ORACLE = "bench.chat_prompts:concise_score"
 HELDOUT = 24  # held-out prompts: the evaluation samples each of them twice, per version
 BENCH_SETTINGS = {"prompts_per_round": 16, "samples_per_prompt": 4, "labels_per_round": 64, "queue_reserve": 10,
@@ -112,11 +113,15 @@ def peak_rss_mb() -> float:
 
 
 def part_round(model: Path, overrides: dict) -> None:
+    """One round's phases; the round's wall time is kept in ROUND_JSON (`--part judge` reads it)."""
     db = new_project(OUT / "round", model, seed=0)
     started = time.perf_counter()
     _, clock = run_loop(db, rounds=1, seed=0, overrides=overrides)
-    phase_table(clock, time.perf_counter() - started, rounds=1)
+    total = time.perf_counter() - started
+    phase_table(clock, total, rounds=1)
     print(f"\npeak RSS {peak_rss_mb():.0f} MB")
+    ROUND_JSON.write_text(json.dumps({"model": str(model), "round_s": total, "phases_s": clock.phases,
+                                      "overrides": overrides}, indent=2) + "\n")
 
 
 def phase_table(clock: PhaseClock, total: float, rounds: int) -> None:

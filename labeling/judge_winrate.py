@@ -3,15 +3,17 @@ each policy version against its opponent (the SFT root, or the previous version)
 Wilson interval (`labeling.winrate_stats.win_rate`, as people's figures).
 
     lines = judge_winrate_lines(store)     # ["  qwen judged v2 against v0: win rate 60% [39%, 78%] on 20 pairs"]
+    beside = judges_against_sft(store)     # {policy id: [JudgeWinRate("qwen", ...)]}, for the Leaderboard tab
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from storage import Store
 from storage.judge_verdicts import judge_winrate_rows
-from storage.policies import list_policies
+from storage.policies import list_policies, root_policy
 
 from .winrate import version_names
 from .winrate_stats import WinRate, win_rate
@@ -39,3 +41,29 @@ def judge_winrate_lines(store: Store) -> list[str]:
     return [f"  {judge} judged {names[policy]} against {names[opponent]}: win rate {rate.rate:.0%} "
             f"[{rate.low:.0%}, {rate.high:.0%}] on {rate.n} pairs (never pooled with people's)"
             for (judge, policy, opponent), rate in judge_win_rates(judge_winrate_rows(store)).items()]
+
+
+@dataclass(frozen=True)
+class JudgeWinRate:
+    """One judge's win rate of one version against the version's SFT root (ties half, 95% Wilson interval)."""
+
+    judge: str
+    policy_id: int
+    rate: WinRate
+
+    def label(self) -> str:
+        """`judge:qwen 54% [40%, 67%] n=30`."""
+        return (f"judge:{self.judge} {self.rate.rate:.0%} [{self.rate.low:.0%}, {self.rate.high:.0%}] "
+                f"n={self.rate.n}")
+
+
+def judges_against_sft(store: Store) -> dict[int, list[JudgeWinRate]]:
+    """Policy id -> each judge's win rate of that version against its SFT root (judges by name), for the figures
+    beside people's against the SFT policy; versions no judge compared with their root are absent."""
+    roots = {p.id: root_policy(store, p).id for p in list_policies(store)}
+    found: dict[int, list[JudgeWinRate]] = defaultdict(list)
+    for (judge, policy, opponent), rate in sorted(judge_win_rates(judge_winrate_rows(store)).items(),
+                                                  key=lambda item: item[0]):
+        if roots.get(policy) == opponent != policy:
+            found[policy].append(JudgeWinRate(judge, policy, rate))
+    return dict(found)

@@ -110,3 +110,41 @@ def test_verdicts_on_win_rate_pairs_never_train_and_show_beside_peoples_figures(
     assert run.counts["ok"] == 1 and run.training == 0 and training_labels(store) == []
     assert "  j judged v1 against v0: win rate 100% [21%, 100%] on 1 pairs (never pooled with people's)" in \
         judge_report_lines(store)
+
+
+def test_the_leaderboard_shows_a_judges_win_rate_beside_peoples_and_never_pooled(store, capsys):
+    from app.cli import main
+    from app.context import Studio
+    from app.leaderboard_tab import api_leaderboard, show_leaderboard
+    from labeling.synthetic import OracleAnnotator
+    from labeling.winrate import winrate_report
+    from storage.policies import get_policy
+    from storage.winrate import list_winrate_pairs
+    from tests.winrate_helpers import by_version, versions
+    from trainers.loop.winrate_pairs import queue_version_pairs
+
+    sft, v1, v2 = versions(store)
+    for version in (v1, v2):
+        queue_version_pairs(store, get_policy(store, version), LoopConfig(winrate_previous=4), within=0,
+                            with_oracle=False)
+    OracleAnnotator(by_version, seed=1).label(store, 10)
+    people = winrate_report(store)
+    against_sft = [p for p in list_winrate_pairs(store, v2) if p.opponent_id == sft]
+    against_v1 = [p for p in list_winrate_pairs(store, v2) if p.opponent_id == v1]
+    # the judge prefers v2's answer on 3 of its pairs against the SFT policy and the SFT policy's on the rest; it
+    # prefers v2 to v1 on every pair (not shown beside the win rates against the SFT policy)
+    add_verdicts(store, [NewVerdict(p.pair_id, "smollm2", "ok", F if (k < 3) == p.version_first else S, 0.9)
+                         for k, p in enumerate(against_sft)]
+                 + [NewVerdict(p.pair_id, "smollm2", "ok", F if p.version_first else S, 0.9) for p in against_v1])
+    assert winrate_report(store) == people  # never pooled with people's figures
+    n = len(against_sft)
+    expected = f"judge:smollm2 {3 / n:.0%} ["
+    shown = show_leaderboard(Studio(store))
+    assert "Judge models vs SFT" in shown.versions and expected in shown.versions and f"n={n}</td>" in shown.versions
+    assert shown.versions.count("judge:smollm2") == 1  # v1 was not judged: its cell is empty
+    [judged] = api_leaderboard(Studio(store))["judges"]
+    assert (judged["judge"], judged["policy_id"], judged["n"], judged["wins"]) == ("smollm2", v2, n, 3)
+    assert main(["leaderboard", "--db", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert f"  smollm2 judged v2 against v0: win rate {3 / n:.0%}" in out
+    assert "  smollm2 judged v2 against v1:" in out  # the command keeps every comparison, as status does

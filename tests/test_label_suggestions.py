@@ -50,3 +50,24 @@ def test_a_failed_verdict_or_none_shows_nothing(store, queue_pairs):
     start = label_tab.start_labeling(studio, "alice", None, None)
     after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
     assert after.status == "Saved: left."
+
+
+def test_the_data_tabs_setting_shows_the_stored_value_whenever_the_section_fills(store):
+    from types import SimpleNamespace
+
+    import gradio as gr
+    import pytest
+
+    from app import judge_panel
+    from app.auth import Users
+
+    studio = Studio(store, Users({"alice": "a", "owner": "o"}, frozenset({"owner"})))
+    owner, alice = SimpleNamespace(username="owner"), SimpleNamespace(username="alice")
+    with gr.Blocks():
+        refresh = judge_panel.build(studio)
+    assert refresh.fn(owner)[-1] == "after" and refresh.outputs[-1].elem_id == "judge-suggestions"
+    assert judge_panel.on_timing(studio, "before", owner) == "before"
+    assert refresh.fn(alice)[-1] == "before"  # a reload or another browser: the setting in force, not the start's
+    with pytest.raises(gr.Error, match="only an admin"):
+        judge_panel.on_timing(studio, "never", alice)
+    assert judge_panel.shown_timing(studio) == "before"  # what the radio goes back to after the refusal
