@@ -221,12 +221,12 @@ def open_rankings(store: Store, annotator: str, overlap: int) -> int:
 
 
 def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: bool = False,
-                     training: bool = False, include_gold: bool = True) -> list[LabeledRanking]:
+                     training: bool = False) -> list[LabeledRanking]:
     """Ranking verdicts with their texts in label order: current ones, without skips unless asked; `training`: none on
     a gold ranking (those check annotators) and none of an annotator whose labels training leaves out (flagged by
-    their gold accuracy, `storage.gold`); `include_gold` False: none on a gold ranking."""
+    their gold accuracy, `storage.gold`)."""
     clauses = ([] if include_undone else ["l.undone IS NULL"]) + ([] if include_skips else ["l.outcome != 'skip'"])
-    if training or not include_gold:
+    if training:
         clauses.append(NOT_GOLD_RANKING)
     left_out = sorted(left_out_annotators(store)) if training else []
     if left_out:

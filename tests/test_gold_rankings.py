@@ -16,6 +16,7 @@ from gradio_client import Client
 
 from assets.lexicon import sentiment_score
 from labeling.annotation import update_queue_settings
+from labeling.export import export_labels
 from labeling.gold import gold_scores, import_gold_file, lift_flag, mark_gold_ranking, update_gold_settings
 from labeling.ranking import LETTERS, next_ranking, ranking_comparison_pairs, submit_ranking
 from storage.errors import Conflict, InvalidInput
@@ -82,6 +83,9 @@ def test_gold_rankings_come_every_nth_to_every_annotator_and_never_train_or_coun
     assert len(ranking_comparison_pairs(store)) == 8 * 6
     examples, _ = load_examples(store)
     assert sorted(e.label_id for e in examples) == sorted(v.label_id for v in trained)
+    export_labels(store, "rankings", tmp_path / "out.jsonl")
+    exported = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert sorted(r["label_id"] for r in exported) == sorted(v.label_id for v in trained)  # the gold verdicts: none
 
     first = trained[0]  # a regular verdict marked gold: it stops training, and its own verdict scores no one
     assert mark_gold_ranking(store, first.label_id) == first.ranking_id
