@@ -45,7 +45,8 @@ if (!window.studioRankingKeys) {
     const box = document.querySelector("#rank-order textarea, #rank-order input");
     const target = event.target;
     const typing = target && target !== box && (target.isContentEditable
-      || ["TEXTAREA", "SELECT"].includes(target.tagName) || (target.tagName === "INPUT" && target.type !== "checkbox"));
+      || ["TEXTAREA", "SELECT"].includes(target.tagName)
+      || (target.tagName === "INPUT" && !["checkbox", "radio"].includes(target.type)));  // a clicked rating keeps keys
     if (typing || !box) return;
     const letters = answers.dataset.letters;
     const key = event.key.length === 1 ? event.key.toUpperCase() : event.key;
