@@ -27,7 +27,7 @@ from .settings import get_setting
 from .types import Outcome
 
 GOLD_DEFAULTS = {
-    "gold_every": 5,  # an annotator's every 5th pair is a gold one (while any is left for them)
+    "gold_every": 5,  # an annotator's every 5th pair (ranking) is a gold one (while any is left for them)
     "gold_min_accuracy": 0.7,  # below it an annotator is flagged ...
     "gold_min_judgements": 5,  # ... once they made this many gold comparisons (a pair is one)
     "gold_exclude_flagged": False,  # leave flagged annotators' labels out of training
