@@ -179,11 +179,12 @@ def import_demonstrations_arguments(parser: argparse.ArgumentParser):
     return lambda args: demonstrations_cli.run_import(args, open_store)
 
 
-@subcommand("import-gold", "import gold pairs (a preference file, chosen first) that check each annotator's accuracy",
-            audit=AuditAction.GOLD_IMPORTED)
+@subcommand("import-gold", "import gold pairs (a preference file, chosen first) or gold rankings (the export's "
+            "rankings format) that check each annotator's accuracy", audit=AuditAction.GOLD_IMPORTED)
 def import_gold_arguments(parser: argparse.ArgumentParser):
     add_store_arguments(parser)
-    parser.add_argument("file", help=".jsonl, .jsonl.gz or .parquet preference file, or a datasets save_to_disk folder")
+    parser.add_argument("file", help=".jsonl, .jsonl.gz or .parquet preference or rankings file, or a datasets "
+                        "save_to_disk folder")
     parser.add_argument("--source", default="gold", help="name of the gold set")
 
     def run(args: argparse.Namespace) -> int:

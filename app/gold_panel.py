@@ -1,9 +1,10 @@
-"""The Data tab's gold panel: each annotator's gold accuracy (with its count, and who is flagged), marking a labelled
-pair as gold, lifting a flag, and the gold settings (see `storage.gold`).
+"""The Data tab's gold panel: each annotator's gold accuracy (with its count of gold comparisons, and who is
+flagged), marking a labelled pair or a ranking verdict's ranking as gold, lifting a flag, and the gold settings (see
+`storage.gold`).
 
 Public API: `/gold_accuracy()` (every annotator's `{annotator, judged, correct, accuracy, flagged, left_out}`), and for
-admins `/mark_gold(label_id)`, `/lift_gold_flag(annotator, lifted)` and `/gold_settings(settings_json)` (an object of
-the settings to change; returns them all).
+admins `/mark_gold(label_id)`, `/mark_gold_ranking(label_id)` (a ranking verdict's id), `/lift_gold_flag(annotator,
+lifted)` and `/gold_settings(settings_json)` (an object of the settings to change; returns them all).
 """
 
 from __future__ import annotations
@@ -13,18 +14,18 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from labeling.gold import gold_scores, lift_flag, mark_gold, update_gold_settings
+from labeling.gold import gold_scores, lift_flag, mark_gold, mark_gold_ranking, update_gold_settings
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
 
 from .context import Refresh, Studio, bind, markdown_literal, user_errors
 
-HEADERS = "| annotator | gold judged | correct | accuracy | flagged |\n|---|---|---|---|---|\n"
+HEADERS = "| annotator | gold comparisons | correct | accuracy | flagged |\n|---|---|---|---|---|\n"
 
 
 def api_gold_accuracy(studio: Studio) -> list[dict]:
-    """Every annotator's gold judgements, how many were right, the accuracy and whether they are flagged (`left_out`:
-    their labels are left out of training)."""
+    """Every annotator's gold comparisons (a gold pair is one, a gold ranking those its order makes), how many were
+    right, the accuracy and whether they are flagged (`left_out`: their labels are left out of training)."""
     return [{"annotator": s.annotator, "judged": s.judged, "correct": s.correct, "accuracy": s.accuracy,
              "flagged": s.flagged, "left_out": s.left_out} for s in gold_scores(studio.store)]
 
@@ -32,7 +33,8 @@ def api_gold_accuracy(studio: Studio) -> list[dict]:
 def gold_table(studio: Studio) -> str:
     scores = gold_scores(studio.store)
     if not scores:
-        return "No gold judgements yet (import gold pairs with `python app.py import-gold`, or mark a label below)."
+        return ("No gold judgements yet (import gold pairs or rankings with `python app.py import-gold`, or mark a "
+                "label below).")
     rows = "".join(f"| {markdown_literal(s.annotator)} | {s.judged} | {s.correct} | {s.accuracy:.0%} | "
                    f"{'yes' + (', left out of training' if s.left_out else '') if s.flagged else ''} |\n"
                    for s in scores)
@@ -43,11 +45,24 @@ def api_mark_gold(studio: Studio, label_id: float, request: gr.Request) -> str:
     """Admins: make the pair of label `label_id` a gold pair, that label's outcome its answer."""
     studio.require_admin(request)
     with user_errors():
-        if label_id is None or not float(label_id).is_integer() or label_id < 1:
-            raise InvalidInput("the label id must be a positive whole number from the annotators' labels")
-        pair_id = mark_gold(studio.store, int(label_id))
+        pair_id = mark_gold(studio.store, _label_id(label_id))
     studio.record(request, AuditAction.GOLD_CHANGED, marked_label=int(label_id), pair=pair_id)
     return f"Pair {pair_id} is gold now."
+
+
+def api_mark_gold_ranking(studio: Studio, label_id: float, request: gr.Request) -> str:
+    """Admins: make the ranking of verdict `label_id` a gold ranking, that verdict's order its gold order."""
+    studio.require_admin(request)
+    with user_errors():
+        ranking_id = mark_gold_ranking(studio.store, _label_id(label_id))
+    studio.record(request, AuditAction.GOLD_CHANGED, marked_ranking_label=int(label_id), ranking=ranking_id)
+    return f"Ranking {ranking_id} is gold now."
+
+
+def _label_id(label_id: float | None) -> int:
+    if label_id is None or not float(label_id).is_integer() or label_id < 1:
+        raise InvalidInput("the label id must be a positive whole number from the annotators' labels")
+    return int(label_id)
 
 
 def api_lift_gold_flag(studio: Studio, annotator: str, lifted: bool, request: gr.Request) -> list[str]:
@@ -80,6 +95,7 @@ class GoldLayout:
     table: gr.Markdown
     label_id: gr.Number
     mark: gr.Button
+    mark_ranking: gr.Button
     status: gr.Markdown
 
 
@@ -87,14 +103,20 @@ def layout() -> GoldLayout:
     with gr.Accordion("Gold items: annotators' accuracy", open=False, elem_id="gold-panel"):
         table = gr.Markdown(elem_id="gold-table")
         with gr.Row():
-            label_id = gr.Number(label="Label id to mark as gold (its outcome is the answer)", precision=0, minimum=1)
-            mark = gr.Button("Mark as gold", elem_id="gold-mark")
+            label_id = gr.Number(label="Label id to mark as gold (its outcome, or a ranking verdict's order, is the "
+                                 "answer)", precision=0, minimum=1)
+            mark = gr.Button("Mark pair as gold", elem_id="gold-mark")
+            mark_ranking = gr.Button("Mark ranking as gold", elem_id="gold-mark-ranking")
         status = gr.Markdown()
-    return GoldLayout(table, label_id, mark, status)
+    return GoldLayout(table, label_id, mark, mark_ranking, status)
 
 
 def on_mark(studio: Studio, label_id: float, request: gr.Request) -> tuple[str, str]:
     return api_mark_gold(studio, label_id, request), gold_table(studio)
+
+
+def on_mark_ranking(studio: Studio, label_id: float, request: gr.Request) -> tuple[str, str]:
+    return api_mark_gold_ranking(studio, label_id, request), gold_table(studio)
 
 
 def build(studio: Studio) -> Refresh:
@@ -104,4 +126,6 @@ def build(studio: Studio) -> Refresh:
     gr.api(bind(api_gold_settings, studio), api_name="gold_settings")
     ui = layout()
     ui.mark.click(bind(on_mark, studio), ui.label_id, [ui.status, ui.table], api_name="mark_gold")
+    ui.mark_ranking.click(bind(on_mark_ranking, studio), ui.label_id, [ui.status, ui.table],
+                          api_name="mark_gold_ranking")
     return Refresh(bind(gold_table, studio), [], [ui.table])

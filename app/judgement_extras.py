@@ -140,7 +140,7 @@ def note_fields(studio: Studio) -> tuple:
 
 
 def rationale_field(studio: Studio) -> dict:
-    """The ranking panel's rationale box, shown as the settings ask (ratings of K answers are the API's only)."""
+    """The ranking panel's rationale box, shown as the settings ask (its ratings: `app.ranking_ratings`)."""
     return note_fields(studio)[0]
 
 

@@ -4,8 +4,9 @@ Keys (while the panel shows a ranking and no other box has the focus): a letter 
 (best first), `=` ties the next letter with the previous one, Backspace takes the last one back; the order is sent
 as soon as it names every answer (or with Enter / the button). `0` is "all bad", `Z` undoes the last ranking sent
 (its ranking comes back). The panel appears when the annotator starts labeling and rankings are queued (a loop with
-`rank_k` 3 to 6). A rationale box shows under the order when the project's `rationale` setting asks for one
-(`optional` or `required`; `app.judgement_extras`); it goes with the order and clears for the next ranking.
+`rank_k` 3 to 6). A rationale box and a 1-7 rating per answer show under the order when the project's `rationale` and
+`ratings` settings ask for them (`optional` or `required`; `app.judgement_extras`, `app.ranking_ratings`); they go
+with the order and clear for the next ranking.
 
 Public API (gradio_client): `/next_ranking(annotator)`, `/submit_ranking(annotator, ranking_id, order, vote_id)`
 (returns the label id and the next ranking) and `/undo_ranking(annotator)`. A ranking is `{ranking_id, prompt,
@@ -23,10 +24,13 @@ import gradio as gr
 from labeling.notes import MAX_RATIONALE_CHARS
 from labeling.ranking import ShownRanking, next_ranking, open_rankings, submit_ranking, undo_ranking
 from storage.errors import Conflict, NotFound
+from storage.rankings import ranking_size
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message
 from .judgement_extras import rationale_field
 from .label_tab import QUEUE, QUEUE_WORKERS, annotator_name
+from .ranking_ratings import given_ratings, rating_fields
+from .ranking_ratings import layout as ratings_layout
 from .render import TEXT_SCOPE, panes_html, text_html
 
 RANKING_KEYS_JS = """
@@ -41,7 +45,8 @@ if (!window.studioRankingKeys) {
     const box = document.querySelector("#rank-order textarea, #rank-order input");
     const target = event.target;
     const typing = target && target !== box && (target.isContentEditable
-      || ["TEXTAREA", "SELECT"].includes(target.tagName) || (target.tagName === "INPUT" && target.type !== "checkbox"));
+      || ["TEXTAREA", "SELECT"].includes(target.tagName)
+      || (target.tagName === "INPUT" && !["checkbox", "radio"].includes(target.type)));  // a clicked rating keeps keys
     if (typing || !box) return;
     const letters = answers.dataset.letters;
     const key = event.key.length === 1 ? event.key.toUpperCase() : event.key;
@@ -122,6 +127,7 @@ class RankingLayout:
     ranking_id: gr.State
     vote_id: gr.State
     rationale: gr.Textbox  # shown when the project's `rationale` setting asks for one
+    ratings: tuple[gr.Radio, ...]  # A to F, shown for the answers on screen when the `ratings` setting asks
 
 
 def layout() -> RankingLayout:
@@ -137,6 +143,7 @@ def layout() -> RankingLayout:
             skip = gr.Button("Skip", elem_id="rank-skip", scale=0)
         rationale = gr.Textbox(label="Why (rationale)", lines=2, max_length=MAX_RATIONALE_CHARS, visible=False,
                                elem_id="rank-rationale")
+        ratings = ratings_layout()
         with gr.Row():
             undo = gr.Button("↶ Undo last ranking (Z)", size="sm", elem_id="rank-undo")
             status = gr.Markdown(elem_id="rank-status")
@@ -144,7 +151,7 @@ def layout() -> RankingLayout:
                 "<kbd>Backspace</kbd> takes one back · <kbd>0</kbd> all bad · <kbd>Z</kbd> undo",
                 js_on_load=RANKING_KEYS_JS, elem_id="rank-keys")
     return RankingLayout(panel, prompt, answers, order, submit, all_bad, skip, undo, status, gr.State(None),
-                         gr.State(None), rationale)
+                         gr.State(None), rationale, ratings)
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,14 @@ class RankingScreen(View):
     ranking_id: int | None
     vote_id: str | None
     rationale: str  # cleared for each ranking shown
+    ratings: tuple = ()  # an update per rating radio (A to F): shown for the ranking's answers, cleared
+
+    @classmethod
+    def components(cls, layout) -> list:
+        return [*super().components(layout)[:-1], *layout.ratings]
+
+    def values(self) -> tuple:
+        return (*super().values()[:-1], *self.ratings)
 
 
 def answers_html(shown: ShownRanking) -> str:
@@ -166,41 +181,45 @@ def answers_html(shown: ShownRanking) -> str:
     return f'<div data-letters="{shown.letters}">{panes}</div>'
 
 
-def ranking_screen(shown: ShownRanking | None, message: str = "") -> RankingScreen:
+def ranking_screen(studio: Studio, shown: ShownRanking | None, message: str = "") -> RankingScreen:
     if shown is None:
         return RankingScreen(gr.update(visible=bool(message)), "", f'<p class="queue-empty">{EMPTY}</p>', "",
-                             message, None, None, "")
+                             message, None, None, "", rating_fields(studio, 0))
     prompt = panes_html([("rank-prompt-text", "Prompt", text_html(shown.messages or shown.prompt))])
     return RankingScreen(gr.update(visible=True), prompt, answers_html(shown), "", message, shown.ranking_id,
-                         uuid.uuid4().hex, "")
+                         uuid.uuid4().hex, "", rating_fields(studio, len(shown.responses)))
 
 
 def show_next(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
     """Start labeling: the annotator's reserved or next ranking (the panel stays hidden when none is queued)."""
     with user_errors():
         name = annotator_name(studio, request, typed)
-        return ranking_screen(next_ranking(studio.store, name))
+        return ranking_screen(studio, next_ranking(studio.store, name))
 
 
 def send(studio: Studio, order: str, typed: str, ranking_id: int | None, vote_id: str | None, rationale: str | None,
-         request: gr.Request) -> RankingScreen:
-    """Send the order (or all_bad / skip), with its rationale, for the ranking on screen and show the next one."""
+         request: gr.Request, rating_a: int | None = None, rating_b: int | None = None, rating_c: int | None = None,
+         rating_d: int | None = None, rating_e: int | None = None, rating_f: int | None = None) -> RankingScreen:
+    """Send the order (or all_bad / skip), with its rationale and the ratings of A to F (every answer on screen rated
+    or none), for the ranking on screen and show the next one."""
+    ratings = (rating_a, rating_b, rating_c, rating_d, rating_e, rating_f)
     with user_errors():
         name = annotator_name(studio, request, typed)
         if ranking_id is None:
-            return ranking_screen(next_ranking(studio.store, name), "Nothing to rank yet.")
+            return ranking_screen(studio, next_ranking(studio.store, name), "Nothing to rank yet.")
         try:
-            submit_ranking(studio.store, name, ranking_id, order, vote_id, rationale=rationale or None)
+            rated = given_ratings(ratings, ranking_size(studio.store, ranking_id))
+            submit_ranking(studio.store, name, ranking_id, order, vote_id, rationale=rationale or None, ratings=rated)
         except (Conflict, NotFound) as exc:
             gr.Warning(user_message(str(exc)))
-            return ranking_screen(next_ranking(studio.store, name))
-        return ranking_screen(next_ranking(studio.store, name), f"Saved: {order.strip() or 'nothing'}.")
+            return ranking_screen(studio, next_ranking(studio.store, name))
+        return ranking_screen(studio, next_ranking(studio.store, name), f"Saved: {order.strip() or 'nothing'}.")
 
 
 def undo(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
     with user_errors():
         name = annotator_name(studio, request, typed)
-        return ranking_screen(undo_ranking(studio.store, name), "Undone: the ranking is back; rank it again.")
+        return ranking_screen(studio, undo_ranking(studio.store, name), "Undone: the ranking is back; rank it again.")
 
 
 def show_signed_in(studio: Studio, request: gr.Request) -> RankingScreen | dict:
@@ -221,7 +240,7 @@ def build(studio: Studio, name_box: gr.Textbox, annotator: gr.BrowserState, star
     private = {"api_visibility": "private", **group}
     start.click(bind(show_next, studio), name_box, outputs, **private)
     name_box.submit(bind(show_next, studio), name_box, outputs, **private)
-    held = [annotator, ui.ranking_id, ui.vote_id, ui.rationale]
+    held = [annotator, ui.ranking_id, ui.vote_id, ui.rationale, *ui.ratings]
     ui.submit.click(bind(send, studio), [ui.order, *held], outputs, **private)
     for button, verdict in ((ui.all_bad, "all_bad"), (ui.skip, "skip")):
         button.click(bind(send, studio, verdict), held, outputs, **private)

@@ -135,7 +135,7 @@ def export_labels(store: Store, fmt: str, path: str | Path) -> ExportResult:
 
 
 def _export_rankings(store: Store, path: Path) -> ExportResult:
-    verdicts = ranking_verdicts(store, include_skips=True)
+    verdicts = ranking_verdicts(store, include_skips=True, training=True)  # none on gold, none of the left out
     kept = [v for v in verdicts if v.outcome != SKIP]
     if not kept:
         raise InvalidInput("nothing to export in the rankings format: the store has no ranking verdicts yet; "

@@ -1,11 +1,12 @@
-"""Gold items, the rules over them: import a gold file, mark a label's pair as gold, the gold settings, lift a flag.
+"""Gold items, the rules over them: import a gold file, mark a label's pair (or a verdict's ranking) as gold, the
+gold settings, lift a flag.
 
-    result = import_gold_file(store, "gold.jsonl", source="gold")   # pairs in any preference format, chosen first
+    result = import_gold_file(store, "gold.jsonl", source="gold")   # pairs in any preference format, chosen first,
+                                                                     # or rankings (labeling.gold_rankings)
     mark_gold(store, label_id)                                       # that label's outcome becomes the answer
+    mark_gold_ranking(store, ranking_label_id)                       # that verdict's order becomes the gold order
     update_gold_settings(store, gold_min_accuracy=0.8, gold_exclude_flagged=True)
     [score.line() for score in gold_scores(store)]                   # "bob: 4/10 gold (40%) flagged"
-
-Gold rankings are not supported yet: a gold file holds pairs.
 """
 
 from __future__ import annotations
@@ -18,27 +19,34 @@ from storage import Store
 from storage.errors import InvalidInput
 from storage.gold import GOLD_DEFAULTS, GoldScore, gold_scores, gold_setting
 from storage.gold_items import import_gold_pairs, mark_gold
+from storage.gold_rankings import import_gold_rankings, mark_gold_ranking
 from storage.settings import set_setting
 
 from .annotation import check_name
-from .preference_import import iter_preferences
+from .gold_rankings import holds_rankings, iter_gold_rankings
+from .preference_import import check_preference_file, iter_preferences
 
 __all__ = ["GoldImport", "GoldScore", "gold_scores", "import_gold_file", "lift_flag", "mark_gold",
-           "update_gold_settings"]
+           "mark_gold_ranking", "update_gold_settings"]
 
 
 @dataclass(frozen=True)
 class GoldImport:
     added: int
     known: int
+    kind: str = "pairs"  # or rankings
 
     def summary(self) -> str:
-        return f"Imported {self.added} gold pairs ({self.known} were gold already)."
+        return f"Imported {self.added} gold {self.kind} ({self.known} were gold already)."
 
 
 def import_gold_file(store: Store, path: str | Path, source: str = "gold") -> GoldImport:
-    """Every row of a preference file (chosen first) as a gold pair, all or none; a bad row fails naming its line."""
+    """Every row of a preference file (chosen first) as a gold pair, or, when its first row has `responses`, every
+    row of a rankings file as a gold ranking; all or none, a bad row fails naming its line."""
     source = check_name(source, "source name")
+    path = check_preference_file(path)
+    if holds_rankings(path):
+        return GoldImport(*import_gold_rankings(store, iter_gold_rankings(path), source), kind="rankings")
     added, known = import_gold_pairs(store, iter_preferences(path), source)
     return GoldImport(added, known)
 

@@ -28,6 +28,7 @@ from storage.rankings import ALL_BAD, RANKED, SKIP, LabeledRanking
 from storage.types import Outcome
 
 from .annotation import check_annotator, check_pair_id, check_vote_id, queue_settings
+from .gold_queue import gold_ranking_turn
 from .notes import check_note
 
 MIN_K, MAX_K = 2, 6
@@ -128,11 +129,14 @@ def ranking_comparison_pairs(store: Store) -> list[LabeledPair]:
 # ---- the ranking queue --------------------------------------------------------------------------------------------
 
 def next_ranking(store: Store, annotator: str) -> ShownRanking | None:
-    """The annotator's reserved ranking, or the next open one reserved for them now; None when none is open."""
+    """The annotator's reserved ranking, or the next open one reserved for them now (a gold ranking on their turn,
+    `labeling.gold_queue`); None when none is open."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
-    return _shown(rankings.reserve_next_ranking(store, annotator, settings.overlap, settings.reservation_ttl_s,
-                                                time.time()))
+    now, ttl_s = time.time(), settings.reservation_ttl_s
+    reserved = gold_ranking_turn(store, annotator, ttl_s, now) or rankings.reserve_next_ranking(
+        store, annotator, settings.overlap, ttl_s, now)
+    return _shown(reserved or gold_ranking_turn(store, annotator, ttl_s, now, queue_empty=True))
 
 
 def submit_ranking(store: Store, annotator: str, ranking_id: object, order: object, vote_id: object,

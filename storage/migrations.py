@@ -444,3 +444,22 @@ def m017_judgements(db: Database) -> None:
            END""",
     ):
         db.execute(statement)
+
+
+@migrations()
+def m018_gold_rankings(db: Database) -> None:
+    """Gold rankings: ranking items with a known order (`tiers`, positions best tier first, as a verdict's), served to
+    every annotator among their other rankings to measure their accuracy, never trained on; `origin_label_id` the
+    verdict a marked one was made from."""
+    _run(db,
+        """
+        CREATE TABLE gold_rankings (
+            id INTEGER PRIMARY KEY,
+            ranking_id INTEGER NOT NULL UNIQUE REFERENCES rankings(id),
+            tiers TEXT NOT NULL,
+            origin_label_id INTEGER REFERENCES ranking_labels(id),
+            source TEXT,
+            created REAL NOT NULL
+        )
+        """
+    )

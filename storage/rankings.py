@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .db import Store
 from .errors import Conflict, InvalidInput, NotFound
-from .gold import left_out_annotators
+from .gold import NOT_GOLD_RANKING, left_out_annotators
 from .preferences import IMPORTED
 from .prompts import stored_messages
 
@@ -222,9 +222,12 @@ def open_rankings(store: Store, annotator: str, overlap: int) -> int:
 
 def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: bool = False,
                      training: bool = False) -> list[LabeledRanking]:
-    """Ranking verdicts with their texts in label order: current ones, without skips unless asked; `training`: none of
-    an annotator whose labels training leaves out (flagged by their gold accuracy, `storage.gold`)."""
+    """Ranking verdicts with their texts in label order: current ones, without skips unless asked; `training`: none on
+    a gold ranking (those check annotators) and none of an annotator whose labels training leaves out (flagged by
+    their gold accuracy, `storage.gold`)."""
     clauses = ([] if include_undone else ["l.undone IS NULL"]) + ([] if include_skips else ["l.outcome != 'skip'"])
+    if training:
+        clauses.append(NOT_GOLD_RANKING)
     left_out = sorted(left_out_annotators(store)) if training else []
     if left_out:
         clauses.append(f"l.annotator NOT IN ({', '.join('?' * len(left_out))})")
@@ -247,7 +250,7 @@ def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: 
 
 
 def round_ranking_count(store: Store, round: int) -> int:
-    """Current non-skip verdicts on the rankings of `round`."""
+    """Current non-skip verdicts on the rankings of `round`, none on a gold ranking (those check annotators)."""
     return store.db().execute("SELECT count(*) FROM ranking_labels l JOIN rankings k ON k.id = l.ranking_id"
-                              " WHERE k.round = ? AND l.undone IS NULL AND l.outcome != 'skip'",
+                              f" WHERE k.round = ? AND l.undone IS NULL AND l.outcome != 'skip' AND {NOT_GOLD_RANKING}",
                               [round]).fetchone()[0]

@@ -1,7 +1,7 @@
 """The Label tab's strength, rationale and ratings in a real browser (Playwright driving Debian's Chromium): a strength
 picked by key goes with the next left/right key into `labels.margin`, pressing it again clears it; a required
 rationale missing is one hint, then the written one is stored as typed and runs nothing; ratings clicked go with a
-key's vote; the ranking panel's rationale goes with its order. Fails, never skips, when
+key's vote; the ranking panel's rationale and ratings go with its order. Fails, never skips, when
 Chromium is missing."""
 
 import pytest
@@ -119,3 +119,26 @@ def test_a_rankings_required_rationale_goes_with_its_order(store, serve_studio, 
     assert (verdict.ranking_id, note.kind, note.label_id, note.rationale) == (ranking, "ranking", verdict.label_id,
                                                                               "B is <b>bold</b>")
     assert dialogs == []
+
+
+def test_a_rankings_ratings_clicked_go_with_its_order_by_keys(store, serve_studio, browser):
+    queue_rankings(store, [("Review 1.", ["A great film.", "A dull film.", "A fine film."]),
+                           ("Review 2.", ["Good.", "Bad.", "Fine.", "Awful."])])
+    dialogs = []
+    page = open_page(browser, serve_studio(store).local_url, dialogs)
+    page.get_by_label("Your name").fill("alice")
+    page.get_by_label("Your name").press("Enter")
+    expect(page.locator("#rank-answer-C")).to_be_visible()
+    expect(page.locator("#rank-rating-C")).to_be_visible()  # ratings optional by default, one per answer shown
+    expect(page.locator("#rank-rating-D")).to_be_hidden()
+    for letter, rating in (("A", "7"), ("B", "1"), ("C", "4")):
+        page.locator(f"#rank-rating-{letter} label", has_text=rating).click()
+    for key in ("a", "c", "b"):  # a clicked rating keeps the focus: the keys still order, and the order goes out
+        page.keyboard.press(key)
+    expect(page.locator("#rank-answer-D")).to_be_visible()
+    expect(page.locator("#rank-rating-D")).to_be_visible()
+    expect(page.locator("#rank-ratings input:checked")).to_have_count(0)  # cleared for the next ranking
+    [verdict] = ranking_verdicts(store)
+    [note] = list_notes(store)
+    assert verdict.tiers == [[0], [2], [1]] and note.label_id == verdict.label_id
+    assert [note.ratings[g] for g in verdict.generation_ids] == [7, 1, 4] and dialogs == []

@@ -13,6 +13,7 @@ from labeling.notes import MAX_RATIONALE_CHARS, update_note_modes
 from storage.errors import InvalidInput
 from storage.labels import list_labels, training_labels
 from storage.notes import list_notes
+from storage.rankings import ranking_verdicts
 from tests.test_rankings import queue_rankings
 
 SKIPPED = gr.skip()
@@ -111,3 +112,29 @@ def test_the_ranking_panel_sends_its_rationale_and_clears_it(store):
     assert after.rationale == "" and after.status == "Saved: BAC."
     [note] = list_notes(store)
     assert (note.kind, note.rationale) == ("ranking", "B is bold")
+
+
+def test_the_ranking_panel_sends_a_rating_per_answer_every_one_or_none_and_clears_them(store):
+    queue_rankings(store, [("Review 1.", ["A great film.", "A dull film.", "A fine film."]),
+                           ("Review 2.", ["Good.", "Bad.", "Fine.", "Awful."])])
+    studio = Studio(store)
+    shown = ranking_panel.show_next(studio, "alice", None)
+    assert [field["visible"] for field in shown.ratings] == [True] * 3 + [False] * 3  # K = 3: A, B, C
+    with pytest.raises(gr.Error, match="rate every answer .* or none; C not rated"):
+        ranking_panel.send(studio, "ABC", "alice", shown.ranking_id, shown.vote_id, "", None, 7, 2)
+    assert list_notes(store) == []
+    after = ranking_panel.send(studio, "ACB", "alice", shown.ranking_id, shown.vote_id, "", None, 7, 2, 5)
+    assert after.status == "Saved: ACB." and [field["visible"] for field in after.ratings] == [True] * 4 + [False] * 2
+    assert all(field["value"] is None for field in after.ratings)  # cleared for the next ranking
+    [note] = list_notes(store)
+    [verdict] = ranking_verdicts(store)
+    assert [note.ratings[g] for g in verdict.generation_ids] == [7, 2, 5]  # in the order shown
+    update_note_modes(store, ratings="off")
+    hidden = ranking_panel.ranking_screen(studio, None)
+    assert not any(field["visible"] for field in hidden.ratings)
+    with pytest.raises(gr.Error, match="takes no ratings"):
+        ranking_panel.send(studio, "ABCD", "alice", after.ranking_id, after.vote_id, "", None, 1, 2, 3, 4)
+    listener = bind(ranking_panel.send, studio)
+    assert [name for name, *_ in get_function_params(listener)][-6:] == [f"rating_{c}" for c in "abcdef"]
+    with gr.Blocks():
+        assert len(ranking_panel.RankingScreen.components(ranking_panel.layout())) == len(after.values()) == 14

@@ -32,7 +32,8 @@ PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}
 MARKERS = ("GUIDELINE-MARKER-7f3a", "PROMPT-MARKER-91c2", "RESPONSE-MARKER-5e0b")
 # project settings an admin changes, each with arguments of the right shape
 ADMIN_SETTINGS_CALLS = {"/gold_settings": ("{}",), "/lift_gold_flag": ("bob", True), "/mark_gold": (1,),
-                        "/note_settings": ("optional", "off"), "/overlap_training": ("majority",)}
+                        "/mark_gold_ranking": (1,), "/note_settings": ("optional", "off"),
+                        "/overlap_training": ("majority",)}
 ADMIN_ENDPOINTS = {"/start_loop", "/start_sft", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
                    "/export_labels", "/save_queue_settings", "/export_audit", *ADMIN_SETTINGS_CALLS}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats",
