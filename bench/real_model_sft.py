@@ -85,14 +85,17 @@ def one_seed(model: Path, seed: int, demos: int, m: int, overrides: dict) -> dic
     config = preset.config.updated({**SFT_SETTINGS, **overrides, "seed": seed})
     oracle, start = load_scorer(config.oracle), latest_policy(store)
     before, before_s = timed(lambda: evaluate_policy(store, start, config, True))
+    print(f"  held-out oracle before: {before:+.3f} ({before_s:.0f} s)", flush=True)
     prompts = random.Random(seed).sample(list_prompts(store, heldout=False), demos)
     ids, demos_s = timed(lambda: write_synthetic_demonstrations(
         store, start, prompts, oracle, m, config.response_length, seed=seed, temperature=config.temperature,
         top_p=config.top_p))
+    print(f"  {len(ids)} demonstrations ({demos_s:.0f} s)", flush=True)
     texts = [d.text for d in list_demonstrations(store) if d.id in set(ids)]
     demo_score = statistics.fmean(map(oracle, texts)) if texts else float("nan")
     settings = sft_settings(config, 0)
     outcome, sft_s = timed(lambda: run_sft(store, SFTRun(settings=settings)))
+    print(f"  SFT: {outcome.steps} steps, {outcome.use} ({sft_s:.0f} s)", flush=True)
     after, after_s = timed(lambda: evaluate_policy(store, get_policy(store, outcome.policy_id), config, True))
     row = {"seed": seed, "before": before, "after": after, "gain": after - before, "demonstrations": len(ids),
            "demonstration_oracle": demo_score if texts else None, "m": m,
