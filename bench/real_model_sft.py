@@ -14,24 +14,27 @@ Per seed:
    24 held-out prompts x `eval_samples` 4, seed fixed, the preset's sampling);
 2. `--demos` D demonstrations (default 64) on D training prompts drawn by the seed, by the synthetic demonstrator
    (`trainers/loop/demonstrator.py`): the oracle's best of `--demonstration-m` M samples (default 4) of the starting
-   policy, at the preset's response length and sampling. **The demonstrator reads the oracle**: the demonstrations
-   are the samples the rule likes best, so the gain says what SFT does with demonstrations that agree with the score
-   it is measured by; a person's demonstrations would be worth more or less;
+   policy, at the bench's response length and the preset's sampling. **The demonstrator reads the oracle**: the
+   demonstrations are the samples the rule likes best, so the gain says what SFT does with demonstrations that agree
+   with the score it is measured by; a person's demonstrations would be worth more or less;
 3. SFT on them as `python app.py sft` and the loop's SFT steps run it (`trainers.jobs.sft_job.run_sft`, with the
    settings a loop's `sft_first` takes from the preset: `trainers.loop.sft_steps.sft_settings`; a tenth held out for
-   the held-out loss), registered as a new version;
+   the held-out loss), registered as a new version (`--config '{"sft_lr": 3e-4, "sft_epochs": 6}'` changes them);
 4. the same evaluation of that version (the same prompts, samples per prompt, seed and sampling).
 
 It prints per seed the score before and after, the gain, the demonstrations written and their mean oracle score, and
 the seconds the demonstrations, the SFT and each evaluation took; then the mean gain with its 95% t-interval over the
 seeds, and writes bench/out/real_model_sft.json.
 
-Cost: sampling dominates. A seed samples D x M = 256 responses for the demonstrations and 96 per evaluation, up to
-128 tokens each, and SFT runs 24 steps of 8 (58 trained demonstrations, 8 batches an epoch, 3 epochs); on 2 CPU
-cores that is about 10 minutes a seed, an estimate from the loop bench's sampling and training rates (a smaller M or
-`--config '{"response_length": 96}'` shortens it).
+Cost: a seed samples D x M = 256 responses for the demonstrations and 96 per evaluation, up to 128 tokens each, and
+SFT runs 24 steps of 8 (58 trained demonstrations, 8 batches an epoch, 3 epochs). Measured at D 16, M 4 (`--demos 16
+--threads 1`, niced, on the shared 2-core machine under a load of 6 to 12): 82 s for the 64 demonstration samples,
+131 s for SFT's 6 steps (loading and saving included), 99 and 186 s for the evaluations. Scaled to D 64: about 5 min
+of demonstrations, 7 of SFT and 2 to 3 per evaluation, 15 to 20 min a seed at one thread there; about 10 min
+expected with `--threads 2` on 2 free cores (not measured). A smaller M, or `--config '{"response_length": 96}'`,
+shortens it.
 
-    python bench/real_model.py --part sft --seeds 0 1 2                  # D 64, M 4: about 30 minutes
+    python bench/real_model.py --part sft --seeds 0 1 2                  # D 64, M 4: 30 to 60 minutes
     python bench/real_model.py --part sft --seeds 0 --demos 2 --demonstration-m 2 \\
         --config '{"eval_prompts": 2, "eval_samples": 1, "response_length": 16}'   # a smoke test, a few minutes
 """
