@@ -75,8 +75,8 @@ and .json.
     python bench/label_efficiency.py --arms dpo --rounds 2 --budgets 100 --seeds 0 1 2  # a 2-round DPO loop
     python bench/label_efficiency.py --budgets 50 100 200 300 800 --arms oracle random noisy disagreement grpo
     python bench/label_efficiency.py --budgets 300 --config '{"reward_lr": 3e-3}' --name label_efficiency_lr3e-3
-    python bench/label_efficiency.py --arms sft sft_prefs sft_each_round --budgets 150 --seeds 0 1 2 --jobs 1 \
-        --name label_efficiency_sft_variants     # demonstration preferences and sft_each_round, against sft
+    python bench/label_efficiency.py --arms random sft sft_prefs sft_each_round --budgets 150 --seeds 0 1 2 3 4 \
+        --jobs 1 --name label_efficiency_sft_variants   # demonstration preferences and sft_each_round, against sft
 """
 
 from __future__ import annotations
