@@ -34,6 +34,17 @@ Arms, each with the same rounds and label schedule and the same seeds:
   and `sft_epochs` (`--config` changes them); its gain is against the SFT policy the other arms start from.
   **sft_only**: the same SFT alone, no labels. Annotator effort counts a demonstration as
   `--seconds-per-demonstration` (default 60 s: an edit of a best response, six labels' worth at 10 s a label).
+- **sft_prefs**: the sft arm with each demonstration also recorded as preferred to two other samples of the M it was
+  chosen from (the pair "shown"), as the Label tab's `demonstration_preferences` records an edit over the pair on
+  screen (the same code path: `labeling.demonstrations.record_preferences_over`, labels by `edits:demonstrator`);
+  they train the reward model beside the loop's labels and cost no annotator time, so "labels used" leaves them out
+  (the run's line and JSON give them as `preferences`). Against sft at the same budget: should an edit record
+  preferences by default?
+- **sft_each_round**: the same D demonstrations and labels, written during the rounds instead of before: after each
+  round's labels the demonstrator writes the round's share of the D (D x r / R boundaries, rounded down; the sft
+  arm's prompts, in order) from the round's policy, and the loop's `sft_each_round` step fine-tunes the newest policy
+  on them before the round's PPO phase (its child; the SFT policy stays the reference; no `sft_first`). Against sft:
+  should `sft_each_round` be on by default?
 - **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 100 prompts a round, so a round holds enough 4-sets of the K = 4
   samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
   weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
@@ -64,6 +75,8 @@ and .json.
     python bench/label_efficiency.py --arms dpo --rounds 2 --budgets 100 --seeds 0 1 2  # a 2-round DPO loop
     python bench/label_efficiency.py --budgets 50 100 200 300 800 --arms oracle random noisy disagreement grpo
     python bench/label_efficiency.py --budgets 300 --config '{"reward_lr": 3e-3}' --name label_efficiency_lr3e-3
+    python bench/label_efficiency.py --arms random sft sft_prefs sft_each_round --budgets 150 --seeds 0 1 2 3 4 \
+        --jobs 1 --name label_efficiency_sft_variants   # demonstration preferences and sft_each_round, against sft
 """
 
 from __future__ import annotations
@@ -88,7 +101,8 @@ WORK = OUT / "label_efficiency"
 EVAL_SEED = 4242
 SELECTORS = ("thompson", "info_gain", "diverse", "d_optimal")
 ARMS = ("oracle", "random", *SELECTORS, "disagreement", "versions", "noisy", "noisy_random", "grpo", "dpo", "dpo_ties",
-        "judge", "hybrid", "sft", "sft_only", "rank4", "rank4_noisy", "graded", "graded_noisy")
+        "judge", "hybrid", "sft", "sft_prefs", "sft_each_round", "sft_only", "rank4", "rank4_noisy", "graded",
+        "graded_noisy")
 NOISY_JUDGE = "bench:noisy-oracle"  # the hybrid arm's judge, made in-process (`NoisyOracleJudge`)
 JUDGE_ACCURACY = 0.8  # its accuracy per order (--judge-accuracy)
 GRADED = ("graded", "graded_noisy")  # the loop's oracle grades its votes (graded_oracle_class)
@@ -106,6 +120,8 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "hybrid": {"annotator": "judge", "judge": NOISY_JUDGE, "judge_threshold": 0.75,
                            "judge_people": "oracle", "selector": "random"},
                 "sft": {"selector": "random", "sft_first": True}, "sft_only": {},
+                "sft_prefs": {"selector": "random", "sft_first": True},  # + the demonstrations' preferences
+                "sft_each_round": {"selector": "random", "sft_each_round": True},  # demonstrations during rounds
                 "rank4": {"selector": "random", "rank_k": 4, "prompts_per_round": 100},
                 "rank4_noisy": {"selector": "random", "rank_k": 4, "prompts_per_round": 100, "oracle_noise": 0.1},
                 "graded": {"selector": "random"}, "graded_noisy": {"selector": "random", "oracle_noise": 0.1}}
@@ -117,6 +133,8 @@ ARM_NAMES = {"oracle": "oracle PPO", "random": "RM + PPO", "noisy": "RM + PPO, 1
              "grpo": "RM + GRPO", "dpo": "iterative DPO", "dpo_ties": "iterative DPO, ties at p = 0.5",
              "judge": "RM + PPO, SmolLM2-135M judge (RLAIF)", "hybrid": "RM + PPO, noisy judge + people where unsure",
              "sft": "SFT on demonstrations, then RM + PPO", "sft_only": "SFT on demonstrations alone",
+             "sft_prefs": "SFT on demonstrations (also as preferences), then RM + PPO",
+             "sft_each_round": "RM + PPO, an SFT step on each round's demonstrations",
              "rank4": "RM + PPO, rankings of 4", "rank4_noisy": "RM + PPO, rankings of 4, 10%-noisy annotator",
              "graded": "RM + PPO, graded pairs", "graded_noisy": "RM + PPO, graded pairs, 10%-noisy annotator"}
 DEFAULT_ARMS = ("oracle", "random", "d_optimal", "noisy")  # noisy: the loop's default selector, a 10%-noisy annotator
@@ -311,18 +329,36 @@ def run_oracle_ppo(store, config) -> dict:
     return {**seconds, "select": []}
 
 
-def write_demonstrations(store, config, count: int, m: int) -> int:
-    """`count` synthetic demonstrations (the oracle's best of `m` samples of the SFT policy) on training prompts drawn
-    by the seed; returns how many were written."""
+def write_demonstrations(store, config, count: int, m: int, part: slice = slice(None), seed: int | None = None,
+                         shown: int = 0) -> int:
+    """Synthetic demonstrations (the oracle's best of `m` samples of the newest policy) on `part` of `count` training
+    prompts drawn by the config's seed (sampled with `seed`, default the config's; `shown`: each also preferred to
+    that many other samples); returns how many were written."""
     from labeling.synthetic import load_scorer
     from storage.policies import latest_policy
     from storage.prompts import list_prompts
     from trainers.loop.demonstrator import write_synthetic_demonstrations
 
-    prompts = random.Random(config.seed).sample(list_prompts(store, heldout=False), count)
+    prompts = random.Random(config.seed).sample(list_prompts(store, heldout=False), count)[part]
     return len(write_synthetic_demonstrations(store, latest_policy(store), prompts, load_scorer(config.oracle), m,
-                                              config.response_length, seed=config.seed,
-                                              temperature=config.temperature, top_p=config.top_p))
+                                              config.response_length, seed=config.seed if seed is None else seed,
+                                              temperature=config.temperature, top_p=config.top_p, shown=shown))
+
+
+def demonstrating_loop(count: int, m: int):
+    """The loop class of the sft_each_round arm: after each round's labels, the demonstrator writes the round's share
+    of the `count` demonstrations (prompts `count` x r / R up to `count` x (r + 1) / R of the sft arm's, rounded down)
+    from the round's policy, for the loop's `sft_each_round` step to train on before the policy phase."""
+    from trainers.loop.rounds import Loop
+
+    class DemonstratingLoop(Loop):
+        def collect_labels(self, index, g, seed):
+            super().collect_labels(index, g, seed)
+            start, end = (count * r // self.config.rounds for r in (index, index + 1))
+            if end > start:
+                write_demonstrations(self.store, self.config, count, m, slice(start, end), seed=seed)
+
+    return DemonstratingLoop
 
 
 def run_sft_only(store, config) -> dict:
@@ -359,6 +395,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     import torch
 
     from labeling.winrate import winrate_report
+    from storage.demonstrations import count_demonstrations
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
     from storage.rankings import ranking_verdicts
@@ -383,14 +420,19 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     folder = f"{name}-{arm}-L{labels}-s{seed}"
     store = fresh_store(folder)
     try:
-        labels_before = count_labels(store, evaluation=False)
-        written = write_demonstrations(store, config, demonstrations, demonstration_m) if arm.startswith("sft") else 0
-        runner = {"oracle": run_oracle_ppo, "sft_only": run_sft_only}.get(arm, run_loop)
-        phases = runner(store, config)
+        labels_before, demonstrations_before = count_labels(store, evaluation=False), count_demonstrations(store)
+        if arm in ("sft", "sft_prefs", "sft_only"):
+            write_demonstrations(store, config, demonstrations, demonstration_m, shown=2 if arm == "sft_prefs" else 0)
+        preferences = count_labels(store, evaluation=False) - labels_before  # the demonstrations' (sft_prefs)
+        if arm == "sft_each_round":
+            phases = run_loop(store, config, demonstrating_loop(demonstrations, demonstration_m))
+        else:
+            phases = {"oracle": run_oracle_ppo, "sft_only": run_sft_only}.get(arm, run_loop)(store, config)
+        written = count_demonstrations(store) - demonstrations_before
         sft = heldout_scores(store, list_policies(store)[0], config, eval_samples)
         final = heldout_scores(store, latest_policy(store), config, eval_samples)
         verdicts = ranking_verdicts(store)
-        used = count_labels(store, evaluation=False) - labels_before + len(verdicts)
+        used = count_labels(store, evaluation=False) - labels_before - preferences + len(verdicts)
         read = 2 * (used - len(verdicts)) + sum(len(v.responses) for v in verdicts)
         judged = winrate_report(store, rounds=0).latest()
         judge_agreement, judge_verdicts = judge_oracle_agreement(store, config)
@@ -400,7 +442,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     row = {"arm": arm, "labels": labels if arm not in NO_LABELS else 0, "seed": seed, "sft": statistics.fmean(sft),
            "final": statistics.fmean(final), "gain": statistics.fmean(final) - statistics.fmean(sft),
            "win_rate": oracle_win_rate(final, sft), "loop_win_rate": judged.rate if judged else None,
-           "labels_used": used, "answers_read": read, "demonstrations": written,
+           "labels_used": used, "answers_read": read, "demonstrations": written, "preferences": preferences,
            "seconds": time.perf_counter() - started,
            "reward_seconds": phases["reward"], "policy_seconds": phases["policy"],
            "select_seconds": statistics.fmean(phases["select"]) if phases["select"] else 0.0,
@@ -408,7 +450,8 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
            "judge_verdicts": judge_verdicts}
     loop_judged = "" if row["loop_win_rate"] is None else f", its win-rate pairs {row['loop_win_rate']:.0%}"
     print(f"{arm:>12} L={row['labels']:4d} seed {seed}: SFT {row['sft']:+.3f} -> {row['final']:+.3f} (gain "
-          f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {written} demonstrations, "
+          f"{row['gain']:+.3f}), win rate {row['win_rate']:.0%}{loop_judged}, {used} labels, {written} demonstrations "
+          f"({preferences} preferences), "
           f"{row['seconds']:.0f} s",
           flush=True)
     return row
@@ -454,6 +497,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                          else None for other in VERSUS},
                       "labels_used": statistics.fmean(r["labels_used"] for r in group),
                       "demonstrations": statistics.fmean(r.get("demonstrations", 0) for r in group),
+                      "preferences": statistics.fmean(r.get("preferences", 0) for r in group),
                       "answers_read": statistics.fmean(r.get("answers_read", 2 * r["labels_used"]) for r in group),
                       **{name: statistics.fmean(r.get(name, float("nan")) for r in group)
                          for name in ("seconds", "reward_seconds", "policy_seconds", "select_seconds")}})
@@ -531,6 +575,21 @@ def winners(table: list[dict]) -> list[str]:
         lines.append(f"at {labels} labels: {ARM_NAMES[best['arm']]} wins (gain {best['gain']:+.3f}), ahead of "
                      + "; ".join(leads))
     return lines
+
+
+def sft_variant_lines(rows: list[dict], table: list[dict]) -> list[str]:
+    """A table of the sft_prefs and sft_each_round arms' paired gain over the sft arm at the same budget (none when
+    neither ran beside it)."""
+    lines = []
+    for t in (t for t in table if t["arm"] in ("sft_prefs", "sft_each_round")):
+        versus = paired(rows, t["arm"], t["labels"], "sft", t["labels"])
+        if versus is not None:
+            lines.append(f"| {ARM_NAMES[t['arm']]} | {t['labels']} | {t['demonstrations']:.0f} | "
+                         f"{t['preferences']:.0f} | "
+                         f"{t['gain']:+.3f} ± {t['gain_ci95']:.3f} | {difference(versus)} | {versus[2]} |")
+    header = ["", "| arm | label budget | demonstrations | their preferences | gain | minus sft (paired) | seeds |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    return header + lines if lines else []
 
 
 def paired_lead(table: list[dict], best: dict, other: str) -> tuple[float, float, int] | None:
@@ -625,7 +684,7 @@ def main() -> None:
         for r in judged:
             print(f"| {ARM_NAMES[r['arm']]} | {r['labels']} | {r['seed']} | {r['judge_verdicts']} | "
                   f"{r['judge_agreement']:.0%} | {r['labels_used']} | {r['label_seconds']:.0f} |")
-    for line in winners(table):
+    for line in winners(table) + sft_variant_lines(rows, table):
         print(line)
     print(f"\nwrote {OUT / args.name}.png and .json")
 

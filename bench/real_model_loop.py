@@ -141,8 +141,9 @@ def oracle_series(db: Path, job_id: int) -> list[float]:
     return [row["value"] for row in sorted(rows, key=lambda row: row["step"])]
 
 
-def show_samples(db: Path, count: int = 3) -> None:
-    """The first held-out prompts' samples from the SFT policy and from the final one, with their oracle scores."""
+def show_samples(db: Path, count: int = 3, names: tuple[str, str] = ("SFT", "final")) -> None:
+    """The first held-out prompts' samples from the first policy and from the newest one, with their oracle scores,
+    shown under `names`."""
     from storage import Store
     from storage.generations import eval_samples
     from storage.policies import latest_policy
@@ -151,8 +152,8 @@ def show_samples(db: Path, count: int = 3) -> None:
     first, last = eval_samples(store, 1), eval_samples(store, latest_policy(store).id)
     for before, after in list(zip(first[::2], last[::2], strict=True))[:count]:
         print(f"\nprompt: {before['prompt'][:100]!r}")
-        for name, sample in (("SFT", before), ("final", after)):
-            print(f"  {name:>5} ({sample.get('oracle', float('nan')):+.2f}): {sample['text'][:300]!r}")
+        for name, sample in zip(names, (before, after), strict=True):
+            print(f"  {name:>6} ({sample.get('oracle', float('nan')):+.2f}): {sample['text'][:300]!r}")
 
 
 def part_learn(model: Path, seeds: list[int], rounds: int, overrides: dict) -> None:

@@ -29,6 +29,7 @@ from storage.pairs import get_pair
 from storage.preferences import Preference, import_preferences, preference_vote_id
 from storage.prompts import get_prompt
 from storage.settings import get_setting
+from storage.types import Prompt
 
 from .annotation import check_annotator, next_pair
 from .demonstration_formats import check_demonstration_text
@@ -57,16 +58,28 @@ def shown_texts(store: Store, annotator: str, pair_id: int) -> dict[str, str]:
     return {"left": shown.left, "right": shown.right}
 
 
-def _source(annotator: str) -> str:
-    return f"edits:{annotator}"
+def edits_source(author: str) -> str:
+    """The source (and annotator) of the labels an author's demonstrations record."""
+    return f"edits:{author}"
+
+
+def preferences_over(prompt: Prompt, text: str, shown: list[str]) -> list[Preference]:
+    """The preference rows of a demonstration: its answer over each different response shown."""
+    return [Preference(prompt.text, text, other, messages=prompt.messages) for other in shown if other != text]
+
+
+def record_preferences_over(store: Store, author: str, prompt: Prompt, text: str, shown: list[str],
+                            now: float) -> int:
+    """Record `author`'s demonstration `text` as preferred to each different response shown (labels by
+    `edits:<author>`); returns how many were added."""
+    return import_preferences(store, preferences_over(prompt, text, shown), edits_source(author), now).added
 
 
 def _preferences(store: Store, pair_id: int, text: str) -> list[Preference]:
     """The preference rows of a demonstration on a pair: its answer over each different response."""
     pair = get_pair(store, pair_id)
-    prompt = get_prompt(store, pair.prompt_id)
     texts = [g.text for g in get_generations(store, [pair.first_id, pair.second_id]).values()]
-    return [Preference(prompt.text, text, other, messages=prompt.messages) for other in texts if other != text]
+    return preferences_over(get_prompt(store, pair.prompt_id), text, texts)
 
 
 def write_demonstration(store: Store, annotator: str, pair_id: int, text: str, edited_from: str | None = None,
@@ -89,7 +102,7 @@ def write_demonstration(store: Store, annotator: str, pair_id: int, text: str, e
                                                             generation_id, seconds), now)
         added = 0
         if record_preferences:
-            added = import_preferences(store, _preferences(store, pair_id, text), _source(annotator), now).added
+            added = import_preferences(store, _preferences(store, pair_id, text), edits_source(annotator), now).added
     return WrittenDemonstration(demo_id, added)
 
 
@@ -99,6 +112,6 @@ def undo_demonstration(store: Store, annotator: str) -> Demonstration:
     with store.write():
         demo = undo_last_demonstration(store, annotator)
         if demo.pair_id is not None:
-            undo_votes(store, [preference_vote_id(_source(annotator), row)
+            undo_votes(store, [preference_vote_id(edits_source(annotator), row)
                                for row in _preferences(store, demo.pair_id, demo.text)])
     return demo
