@@ -318,9 +318,9 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
                if event == "select" and target in tabs}
     assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Curves", "show_jobs"),
                        ("Samples", "show_samples"), ("Leaderboard", "show_leaderboard"), ("Data", "show_project"),
-                       ("Data", "show_references"), ("Data", "on_judges"), ("Data", "gold_table"),
+                       ("Data", "show_references"), ("Data", "on_section"), ("Data", "gold_table"),
                        ("Data", "show_notes"), ("Data", "on_stats"), ("Data", "on_audit"),
-                       ("Label", "note_fields"), ("Label", "rationale_field")}
+                       ("Label", "note_fields"), ("Label", "rationale_field"), ("Label", "show_counts")}
     on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
     assert on_load == {"show_known_annotator", "show_signed_in", "current_settings", "project_form", "reopen_tab",
                        *(name for _, name in on_open)}
