@@ -9,6 +9,7 @@ only when a subcommand that needs them runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -376,11 +377,15 @@ def main(argv: list[str] | None = None) -> int:
     started, code = time.time(), 1  # 1 unless the command returns: it crashed
     try:
         code = args.run(args)
+        sys.stdout.flush()  # here, so that a reader gone early is a BrokenPipeError below, not at the exit
     except StudioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # the reader left early (`status | head`): the rest goes nowhere, without a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141  # as a shell reports a process SIGPIPE ended
     finally:
         audited = args.command in AUDITED and AUDITED_IF.get(args.command, lambda _: True)(args)
         if audited and code != 2:  # bad input (2) did nothing: nothing to record

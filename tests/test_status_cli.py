@@ -32,3 +32,17 @@ def test_a_completed_loop_shows_its_result_instead_of_its_last_phase(store):
         f"job {stopped} loop: cancelled 70% · round 1/1: PPO iteration 3/10",
         f"  result: job {stopped} (loop) cancelled: made v2 in 1 round · no warnings",
         f"  resume: python app.py loop --resume {stopped} --db {store.path}"]
+
+
+def test_status_into_a_pipe_its_reader_closed_ends_without_a_traceback(store):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    loop_job(store, versions(store, 1)[1], "round 1/1: PPO iteration 3/10", 0.7)
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    proc = subprocess.Popen([sys.executable, str(app), "status", "--db", str(store.path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc.stdout.close()  # as `status | head -0` would: the reader is gone before the first line
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
