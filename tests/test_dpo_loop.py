@@ -51,7 +51,7 @@ def test_a_dpo_phases_warnings_read_its_samples_within_its_own_steps(store):
     log_metrics(store, job, 2, {DPO_STEP_OFFSET: 10})
     for step in range(1, 25):  # round 1: steps 1-10, round 2: steps 11-24; a loss at every step
         log_metrics(store, job, step, {"dpo/loss": 0.6})
-    for step, kl, eos in ((5, 1.0, 1.0), (10, 2.0, 1.0), (17, 9.0, 0.1), (24, 12.0, 0.05)):  # the samples
+    for step, kl, eos in ((5, 1.0, 1.0), (10, 2.0, 1.0), (17, 11.0, 0.1), (24, 14.0, 0.05)):  # the samples
         log_metrics(store, job, step, {"dpo/kl": kl, "dpo/response_length": 10.0, "dpo/entropy": 1.5,
                                        "dpo/eos_rate": eos})
     assert policy_phase_warnings(store, job, config, round=1, first_round=1) == []

@@ -49,7 +49,7 @@ def log_phase(store, job, first_step, kl, length=8.0):
 def test_a_rounds_ppo_phase_is_read_from_its_own_steps_and_recorded_once(store):
     job = job_rows.create_job(store, "loop", {})
     log_phase(store, job, 1, [0.0, 0.4, 0.8])        # round 1 (steps 1-3): healthy
-    log_phase(store, job, 4, [2.0, 6.0, 8.0])        # round 2 (steps 4-6): 0.75 and 1.0 nats per token
+    log_phase(store, job, 4, [2.0, 10.0, 12.0])      # round 2 (steps 4-6): 1.25 and 1.5 nats per token
     assert policy_phase_warnings(store, job, CONFIG, round=1, first_round=1) == []
     [kl] = policy_phase_warnings(store, job, CONFIG, round=2, first_round=1)
     assert (kl.rule, kl.round, kl.step) == ("kl_per_token", 2, 6)
