@@ -185,7 +185,8 @@ class LoopConfig:
                 "the new root: the KL reference, DPO's reference and the SFT side of win-rate pairs"})
     sft_each_round: bool = field(default=False, metadata={
         "help": "before each round's policy phase, fine-tune the newest policy on the demonstrations stored since "
-                "the job's previous SFT step (the root stays the reference)"})
+                "the job's previous SFT step (the root stays the reference); off: on the demo it did worse than SFT "
+                "first (docs/benchmarks.md)"})
     sft_epochs: float = field(default=6.0, metadata={"help": "SFT epochs over the demonstrations (sft_first, "
                                                              "sft_each_round, python app.py sft)"})
     sft_lr: float | None = field(default=1e-3, metadata={
