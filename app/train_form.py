@@ -10,6 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from storage import Store
+from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.labels import count_labels
 from storage.policies import latest_policy
@@ -56,6 +57,15 @@ def show_limits(studio: Studio, preset_name: str = "demo", advanced_json: str = 
     prompt_lines, labels = counted
     line = labels_line(labels, loop_schedule(preset, advanced_json, counts))
     return f"**Limits:** {markdown_literal('; '.join(prompt_lines + ([line] if line else [])))}."
+
+
+def limits_once_idle(studio: Studio, preset_name: str = "demo", advanced_json: str = "{}", *counts) -> str | dict:
+    """After a poll of the job: the limits again once no job runs (a finished job stored labels and may have made a
+    new version); left as they are while one runs."""
+    newest = job_rows.list_jobs(studio.store, limit=1)
+    if newest and newest[0].status.active:
+        return gr.skip()
+    return show_limits(studio, preset_name, advanced_json, *counts)
 
 
 def folder_state(path: str) -> tuple:

@@ -46,6 +46,7 @@ from .train_checks import checked_form, field_label, in_form_words
 from .train_form import (
     FORM,
     chosen_line,
+    limits_once_idle,
     lr_label,
     on_algorithm,
     on_preset,
@@ -416,7 +417,8 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     ui.run_sft.click(bind(sft_action.on_start_sft, studio), settings, shown, **private)
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
-    ui.timer.tick(bind(newest_job, studio), None, shown, **private)
+    ui.timer.tick(bind(newest_job, studio), None, shown, **private).then(
+        bind(limits_once_idle, studio), limits, ui.limits, **private)  # the poll that sees a job end
     return [Refresh(bind(newest_job, studio), [], shown),
             Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
             Refresh(bind(show_limits, studio), limits, [ui.limits]),

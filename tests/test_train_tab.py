@@ -402,3 +402,24 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     assert "judging" not in done.status
     assert f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done.status
     assert done.to_leaderboard == gr.update(visible=True)  # the card's link to the Leaderboard tab
+
+
+def test_the_limits_are_shown_again_when_the_poll_sees_the_job_end(demo_store):
+    import os
+
+    import gradio as gr
+
+    from app.context import Studio
+    from app.train_form import limits_once_idle, show_limits
+    from storage import JobStatus
+    from storage import jobs as job_rows
+    from storage.preferences import Preference, import_preferences
+
+    studio = Studio(demo_store)
+    job = job_rows.create_job(demo_store, "loop", {})
+    job_rows.claim_job(demo_store, job, os.getpid())
+    assert limits_once_idle(studio, "demo", "{}") == gr.skip()  # while it runs, the line the tab showed stays
+    import_preferences(demo_store, [Preference("the plot was", " fine .", " dull .")], "import", 0.0)  # its labels
+    job_rows.finish_job(demo_store, job, JobStatus.COMPLETED)
+    shown = limits_once_idle(studio, "demo", "{}")
+    assert shown == show_limits(studio, "demo", "{}") and "on top of the 1 in the store" in shown
