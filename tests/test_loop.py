@@ -117,7 +117,7 @@ def test_api_start_stop_resume_while_pairs_keep_coming(demo_store, serve_studio)
         if "PPO iteration" in status["phase"] or read_metrics(demo_store, job_id, names=["ppo/kl"]):
             break  # in PPO (an iteration can be shorter than this poll: a logged one counts too)
         time.sleep(0.5)
-    assert any("training the reward model" in p for p in phases), phases
+    assert any("reward model" in p for p in phases), phases  # its start, or a step of it (the poll may miss one)
     assert "PPO iteration" in phases[-1] or read_metrics(demo_store, job_id, names=["ppo/kl"]), phases
 
     assert client.predict(job_id, api_name="/stop_job")["job_id"] == job_id
