@@ -8,12 +8,12 @@ A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive step
 Each rule, when it fires and why its threshold is where it is:
 
 - `kl_per_token`: fires when KL to the reference / response length > 1.0 nats per token. Why: measured on the
-  demo's default three-round loop (answers of 5-10 tokens), 12 healthy runs (9 seeds headless, the Train tab's, 3
-  of `bench/failure_warnings.py`'s) held at most 0.18-0.80 over 2 steps, most of them 0.2-0.4 by round 3, the KL
-  accumulating round after round against the SFT policy; β = 0 with lr 1e-3 holds 1.45-2.06 by its fifth
-  iteration. At 0.5 (the level before) two of the 12 healthy loops fired; at 1.0 every token is on average 2.7x
-  likelier under the policy than the reference: it writes something else. (With a real model's long answers a
-  healthy per-token KL is far lower: there `kl_growth` is the earlier signal.)
+  demo (answers of 5-10 tokens), 12 healthy loops (the README's three-round loop at 9 seeds, the Train tab's default
+  one, the 3 healthy runs of `bench/failure_warnings.py`) held at most 0.09-0.80 over 2 steps, most of them 0.2-0.4
+  by round 3, the KL accumulating round after round against the SFT policy; β = 0 with lr 1e-3 holds 1.45-2.06 by
+  its fifth iteration. At 0.5 (the level before) two of the 12 healthy loops fired; at 1.0 every token is on
+  average 2.7x likelier under the policy than the reference: it writes something else. (With a real model's long
+  answers a healthy per-token KL is far lower: there `kl_growth` is the earlier signal.)
 - `kl_growth`: fires when within one phase the KL per token grew 5-fold from the phase's first steps, to 0.3 or
   more. Why: a KL anchor holds the KL within a small factor during a phase; 5-fold growth to a level that matters
   means nothing holds it (none of the 12 healthy default demo loops of `kl_per_token` above fired it).
