@@ -19,8 +19,7 @@ def gold_turn(store: Store, annotator: str, first_on_left: bool, ttl_s: float, n
     reservation of theirs always comes back first, so none is made then."""
     if not count_gold(store) or holds_reservation(store, annotator, now):
         return None
-    every = max(1, int(gold_setting(store, "gold_every")))
-    if not queue_empty and (labels_given(store, annotator) + 1) % every:
+    if not (queue_empty or gold_due(store, labels_given(store, annotator))):
         return None
     return reserve_gold_pair(store, annotator, first_on_left, ttl_s, now)
 
@@ -31,7 +30,11 @@ def gold_ranking_turn(store: Store, annotator: str, ttl_s: float, now: float,
     `queue_empty`), else None; none while they hold a live ranking reservation."""
     if not count_gold_rankings(store) or holds_ranking_reservation(store, annotator, now):
         return None
-    every = max(1, int(gold_setting(store, "gold_every")))
-    if not queue_empty and (rankings_given(store, annotator) + 1) % every:
+    if not (queue_empty or gold_due(store, rankings_given(store, annotator))):
         return None
     return reserve_gold_ranking(store, annotator, ttl_s, now)
+
+
+def gold_due(store: Store, given: int) -> bool:
+    """Is the next judgement of an annotator who has given `given` (pairs, or rankings) their `gold_every`-th?"""
+    return (given + 1) % max(1, int(gold_setting(store, "gold_every"))) == 0

@@ -105,14 +105,14 @@ def ranking_agreement(gold: list[list[int]], tiers: list[list[int]] | None) -> t
     return len(apart), same
 
 
-def count_gold(store: Store) -> int:
-    """Gold pairs and gold rankings."""
+def count_all_gold(store: Store) -> int:
+    """Gold pairs and gold rankings (`storage.gold_items.count_gold`: the pairs alone)."""
     return store.db().execute("SELECT (SELECT count(*) FROM gold_items) + (SELECT count(*) FROM gold_rankings)"
                               ).fetchone()[0]
 
 
 def left_out_annotators(store: Store) -> set[str]:
     """The annotators whose labels training leaves out: flagged, with `gold_exclude_flagged` on."""
-    if not gold_setting(store, "gold_exclude_flagged") or not count_gold(store):
+    if not gold_setting(store, "gold_exclude_flagged") or not count_all_gold(store):
         return set()
     return {score.annotator for score in gold_scores(store) if score.left_out}

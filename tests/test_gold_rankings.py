@@ -20,7 +20,7 @@ from labeling.export import export_labels
 from labeling.gold import gold_scores, import_gold_file, lift_flag, mark_gold_ranking, update_gold_settings
 from labeling.ranking import LETTERS, next_ranking, ranking_comparison_pairs, submit_ranking
 from storage.errors import Conflict, InvalidInput
-from storage.gold import count_gold, ranking_agreement
+from storage.gold import count_all_gold, ranking_agreement
 from storage.rankings import ranking_verdicts, round_ranking_count
 from tests.test_rankings import queue_rankings
 from trainers.jobs.reward_job import load_examples
@@ -98,7 +98,7 @@ def test_gold_rankings_come_every_nth_to_every_annotator_and_never_train_or_coun
     assert mark_gold_ranking(store, first.label_id) == first.ranking_id
     with pytest.raises(Conflict):
         mark_gold_ranking(store, first.label_id)
-    assert len(ranking_verdicts(store, training=True)) == 7 and count_gold(store) == 5
+    assert len(ranking_verdicts(store, training=True)) == 7 and count_all_gold(store) == 5
     assert first.ranking_id not in {e.ranking_id for e in load_examples(store)[0]}
     assert {s.annotator: s.judged for s in gold_scores(store)} == {"alice": 12, "bob": 12}
 
@@ -170,7 +170,7 @@ def test_a_bad_gold_ranking_row_is_refused_in_one_line_naming_it_and_nothing_is_
     with pytest.raises(InvalidInput) as refused:
         import_gold_file(store, write(tmp_path / "gold.jsonl", [good, {**bad, **change}]))
     assert message in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
-    assert count_gold(store) == 0
+    assert count_all_gold(store) == 0
 
 
 def test_the_import_command_refuses_a_bad_row_in_one_line(store, tmp_path):
