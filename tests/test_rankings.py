@@ -37,6 +37,7 @@ from trainers.reward.data import (
     RankingExample,
     bootstrap,
     example_from_dict,
+    lineage_split,
     split_by_pair,
     tokenize_examples,
 )
@@ -167,8 +168,8 @@ def test_a_ranking_is_never_split_across_training_and_validation_and_is_drawn_wh
                 for i in range(40)]  # 20 items, two verdicts each
     pairs = [PreferenceExample(100 + i, i, "p", "a", "b", 1.0) for i in range(20)]
     examples = rankings + pairs
-    for stable in (False, True):
-        train, val = split_by_pair(examples, 0.3, seed=4, stable=stable)
+    continued = lineage_split(examples, {"ranking-label-0"}, {"ranking-3"}, 0.3, seed=4)
+    for train, val in (split_by_pair(examples, 0.3, seed=4), continued):
         assert val and not {e.unit for e in train} & {e.unit for e in val}
         assert sum(isinstance(e, RankingExample) for e in val) % 2 == 0  # both verdicts of an item on one side
     drawn = bootstrap(examples, seed=0)

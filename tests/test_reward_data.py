@@ -20,6 +20,7 @@ from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
     PreferenceCollator,
     PreferenceExample,
+    lineage_split,
     pad_right,
     split_by_fit,
     split_by_pair,
@@ -84,12 +85,17 @@ def test_split_is_by_pair_and_deterministic():
     assert split_by_pair(one_pair, 0.5, seed=0) == (one_pair, [])  # the only pair trains
 
 
-def test_a_stable_split_keeps_each_pair_on_its_side_as_labels_are_added():
+def test_a_lineage_validates_again_on_what_it_held_out_and_holds_out_a_fifth_of_what_is_new_to_it():
     examples = [PreferenceExample(i, i, "p", "a", "b", 1.0) for i in range(400)]
-    early_train, early_val = split_by_pair(examples[:150], 0.2, seed=3, stable=True)
-    train, val = split_by_pair(examples, 0.2, seed=3, stable=True)
+    early_train, early_val = split_by_pair(examples[:150], 0.2, seed=3)
+    seen = {e.key for e in examples[:150]}
+    retold = PreferenceExample(1000, early_train[0].pair_id, "p", "a", "b", 0.0)  # a new label on a trained pair
+    train, val = lineage_split(examples + [retold], seen, {e.unit for e in early_val}, 0.2, seed=3)
     assert set(early_val) <= set(val) and set(early_train) <= set(train)  # never validated on what it trained on
-    assert 0.15 <= len(val) / len(examples) <= 0.25
+    assert retold in train
+    fresh_val = [e for e in val if e.pair_id >= 150]
+    assert len(fresh_val) == round(250 * 0.2) and len(val) == 30 + 50
+    assert lineage_split(examples, seen, set(), 0.2, seed=3)[1] == split_by_pair(examples[150:], 0.2, seed=3)[1]
 
 
 def test_scores_read_the_last_real_token_whatever_the_padding(tiny_gpt2_dir):

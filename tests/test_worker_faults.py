@@ -33,6 +33,7 @@ from tests.worker_helpers import (
 )
 from trainers.entry.worker import PARTIAL_CHECKPOINTS
 from trainers.jobs.launcher import resume_job, start_job
+from trainers.jobs.reward_job import load_examples
 from trainers.loop.config import LoopConfig
 
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
@@ -166,7 +167,10 @@ def test_worker_killed_writing_an_incremental_reward_model_resumes_it_on_the_sam
     seen = set(first["seen_label_ids"])
     new = set(second["seen_label_ids"]) - seen
     assert new and set(second["label_ids"]) - seen == new  # round 2 read its new labels ...
-    assert len(set(second["label_ids"]) & seen) == second["replayed"] == 3  # ... and 3 of round 1's, no more
+    trained = set(second["member_label_ids"])
+    assert len(trained & seen) == second["replayed"] == 3  # ... trained on 3 of round 1's, no more ...
+    held_out = {e.label_id for e in load_examples(store)[0] if e.pair_id in set(first["val_pair_ids"])}
+    assert set(second["label_ids"]) & seen == held_out | (trained & seen)  # ... and validated on its held-out ones
     assert partial_checkpoints(store) == []
 
 

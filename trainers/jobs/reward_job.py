@@ -12,9 +12,11 @@ too. Its scores are normalised on the newest policy's samples.
 
 With `training: incremental` a training continues the newest reward model (member k from its member k, as a warm start
 does) on its *share*: the labels that model has not seen (`seen_label_ids` in its reward_info.json) plus a seeded replay
-sample of `replay_labels` older ones (`trainers.reward.replay`), split by pair as every warm start is (each pair keeps
-its side as labels are added); the other labels are not read into the training at all, so its cost follows the new
-labels. The first reward model, with none before it, trains on every label.
+sample of `replay_labels` older ones (`trainers.reward.replay`); the other labels are not trained on at all, so its
+cost follows the new labels. The first reward model, with none before it, trains on every label. A model that
+continues another (incremental or warm-started) validates on its lineage's whole held-out set: the pairs the model
+before it validated on (`val_pair_ids`), and a fifth (`val_fraction`) of the pairs new to the lineage
+(`trainers.reward.data.lineage_split`), so it is never validated on what its lineage trained on.
 
 Each member is a plain HF directory under `<store data dir>/reward_models/` with `reward_info.json` (labels used,
 metrics, normalisation, ensemble index); it is written under a temporary name, renamed when complete, and only then
@@ -57,6 +59,7 @@ from ..reward.data import (
     RankingExample,
     bootstrap,
     example_from_dict,
+    lineage_split,
     split_by_fit,
     split_by_pair,
     unit_order,
@@ -122,6 +125,7 @@ class RewardInputs:
     left_out: LeftOutLabels = field(default_factory=LeftOutLabels)
     seen_label_ids: frozenset[int | str] = frozenset()
     training: str = RewardTraining.FULL.value
+    held_out: frozenset[int | str] = frozenset()  # with `warm_dirs`: the items the newest reward model validated on
 
     @property
     def incremental(self) -> bool:
@@ -148,15 +152,15 @@ def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
     if not examples:
         raise InvalidInput(f"no label can train a reward model: {left_out.line()}; include the prompts again "
                            "(python app.py prompts) or start the reward model from a longer-context model")
-    return RewardInputs(examples, policy, init_dir, chat, warm_dirs, left_out,
-                        seen_label_ids(warm_dirs[0]) if warm_dirs else frozenset(), config.training)
+    seen, held_out = lineage(warm_dirs[0]) if warm_dirs else (frozenset(), frozenset())
+    return RewardInputs(examples, policy, init_dir, chat, warm_dirs, left_out, seen, config.training, held_out)
 
 
-def seen_label_ids(model_dir: Path) -> frozenset[int | str]:
-    """The labels a reward model and those it continued trained on (`label_ids` in files older than incremental
-    training, which always trained on every label)."""
+def lineage(model_dir: Path) -> tuple[frozenset[int | str], frozenset[int | str]]:
+    """(seen, held out): the labels a reward model and those it continued trained or validated on (`label_ids` in
+    files older than incremental training, which always trained on every label), and the items it validated on."""
     info = json.loads((model_dir / INFO_FILE).read_text())
-    return frozenset(info.get("seen_label_ids", info["label_ids"]))
+    return frozenset(info.get("seen_label_ids", info["label_ids"])), frozenset(info.get("val_pair_ids", ()))
 
 
 def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
@@ -211,7 +215,7 @@ class RewardPlan:
     staged: list[str]  # where each member is written before it is registered
     warm_dirs: list[str] = field(default_factory=list)  # warm start: the newest reward model's members
     seen_label_ids: list[int | str] = field(default_factory=list)  # what the trained model's lineage has seen (keys)
-    replayed: int = 0  # incremental training: the older labels among train and val
+    replayed: int = 0  # incremental training: the older labels among train
 
     def start_dir(self, k: int) -> Path:
         """Where member k starts: the newest reward model's member k (its first when it had fewer), else the base."""
@@ -236,18 +240,20 @@ def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInput
     """The plan of a reward training: the checked inputs (checked here unless given), incremental training's share,
     split by pair, and the normalisation texts."""
     inputs = inputs or check_reward_inputs(store, config)
-    examples = share = inputs.examples
+    examples = inputs.examples
+    split_seed = config.seed if config.split_seed is None else config.split_seed
+    if inputs.warm_dirs:  # never validate on what the lineage trained on
+        train, val = lineage_split(examples, inputs.seen_label_ids, inputs.held_out, config.val_fraction, split_seed)
+    else:
+        train, val = split_by_pair(examples, config.val_fraction, split_seed)
     replayed = []
     if inputs.incremental:
-        new, replayed = incremental_share(examples, inputs.seen_label_ids, config.replay_labels, config.seed)
-        share = new + replayed
-        if not share:
-            raise InvalidInput("no label is new since the newest reward model and replay_labels is 0, so incremental "
-                               "training has nothing to train on; label more pairs, or set replay_labels or "
-                               "training: full")
-    split_seed = config.seed if config.split_seed is None else config.split_seed
-    stable = config.warm_start or config.training == RewardTraining.INCREMENTAL  # the first one too: its successors
-    train, val = split_by_pair(share, config.val_fraction, split_seed, stable=stable)  # never validate on its training
+        new, replayed = incremental_share(train, inputs.seen_label_ids, config.replay_labels, config.seed)
+        train = new + replayed
+        if not train:
+            raise InvalidInput("no label that trains is new since the newest reward model and replay_labels is 0, "
+                               "so incremental training has nothing to train on; label more pairs, or set "
+                               "replay_labels or training: full")
     norm_texts = _normalisation_texts(store, inputs.policy.id, examples, config.norm_samples, config.seed)
     staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
               for _ in range(config.ensemble)]

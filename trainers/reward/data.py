@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Collection, Sequence, Union
 
 import torch
 from datasets import Dataset
@@ -99,22 +99,26 @@ def unit_order(unit: int | str) -> tuple[bool, int | str]:
     return isinstance(unit, str), unit
 
 
-def split_by_pair(examples: Sequence[Example], val_fraction: float, seed: int,
-                  stable: bool = False) -> tuple[list[Example], list[Example]]:
+def split_by_pair(examples: Sequence[Example], val_fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
     """(train, validation), at least one item training; a pair's labels, and a ranking's verdicts with all their
-    comparisons, stay on one side. By default a seeded shuffle of the items puts round(n x val_fraction) of them in
-    validation; `stable`: an item validates when its own seeded draw is below `val_fraction`, so it keeps its side as
-    labels are added (a model warm-started from one trained on fewer labels is never validated on pairs it trained
-    on)."""
+    comparisons, stay on one side: a seeded shuffle of the items puts round(n x val_fraction) of them in
+    validation."""
     units = sorted({e.unit for e in examples}, key=unit_order)
-    if stable:
-        draws = {unit: random.Random(f"{seed}/{unit}").random() for unit in units}
-        val_units = {unit for unit, draw in draws.items() if draw < val_fraction}
-        if val_units and len(val_units) == len(units):
-            val_units.discard(max(units, key=draws.get))
-    else:
-        random.Random(seed).shuffle(units)
-        val_units = set(units[:min(round(len(units) * val_fraction), len(units) - 1)])
+    random.Random(seed).shuffle(units)
+    val_units = set(units[:min(round(len(units) * val_fraction), len(units) - 1)])
+    return [e for e in examples if e.unit not in val_units], [e for e in examples if e.unit in val_units]
+
+
+def lineage_split(examples: Sequence[Example], seen_keys: Collection[int | str], held_out: Collection[int | str],
+                  val_fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """(train, validation) for a model that continues one trained before it (a warm start, incremental training):
+    every item its lineage held out (`held_out`: the previous model's validation items) validates again, and of the
+    items the lineage has never seen (no label among `seen_keys`) `split_by_pair` holds out its share; the rest train.
+    So the lineage is never validated on what it trained on, and its validation set grows with the store."""
+    seen_keys = set(seen_keys)
+    seen_units = {e.unit for e in examples if e.key in seen_keys}
+    fresh = [e for e in examples if e.unit not in seen_units and e.unit not in held_out]
+    val_units = set(held_out) | {e.unit for e in split_by_pair(fresh, val_fraction, seed)[1]}
     return [e for e in examples if e.unit not in val_units], [e for e in examples if e.unit in val_units]
 
 
