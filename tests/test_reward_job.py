@@ -31,11 +31,12 @@ from storage.settings import REWARD_BASE_SETTING, set_setting
 from storage.types import Outcome
 from tests.helpers import label_pairs
 from tests.reward_helpers import FAST, Progress, fill_store, label_more, snapshot
-from trainers.jobs.reward_job import check_reward_inputs, plan_reward_training, train_reward_model
+from trainers.jobs.reward_job import check_reward_inputs, load_examples, plan_reward_training, train_reward_model
 from trainers.models.loading import load_chat_format, load_reward_model
 from trainers.reporting import JobCancelled
 from trainers.reward.config import RewardConfig
 from trainers.reward.scorer import INFO_FILE, RewardScorer, pair_probabilities
+from trainers.reward.trainer import PreferenceTrainer, kept_validation, preference_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -211,17 +212,21 @@ def test_incremental_training_continues_the_newest_model_on_its_new_labels_and_a
     new = set(label_more(store, policy, 20, seed=1).values())
     config = RewardConfig(**incremental, seed=5, round=2)
     plan = plan_reward_training(store, config)
-    share = {e.label_id for e in plan.train + plan.val}
-    assert share >= new and len(share - new) == 10 and share - new <= old
+    share = {e.label_id for e in plan.train}
+    assert share - old <= new and len(share & old) == 10
     assert [str(plan.start_dir(0))] == first.paths
-    assert not set(first_info["val_pair_ids"]) & {e.pair_id for e in plan.train}  # validated once: never trained
+    validated = {e.pair_id for e in plan.val}
+    assert set(first_info["val_pair_ids"]) <= validated  # the lineage's held-out pairs validate again
+    assert not validated & {e.pair_id for e in plan.train}  # and it never validates on what it trains on
+    assert len(validated) == len(first_info["val_pair_ids"]) + round(20 * 0.2)  # a fifth of the new pairs too
     seen = []
     second = train_reward_model(store, config, listener=Progress(lambda done, total: seen.append(total)))
     info = json.loads((Path(second.paths[0]) / INFO_FILE).read_text())
-    assert set(info["label_ids"]) == share and info["replayed"] == second.replayed == 10  # it read only its share
-    assert second.labels_used == 30 and set(info["seen_label_ids"]) == old | new
+    assert info["replayed"] == second.replayed == 10 and second.val_pairs == len(validated)
+    assert set(info["label_ids"]) == share | {e.label_id for e in plan.val}  # it read only its share to train
+    assert second.train_pairs == 16 + 10 and set(info["seen_label_ids"]) == old | new
     assert seen[-1] == -(-second.train_pairs // FAST["batch_size"])  # one epoch over the share's training pairs
-    with pytest.raises(StudioError, match="no label is new since the newest reward model"):
+    with pytest.raises(StudioError, match="no label that trains is new since the newest reward model"):
         plan_reward_training(store, RewardConfig(**{**incremental, "replay_labels": 0}))
 
 
@@ -240,6 +245,35 @@ def test_early_stopping_ends_when_validation_loss_stops_falling_and_keeps_the_be
     val_losses = [r["value"] for r in read_metrics(store, job_id, names=["reward/val_loss"])]
     assert len(val_losses) >= 3
     assert result.metrics[0]["val_loss"] == pytest.approx(min(val_losses), rel=1e-4)  # the best weights were kept
+    assert validation_loss(store, result.paths[0]) == pytest.approx(min(val_losses), rel=1e-3)  # and saved
+
+
+def validation_loss(store, model_dir):
+    """The saved reward model's loss on the pairs it validated on, computed anew."""
+    held_out = set(json.loads((Path(model_dir) / INFO_FILE).read_text())["val_pair_ids"])
+    val = [e for e in load_examples(store)[0] if e.pair_id in held_out]
+    scorer = RewardScorer.from_dirs([Path(model_dir)], norms=[(0.0, 1.0)])
+    firsts = scorer.raw_scores([e.prompt for e in val], [e.first for e in val])[0]
+    seconds = scorer.raw_scores([e.prompt for e in val], [e.second for e in val])[0]
+    return preference_metrics(firsts - seconds, torch.tensor([e.target for e in val]))["loss"]
+
+
+def test_a_training_validates_its_kept_weights_once(store, tiny_gpt2_dir, corpus_sentences, monkeypatch):
+    fill_store(store, tiny_gpt2_dir, corpus_sentences, 60)
+    calls = []
+    evaluate = PreferenceTrainer.evaluate
+    monkeypatch.setattr(PreferenceTrainer, "evaluate", lambda self, *a, **k: calls.append(1) or evaluate(self, *a, **k))
+    config = RewardConfig(**{**FAST, "epochs": 2.0, "logging_steps": 100})  # no validation before the last step
+    result = train_reward_model(store, config)
+    assert len(calls) == 1  # the Trainer's validation of the last step is the reward model's
+    assert result.metrics[0]["val_loss"] == pytest.approx(validation_loss(store, result.paths[0]), rel=1e-3)
+
+
+def test_the_kept_validation_is_the_best_steps_with_early_stopping_else_the_last():
+    log = [{"loss": 0.7, "step": 3}, {"eval_loss": 0.6, "eval_accuracy": 0.7, "epoch": 1.0, "step": 3},
+           {"eval_loss": 0.5, "eval_accuracy": 0.8, "step": 6}, {"eval_loss": 0.55, "eval_accuracy": 0.9, "step": 9}]
+    assert kept_validation(log) == {"val_loss": 0.55, "val_accuracy": 0.9}
+    assert kept_validation(log, best_step=6) == {"val_loss": 0.5, "val_accuracy": 0.8}
 
 
 def test_the_projects_reward_base_is_the_start_and_its_own_format_reads_the_pairs(store, tiny_gpt2_dir, queue_pairs,

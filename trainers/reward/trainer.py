@@ -109,9 +109,11 @@ class ReporterCallback(TrainerCallback):
     """Carries the Trainer's logs, progress and stop checks to a reporter, for ensemble member `member` of
     `members` (its steps come after the earlier members' ones). `stopped` is True once the reporter said stop."""
 
-    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool = False):
+    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool = False,
+                 save_last_step: bool = False):
         self.reporter, self.member, self.members = reporter, member, members
-        self.validate_last_step = validate_last_step  # early stopping: the final weights compete with the best too
+        self.validate_last_step = validate_last_step  # its validation is the one kept (`kept_validation`)
+        self.save_last_step = save_last_step  # early stopping: the final weights compete with the best too
         self.stopped = False
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -122,8 +124,8 @@ class ReporterCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:
             control.should_log = True  # the last step too, so a training shorter than `logging_steps` has a point
-            if self.validate_last_step:
-                control.should_evaluate = control.should_save = True
+            control.should_evaluate = control.should_evaluate or self.validate_last_step
+            control.should_save = control.should_save or self.save_last_step
         self.reporter.progress(self.member * state.max_steps + state.global_step, self.members * state.max_steps)
         if state.global_step % args.logging_steps == 0 and stop_requested(self.reporter):
             self.stopped = control.should_training_stop = True
@@ -139,7 +141,8 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
     tokenizer = load_tokenizer(init_dir)
     model = start_model(config, init_dir)
     early_stopping = bool(val) and config.early_stopping_patience > 0
-    callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=early_stopping)
+    callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=bool(val),
+                                save_last_step=early_stopping)
     callbacks = [callback, EarlyStoppingCallback(config.early_stopping_patience)] if early_stopping else [callback]
     with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
         trainer = PreferenceTrainer(
@@ -154,7 +157,10 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
         if callback.stopped:
             raise JobCancelled("reward training was stopped; no reward model was registered (a resumed job trains "
                                "it again)")
-        metrics = trainer.evaluate(metric_key_prefix="val") if val else {}
+        metrics = kept_validation(trainer.state.log_history, trainer.state.best_global_step if early_stopping
+                                  else None) if val else {}
+        if metrics:
+            trainer.log(dict(metrics))  # the kept weights' validation is the reward model's last
         if config.lora:
             model = save_merged(trainer.model, tokenizer, out_dir)
         else:
@@ -165,6 +171,15 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
     train_stats = [h for h in trainer.state.log_history if "loss" in h]
     last = train_stats[-1] if train_stats else {}
     return {**{f"train_{n}": last[n] for n in ("loss", "accuracy") if n in last}, **metrics}
+
+
+def kept_validation(log_history: list[dict], best_step: int | None = None) -> dict[str, float]:
+    """The validation metrics (`val_loss`, ...) of the weights a training kept, read from its log: those of the
+    validation at `best_step` (early stopping loads the best model at the end), else of the last validation (every
+    training with validation pairs validates its last step), so the model is not validated twice."""
+    validations = [h for h in log_history if "eval_loss" in h]
+    kept = next(h for h in validations if h["step"] == best_step) if best_step is not None else validations[-1]
+    return {f"val_{name.removeprefix('eval_')}": value for name, value in kept.items() if name.startswith("eval_")}
 
 
 def start_model(config: RewardConfig, init_dir: Path) -> torch.nn.Module:
