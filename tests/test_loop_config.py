@@ -40,6 +40,7 @@ def test_every_field_documents_itself():
     ('{"lora": 1}', "'lora' must be bool"),
     ('{"rounds": true}', "'rounds' must be int"),
     ('{"reward_lr": -0.1}', "reward_lr must be positive"),
+    ('{"reward_continue_lr_scale": 0}', "reward_continue_lr_scale must be positive"),
     ('{"policy_lr": 0}', "policy_lr must be positive"),
     ('{"response_length": 0}', "response_length must be at least 1"),
     ('{"samples_per_prompt": 1}', "samples_per_prompt must be at least 2"),

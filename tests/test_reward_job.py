@@ -226,6 +226,10 @@ def test_incremental_training_continues_the_newest_model_on_its_new_labels_and_a
     assert set(info["label_ids"]) == share | {e.label_id for e in plan.val}  # it read only its share to train
     assert second.train_pairs == 16 + 10 and set(info["seen_label_ids"]) == old | new
     assert seen[-1] == -(-second.train_pairs // FAST["batch_size"])  # one epoch over the share's training pairs
+    continued = {**incremental, "continue_lr_scale": 0.3}
+    assert plan_reward_training(store, RewardConfig(**continued)).config["learning_rate"] == pytest.approx(3e-4)
+    assert plan_reward_training(store, RewardConfig(**{**continued, "training": "full"})).config["learning_rate"] == \
+        FAST["learning_rate"]  # a full retrain from the base starts afresh
     with pytest.raises(StudioError, match="no label that trains is new since the newest reward model"):
         plan_reward_training(store, RewardConfig(**{**incremental, "replay_labels": 0}))
 

@@ -31,7 +31,7 @@ import json
 import random
 import shutil
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -258,6 +258,8 @@ def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInput
     staged = [str(staging_path(store, REWARD_MODELS_FOLDER, STAGING_PREFIX))
               for _ in range(config.ensemble)]
     seen = sorted(inputs.seen_label_ids | {e.key for e in examples}, key=unit_order)
+    if inputs.warm_dirs:
+        config = replace(config, learning_rate=config.learning_rate * config.continue_lr_scale)
     return RewardPlan(asdict(config), str(inputs.init_dir), inputs.policy.id, train, val, norm_texts, staged,
                       [str(d) for d in inputs.warm_dirs], seen, len(replayed))
 

@@ -29,6 +29,9 @@ class RewardConfig:
     learning_rate: float = field(default=1e-3, metadata={
         "help": "Peak AdamW learning rate, linear decay (demo: 1e-3, measured by bench/reward_quality.py and "
                 "bench/label_efficiency.py; real models: ~1e-5)."})
+    continue_lr_scale: float = field(default=1.0, metadata={
+        "help": "A training that continues the newest reward model (incremental training, warm start) peaks at "
+                "learning_rate x this."})
     batch_size: int = field(default=16, metadata={"help": "Labelled pairs per optimiser step and device."})
     weight_decay: float = field(default=0.1, metadata={
         "help": "AdamW weight decay (regularises the small label sets)."})
@@ -42,7 +45,7 @@ class RewardConfig:
         "help": "Seed of the validation split (None: seed); the loop keeps one per run."})
     warm_start: bool = field(default=False, metadata={
         "help": "Start from the newest reward model (member k from its member k) instead of the base, when one "
-                "exists; each pair then keeps its side of the validation split as labels are added."})
+                "exists; it then validates on its lineage's whole held-out set."})
     training: str = field(default=RewardTraining.FULL.value, metadata={
         "help": "full: train on every label (from the base, or with warm_start from the newest reward model); "
                 "incremental: continue the newest reward model on the labels it has not seen plus replay_labels "
@@ -87,6 +90,7 @@ class RewardConfig:
         """Raises InvalidInput, in one line, for an out-of-range setting."""
         checks = [(self.epochs > 0, f"epochs must be positive, got {self.epochs}"),
                   (self.learning_rate > 0, f"learning rate must be positive, got {self.learning_rate}"),
+                  (self.continue_lr_scale > 0, f"continue LR scale must be positive, got {self.continue_lr_scale}"),
                   (self.batch_size >= 1, f"batch size must be at least 1, got {self.batch_size}"),
                   (self.ensemble >= 1, f"ensemble size must be at least 1, got {self.ensemble}"),
                   (0 <= self.val_fraction < 1, f"validation fraction must be in [0, 1), got {self.val_fraction}"),
