@@ -119,7 +119,8 @@ class LoopConfig:
     reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
     reward_lr: float = field(default=RewardConfig.learning_rate, metadata={
         "help": "reward-model learning rate (demo: 1e-3; real models: ~1e-5)"})
-    reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
+    reward_batch_size: int = field(default=16, metadata={
+        "help": "reward-model pairs per batch (a ranking of K counts as K/2 pairs: 8 rankings of 4 make 16)"})
     reward_warm_start: bool = field(default=False, metadata={
         "help": "start each round's reward model from the previous round's instead of the SFT policy"})
     reward_patience: int = field(default=0, metadata={

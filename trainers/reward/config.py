@@ -29,7 +29,9 @@ class RewardConfig:
     learning_rate: float = field(default=1e-3, metadata={
         "help": "Peak AdamW learning rate, linear decay (demo: 1e-3, measured by bench/reward_quality.py and "
                 "bench/label_efficiency.py; real models: ~1e-5)."})
-    batch_size: int = field(default=16, metadata={"help": "Labelled pairs per optimiser step and device."})
+    batch_size: int = field(default=16, metadata={
+        "help": "Labelled pairs per optimiser step and device; a ranking of K counts as K/2 pairs (the answers it "
+                "reads), so 8 rankings of 4 make a batch of 16."})
     weight_decay: float = field(default=0.1, metadata={
         "help": "AdamW weight decay (regularises the small label sets)."})
     warmup_ratio: float = field(default=0.1, metadata={
