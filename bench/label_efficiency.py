@@ -47,7 +47,8 @@ Arms, each with the same rounds and label schedule and the same seeds:
   should `sft_each_round` be on by default?
 - **rank4**: RM + PPO on rankings of 4 (`rank_k` 4; 100 prompts a round, so a round holds enough 4-sets of the K = 4
   samples): the oracle ranks them (equal scores tied); each ranking is one label and trains as its 6 comparisons
-  weighted 1/6. **rank4_noisy**: the same with `oracle_noise` 0.1 (a random order 10% of the time).
+  weighted 1/6, 8 rankings a reward-model batch (the answers of its 16 pairs). **rank4_noisy**: the same with
+  `oracle_noise` 0.1 (a random order 10% of the time).
 - **graded**: RM + PPO on random pairs whose left/right votes carry the oracle's strength (score difference 3+, 2, 1:
   much better, better, slightly better; Llama 2's small margins), trained as the Bradley-Terry margin.
   **graded_noisy**: the same with `oracle_noise` 0.1.

@@ -6,12 +6,16 @@ the arm's N pairs labelled by the oracle annotator, audit pairs included, one re
 Pearson correlation of the reward model's scores with the oracle's on the held-out prompts' SFT samples (16 each,
 fixed seed) and its accuracy on their within-prompt pairs the oracle does not tie. Arms: the loop's selectors, and
 two that read the oracle, which no selector can: `oracle_untied` (random pairs among those the oracle does not tie)
-and `oracle_margin` (the pairs with the largest oracle difference), bounds on what choosing pairs can gain.
+and `oracle_margin` (the pairs with the largest oracle difference), bounds on what choosing pairs can gain; and
+`rank4`: N rankings of 4 random answers of a prompt instead of pairs (`rank_k` 4, 100 prompts: the label-efficiency
+bench's rank4 arm), each ranking one label, so N rankings read as many answers as 2N pairs.
 Prints a table (mean with a 95% t-interval over seeds, paired difference to random) and writes bench/out/<name>.json.
 
     python bench/reward_quality.py                                  # 108 labels (a 150-label loop's first round)
     python bench/reward_quality.py --arms all --labels 108 216 --seeds 0 1 2 3 4
     python bench/reward_quality.py --config '{"reward_lr": 5e-4}' --name reward_quality_lr5e-4
+    python bench/reward_quality.py --arms random --labels 108 && python bench/reward_quality.py --arms rank4 \
+        --labels 54 --name reward_quality_rank4                    # the same answers read: 108 pairs, 54 rankings
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ from bench.label_efficiency import (  # noqa: E402
 
 SELECTORS = ("random", "thompson", "info_gain", "diverse", "d_optimal")
 BOUNDS = ("oracle_untied", "oracle_margin")
-ARMS = (*SELECTORS, *BOUNDS)
+RANKINGS = {"rank4": {"rank_k": 4, "prompts_per_round": 100}}  # label_efficiency's rank4 arm
+ARMS = (*SELECTORS, *BOUNDS, *RANKINGS)
 DEFAULT_ARMS = ("random", "d_optimal", *BOUNDS)
 HELDOUT_SAMPLES, HELDOUT_SEED = 16, 99
 
@@ -80,7 +85,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, name: str) -> dict
     torch.set_num_threads(1)
     selector = arm if arm in SELECTORS else "random"
     config = LoopConfig.from_dict({**settings, "seed": seed, "selector": selector, "rounds": 1,
-                                   "labels_per_round": labels})
+                                   "labels_per_round": labels, **RANKINGS.get(arm, {})})
     oracle = load_scorer(config.oracle)
     folder = f"{name}-{arm}-N{labels}-s{seed}"
     store = fresh_store(folder)

@@ -1,7 +1,7 @@
 """Rankings of K answers (storage/rankings.py, labeling/ranking.py) and how they train (trainers/reward/data.py, the
 reward job's examples): the notation, every comparison by hand, the queue with reservations, overlap, replays and
-undo; the 1/C(K,2) loss against a hand computation; a ranking never split across training and validation, drawn
-whole by the bootstrap."""
+undo; the 1/C(K,2) loss against a hand computation; a batch sized in pairs' worth of answers (a ranking of K counts
+K/2 pairs); a ranking never split across training and validation, drawn whole by the bootstrap."""
 
 import json
 import math
@@ -30,6 +30,7 @@ from storage.types import Outcome
 from tests.helpers import label_pairs
 from trainers.jobs.reward_job import load_examples
 from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
+from trainers.reporting import Reporter
 from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
     PreferenceCollator,
@@ -37,13 +38,14 @@ from trainers.reward.data import (
     RankingExample,
     bootstrap,
     example_from_dict,
+    examples_per_batch,
     lineage_split,
     split_by_pair,
     tokenize_examples,
 )
 from trainers.reward.loss import preference_loss
 from trainers.reward.scorer import sequence_scores
-from trainers.reward.trainer import PreferenceTrainer, training_arguments
+from trainers.reward.trainer import PreferenceTrainer, train_member, training_arguments
 
 
 def queue_rankings(store, items, round=0):
@@ -161,6 +163,47 @@ def test_the_trainer_scores_each_answer_once_and_weighs_a_ranking_as_one_element
     tie = -(0.5 * ls(s[1] - s[2]) + 0.5 * ls(s[2] - s[1]))
     expected = ((-ls(s[0] - s[1]) - ls(s[0] - s[2]) + tie) / 3 - ls(s[4] - s[3])) / 2
     assert trainer.compute_loss(model, batch).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def ranking_of(k: int, i: int = 0) -> RankingExample:
+    answers = tuple(f" answer {j} ." for j in range(k))
+    return RankingExample(i, i, "the movie was", answers, [(a, b, 1.0) for a in range(k) for b in range(a + 1, k)])
+
+
+def test_a_batch_holds_as_many_answers_as_its_pairs_by_hand():
+    """round(16 x 2 x examples / answers): pairs alone 32n / 2n = 16; rankings of 4 alone 32n / 4n = 8; rankings of 3
+    32 / 3 = 10.67 -> 11; 8 pairs and 8 rankings of 4: 32 x 16 / (16 + 32) = 10.67 -> 11; batch 1 of rankings of 6:
+    2 / 6 -> 0, at least 1; no examples: the pairs' 16."""
+    pairs = [PreferenceExample(i, i, "p", "a", "b", 1.0) for i in range(10)]
+    fours = [ranking_of(4, i) for i in range(10)]
+    assert examples_per_batch(pairs, 16) == 16
+    assert examples_per_batch(fours, 16) == 8
+    assert examples_per_batch([ranking_of(3, i) for i in range(5)], 16) == 11
+    assert examples_per_batch(pairs[:8] + fours[:8], 16) == 11
+    assert examples_per_batch([ranking_of(6)], 1) == 1
+    assert examples_per_batch([], 16) == 16
+
+
+class StepCounter(Reporter):
+    def __init__(self):
+        self.total = None
+
+    def progress(self, done, total):
+        self.total = total
+
+
+def test_rankings_train_for_the_steps_of_the_pairs_they_stand_for(tiny_gpt2_dir, tmp_path, one_thread):
+    """8 rankings of 4 read the 32 answers of 16 pairs: batch 4 (pairs) is 2 rankings a step, so one epoch is 4 steps
+    for both, where 4 rankings a step would give the rankings 2."""
+    chat = load_chat_format(tiny_gpt2_dir)
+    config = RewardConfig(epochs=1, batch_size=4, logging_steps=100)
+    pairs = [PreferenceExample(i, i, "the film", f" fun {i} .", " dull .", 1.0) for i in range(16)]
+    steps = []
+    for k, examples in enumerate(([ranking_of(4, i) for i in range(8)], pairs)):
+        counter = StepCounter()
+        train_member(config, 0, tiny_gpt2_dir, chat, examples, [], tmp_path / f"member-{k}", counter)
+        steps.append(counter.total)
+    assert steps == [4, 4]
 
 
 def test_a_ranking_is_never_split_across_training_and_validation_and_is_drawn_whole():

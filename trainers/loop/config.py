@@ -122,7 +122,8 @@ class LoopConfig:
     reward_continue_lr_scale: float = field(default=1.0, metadata={
         "help": "a round whose reward model continues the previous round's (incremental, reward_warm_start) trains "
                 "at reward_lr x this"})
-    reward_batch_size: int = field(default=16, metadata={"help": "reward-model pairs per batch"})
+    reward_batch_size: int = field(default=16, metadata={
+        "help": "reward-model pairs per batch (a ranking of K counts as K/2 pairs: 8 rankings of 4 make 16)"})
     reward_warm_start: bool = field(default=False, metadata={
         "help": "start each round's reward model from the previous round's instead of the SFT policy"})
     reward_patience: int = field(default=0, metadata={

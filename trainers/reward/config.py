@@ -32,7 +32,9 @@ class RewardConfig:
     continue_lr_scale: float = field(default=1.0, metadata={
         "help": "A training that continues the newest reward model (incremental training, warm start) peaks at "
                 "learning_rate x this."})
-    batch_size: int = field(default=16, metadata={"help": "Labelled pairs per optimiser step and device."})
+    batch_size: int = field(default=16, metadata={
+        "help": "Labelled pairs per optimiser step and device; a ranking of K counts as K/2 pairs (the answers it "
+                "reads), so 8 rankings of 4 make a batch of 16."})
     weight_decay: float = field(default=0.1, metadata={
         "help": "AdamW weight decay (regularises the small label sets)."})
     warmup_ratio: float = field(default=0.1, metadata={

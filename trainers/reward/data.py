@@ -4,11 +4,14 @@ batches.
     train, val = split_by_pair(examples, val_fraction=0.2, seed=0)
     dataset = tokenize_examples(chat, train)      # {sequences, first, second, target, margin, length} per example
     batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # input_ids (N, T) and the C comparisons' indices
+    rows_per_step = examples_per_batch(train, pairs_per_batch=16)    # 16 pairs, or 8 rankings of 4
 
 An example is one batch element: a pair (two sequences, one comparison) or a ranking verdict (K sequences, its C(K,2)
-comparisons, each weighted 1/C(K,2) so that the ranking counts as one element: InstructGPT's loss). Token ids come
-from the reward model's `ChatFormat` (prompt, then response closed by the end-of-turn id), the same function that
-scores rollouts for PPO; nothing is cut: an example longer than the model's context is left out.
+comparisons, each weighted 1/C(K,2) so that the ranking counts as one element: InstructGPT's loss). A batch is sized in
+pairs' worth of answers read: a ranking of K reads K answers, K/2 pairs' worth, so rankings get the optimiser steps of
+the pairs they stand for. Token ids come from the reward model's `ChatFormat` (prompt, then response closed by the
+end-of-turn id), the same function that scores rollouts for PPO; nothing is cut: an example longer than the model's
+context is left out.
 """
 
 from __future__ import annotations
@@ -127,6 +130,17 @@ def bootstrap(examples: Sequence[Example], seed: int) -> list[Example]:
     verdict is drawn whole, with all its comparisons."""
     rng = random.Random(seed)
     return [examples[rng.randrange(len(examples))] for _ in examples]
+
+
+def examples_per_batch(examples: Sequence[Example], pairs_per_batch: int) -> int:
+    """Examples per optimiser step so that a batch reads as many answers as `pairs_per_batch` pairs: a pair reads 2, a
+    ranking of K reads K (K/2 pairs' worth), so round(pairs_per_batch x 2 x examples / answers), at least 1 (only pairs,
+    or none: `pairs_per_batch` itself). 150 pairs and the 75 rankings of 4 that read as many answers then train for the
+    same steps, each step on about 2 x `pairs_per_batch` sequences."""
+    answers = sum(len(e.texts) for e in examples)
+    if not answers:
+        return pairs_per_batch
+    return max(1, round(pairs_per_batch * 2 * len(examples) / answers))
 
 
 def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,7 +25,7 @@ from ..models.chat_format import ChatFormat
 from ..models.loading import disable_dropout, load_reward_model, load_tokenizer
 from ..reporting import JobCancelled, Reporter, stop_requested
 from .config import RewardConfig
-from .data import Example, PreferenceCollator, tokenize_examples
+from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples
 from .loss import preference_loss
 from .scorer import quiet_loading, sequence_scores
 from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
@@ -146,7 +146,8 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
     callbacks = [callback, EarlyStoppingCallback(config.early_stopping_patience)] if early_stopping else [callback]
     with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
         trainer = PreferenceTrainer(
-            model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val)),
+            model=model, args=training_arguments(config, scratch, config.seed + k, has_val=bool(val),
+                                                 batch_size=examples_per_batch(train, config.batch_size)),
             train_dataset=tokenize_examples(chat, train), eval_dataset=tokenize_examples(chat, val),
             data_collator=PreferenceCollator(tokenizer.pad_token_id), processing_class=tokenizer,
             callbacks=callbacks, label_noise=config.label_noise,
@@ -209,17 +210,20 @@ def save_merged(model, tokenizer, out_dir: Path) -> torch.nn.Module:
     return merged
 
 
-def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val: bool) -> TrainingArguments:
-    """Trainer arguments for one member: no reports, validation at each logging step; no checkpoints, except with
-    early stopping: then each validated model is saved to `output_dir` (the best and the newest are kept) and the
-    best is loaded at the end."""
+def training_arguments(config: RewardConfig, output_dir: str, seed: int, has_val: bool,
+                       batch_size: int | None = None) -> TrainingArguments:
+    """Trainer arguments for one member: `batch_size` examples a step (None: `config.batch_size`; `train_member` gives
+    `examples_per_batch`), no reports, validation at each logging step; no checkpoints, except with early stopping:
+    then each validated model is saved to `output_dir` (the best and the newest are kept) and the best is loaded at
+    the end."""
     early_stopping = has_val and config.early_stopping_patience > 0
     best = {"save_strategy": "steps", "save_steps": config.logging_steps, "save_total_limit": 1,
             "save_only_model": True, "load_best_model_at_end": True, "metric_for_best_model": "loss",
             "greater_is_better": False}
     return TrainingArguments(
         output_dir=output_dir, num_train_epochs=config.epochs, learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=max(config.batch_size, 32),
+        per_device_train_batch_size=batch_size or config.batch_size,
+        per_device_eval_batch_size=max(config.batch_size, 32),
         weight_decay=config.weight_decay, warmup_steps=config.warmup_ratio, lr_scheduler_type="linear",
         logging_steps=config.logging_steps, eval_strategy="steps" if has_val else "no",
         eval_steps=config.logging_steps if has_val else None, report_to="none",
