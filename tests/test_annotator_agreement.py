@@ -71,3 +71,17 @@ def test_only_the_reward_models_validation_pairs_count(store, queue_pairs, tmp_p
     assert record_annotator_agreement(store, job_id, scorer=FixedScorer()) == {"alice": 0.5}  # pair 1 trained it
     rows = {r["name"]: r["value"] for r in read_metrics(store, job_id, prefix="annotator/")}
     assert rows["annotator/alice/rm_labels"] == 2
+
+
+def test_the_members_stored_validation_scores_are_read_without_loading_the_model(store, queue_pairs, tmp_path):
+    pairs = queue_pairs([("p1", "good", "bad"), ("p2", "bad", "good"), ("p3", "good", "meh")])
+    label_pairs(store, "alice", {pairs[0]: Outcome.FIRST, pairs[1]: Outcome.FIRST, pairs[2]: Outcome.SECOND})
+    job_id = create_job(store, "reward", {})
+    for k, probabilities in enumerate(([0.9, 0.3, 0.7], [0.7, 0.6, 0.1])):  # means 0.8, 0.45, 0.4
+        folder = tmp_path / f"m{k}"  # no weights: scoring here would fail
+        folder.mkdir()
+        (folder / INFO_FILE).write_text(json.dumps({"val_pair_ids": pairs, "val_first_probability": {
+            str(pair): p for pair, p in zip(pairs, probabilities, strict=True)}}))
+        add_reward_model(store, str(folder), labels_used=3, metrics={}, norm_mean=0.0, norm_std=1.0, round=1,
+                         job_id=job_id, ensemble_index=k, ensemble_size=2)
+    assert record_annotator_agreement(store, job_id) == {"alice": pytest.approx(2 / 3)}  # agrees on 1 and 3

@@ -271,6 +271,11 @@ def test_a_training_validates_its_kept_weights_once(store, tiny_gpt2_dir, corpus
     result = train_reward_model(store, config)
     assert len(calls) == 1  # the Trainer's validation of the last step is the reward model's
     assert result.metrics[0]["val_loss"] == pytest.approx(validation_loss(store, result.paths[0]), rel=1e-3)
+    info = json.loads((Path(result.paths[0]) / INFO_FILE).read_text())  # the validation pairs scored with the norms
+    val = [e for e in load_examples(store)[0] if e.pair_id in set(info["val_pair_ids"])]
+    scorer = RewardScorer.from_dirs([Path(result.paths[0])], norms=[(0.0, 1.0)])
+    expected = scorer.preference_probabilities([e.prompt for e in val], [e.first for e in val], [e.second for e in val])
+    assert [info["val_first_probability"][str(e.pair_id)] for e in val] == pytest.approx(expected[0].tolist(), abs=1e-5)
 
 
 def test_the_kept_validation_is_the_best_steps_with_early_stopping_else_the_last():

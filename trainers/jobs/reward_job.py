@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from labeling.conversations import PromptInput
 from labeling.overlap import training_view
 from labeling.ranking import verdict_comparisons
@@ -317,16 +319,25 @@ def run_phase(spec: dict, reporter: Reporter) -> dict:
 
 def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[Example],
                    metrics: dict) -> None:
-    """Score the normalisation texts with the saved member (mean/std) and write reward_info.json beside it."""
+    """Score the normalisation texts with the saved member (mean/std) and, in the same pass, the validation pairs'
+    responses (P(first preferred) per pair, which the loop's annotator agreement reads instead of scoring them again),
+    and write reward_info.json beside it."""
     prompts, responses, source = plan.norm_texts
     examples = plan.train + plan.val
+    pairs = [e for e in plan.val if isinstance(e, PreferenceExample)]
+    wanted = [*zip(prompts, responses, strict=True), *((e.prompt, t) for e in pairs for t in (e.first, e.second))]
+    texts = {(json.dumps(p), r): (p, r) for p, r in wanted}  # each once: a validation pair's are the policy's samples
     scorer = RewardScorer.from_dirs([out_dir], norms=[(0.0, 1.0)], device=default_device())
-    raw = scorer.raw_scores(prompts, responses)[0]  # (N,)
+    scored = scorer.raw_scores([p for p, _ in texts.values()], [r for _, r in texts.values()])[0]  # (distinct,)
+    score = {key: value.item() for key, value in zip(texts, scored, strict=True)}
+    raw = torch.tensor([score[json.dumps(p), r] for p, r in zip(prompts, responses, strict=True)])  # (N,)
+    lead = torch.tensor([score[json.dumps(e.prompt), e.first] - score[json.dumps(e.prompt), e.second] for e in pairs])
+    first_probability = dict(zip((str(e.pair_id) for e in pairs), torch.sigmoid(lead).tolist(), strict=True))
     info = {
         "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),
         "seen_label_ids": plan.seen_label_ids, "replayed": plan.replayed,
         "member_label_ids": [e.label_id for e in member_examples],
-        "val_pair_ids": sorted({e.unit for e in plan.val}, key=unit_order),
+        "val_pair_ids": sorted({e.unit for e in plan.val}, key=unit_order), "val_first_probability": first_probability,
         "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
         "norm_samples": len(responses), "norm_source": source, "policy_id": plan.policy_id,
         "ensemble_index": k, "ensemble_size": len(plan.staged), "config": plan.config,

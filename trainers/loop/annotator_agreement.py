@@ -2,7 +2,8 @@
 
 For every current label on one of the newest reward model's validation pairs (so the model never trained on it) that
 prefers one response (first or second; ties, both-bad and skips say nothing here), the model (its ensemble's mean
-P(first preferred)) agrees when it prefers the same response.
+P(first preferred), as each member scored it when it was trained, else scored here) agrees when it prefers the same
+response.
 Per annotator the share of agreeing labels is stored as metric `annotator/<name>/rm_agreement`, and the number of
 labels compared as `annotator/<name>/rm_labels`, under the reward job at step = the reward model's round.
 
@@ -34,11 +35,15 @@ def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer |
                if p.outcome in (Outcome.FIRST, Outcome.SECOND) and p.pair_id in held_out]
     if not members or not decided:
         return {}
-    scorer = scorer or RewardScorer.from_store(store)
-    first_preferred = scorer.preference_probabilities([p.prompt for p in decided], [p.first for p in decided],
-                                                      [p.second for p in decided]).mean(0) > 0.5  # (N,)
+    stored = stored_first_probabilities([m.path for m in members])
+    if scorer is None and all(p.pair_id in stored for p in decided):
+        first_preferred = [stored[p.pair_id] > 0.5 for p in decided]
+    else:
+        scorer = scorer or RewardScorer.from_store(store)
+        first_preferred = (scorer.preference_probabilities([p.prompt for p in decided], [p.first for p in decided],
+                                                           [p.second for p in decided]).mean(0) > 0.5).tolist()
     agree, total = defaultdict(int), defaultdict(int)
-    for pair, model_first in zip(decided, first_preferred.tolist(), strict=True):
+    for pair, model_first in zip(decided, first_preferred, strict=True):
         total[pair.annotator] += 1
         agree[pair.annotator] += model_first == (pair.outcome is Outcome.FIRST)
     agreement = {name: agree[name] / total[name] for name in total}
@@ -54,3 +59,13 @@ def validation_pair_ids(model_dir: str) -> set[int]:
     """The pairs a reward model was validated on, never trained on (from its reward_info.json; none when absent)."""
     info = Path(model_dir) / INFO_FILE
     return set(json.loads(info.read_text()).get("val_pair_ids", [])) if info.exists() else set()
+
+
+def stored_first_probabilities(model_dirs: list[str]) -> dict[int, float]:
+    """{pair id: the members' mean P(first preferred)} for the validation pairs every member scored when it was
+    trained (`val_first_probability` in reward_info.json; models trained before it have none)."""
+    stored = [json.loads((Path(d) / INFO_FILE).read_text()).get("val_first_probability", {}) for d in model_dirs
+              if (Path(d) / INFO_FILE).exists()]
+    if len(stored) < len(model_dirs):
+        return {}
+    return {int(pair): sum(s[pair] for s in stored) / len(stored) for pair in set.intersection(*map(set, stored))}
