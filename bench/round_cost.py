@@ -1,15 +1,15 @@
 """How a round's cost grows with the store: the headless loop on the demo, rounds of the same number of oracle labels
-(`label_decay` 1), each phase's seconds per round, with the reward model trained incrementally (the loop's default:
-the previous round's model continued on the round's new labels plus `reward_replay` older ones) and in full (every
-label, every round). The figure is the reward phase's growth: its seconds in the last round over the first round's
+(`label_decay` 1), each phase's seconds per round, with the reward model trained incrementally (the previous round's
+model continued on the round's new labels plus `reward_replay` older ones) and in full (every label, every round: the
+loop's default). The figure is the reward phase's growth: its seconds in the last round over the first round's
 (target: 10 rounds, at most 1.2x).
 
-Quality beside it, paired by seed: each round's reward validation accuracy as the loop reports it (incremental: on the
-round's share), the final reward model's accuracy on every decided label of its store whose pair its lineage never
-trained on (full: the final model alone, retrained from the base; incremental: every model of the run), and the loop's
-oracle gain (held-out oracle score of the final policy minus the SFT policy's, from `round/oracle_score`). Each run
-works on its own copy of a demo-seeded store under bench/out/label_efficiency/; one process, one torch thread by
-default. Prints the tables and writes bench/out/<name>.json.
+Quality beside it, paired by seed: each round's reward validation accuracy as the loop reports it (incremental: on
+the lineage's held-out set), the final reward model's accuracy on every decided label of its store whose pair its
+lineage never trained on (full: the final model alone, retrained from the base; incremental: every model of the
+run), and the loop's oracle gain (held-out oracle score of the final policy minus the SFT policy's, from
+`round/oracle_score`). Each run works on its own copy of a demo-seeded store under bench/out/label_efficiency/; one
+process, one torch thread by default. Prints the tables and writes bench/out/<name>.json.
 
     python bench/round_cost.py                                        # 10 rounds x 100 labels, both modes, seed 0
     python bench/round_cost.py --rounds 5 --seeds 0 1                 # shorter, two seeds for the paired quality
