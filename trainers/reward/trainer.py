@@ -158,10 +158,10 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
         if callback.stopped:
             raise JobCancelled("reward training was stopped; no reward model was registered (a resumed job trains "
                                "it again)")
-        metrics = kept_validation(trainer.state.log_history, trainer.state.best_global_step if early_stopping
-                                  else None) if val else {}
-        if metrics:
-            trainer.log(dict(metrics))  # the kept weights' validation is the reward model's last
+        best = trainer.state.best_global_step if early_stopping else None
+        metrics = kept_validation(trainer.state.log_history, best) if val else {}
+        if best is not None and best != trainer.state.global_step:
+            trainer.log(dict(metrics))  # the best weights were loaded: their validation is the reward model's last
         if config.lora:
             model = save_merged(trainer.model, tokenizer, out_dir)
         else:
