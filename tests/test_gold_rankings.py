@@ -60,6 +60,18 @@ def random_order(responses) -> str:
     return "".join(LETTERS[i] for i in sorted(range(len(responses)), key=draws.__getitem__))
 
 
+def gold_shown(store) -> list[tuple[list[str], list[list[int]]]]:
+    """Each gold ranking in import order: its answers in the order shown, and its gold tiers over those positions."""
+    db = store.db()
+    out = []
+    for ranking_id, tiers in db.execute("SELECT ranking_id, tiers FROM gold_rankings ORDER BY ranking_id").fetchall():
+        texts = [t for (t,) in db.execute("SELECT g.text FROM ranking_members m JOIN generations g"
+                                          " ON g.id = m.generation_id WHERE m.ranking_id = ? ORDER BY m.position",
+                                          [ranking_id])]
+        out.append((texts, json.loads(tiers)))
+    return out
+
+
 def test_agreement_counts_the_gold_orders_strict_comparisons_by_hand():
     gold = [[0], [1, 2], [3]]  # 0 > 1 = 2 > 3: five comparisons, 1-2 is none
     assert ranking_agreement(gold, [[1], [0], [2], [3]]) == (5, 4)  # 0-1 reversed; 0-2, 0-3, 1-3, 2-3 kept
@@ -80,8 +92,11 @@ def test_gold_rankings_come_every_nth_to_every_annotator_and_never_train_or_coun
             seen.append(shown.prompt.startswith("Gold"))
             submit_ranking(store, name, shown.ranking_id, lexicon_order(shown.responses), uuid.uuid4().hex)
         assert seen == [False, False, True, False, False, True], (name, seen)
-    orders = {v.responses: v.tiers for v in ranking_verdicts(store) if v.prompt.startswith("Gold")}
-    assert len(orders) == 2 and all(t != [[0], [1], [2], [3]] for t in orders.values())  # shown shuffled, not as read
+    for k, (texts, tiers) in enumerate(gold_shown(store)):  # the gold order kept through the shuffle shown
+        r = gold_rows(4)[k]["responses"]
+        expected = [{r[3]}, {r[2], r[1]}, {r[0]}] if k % 3 == 2 else [{r[3]}, {r[2]}, {r[1]}, {r[0]}]
+        assert [{texts[p] for p in tier} for tier in tiers] == expected
+    assert any(texts != gold_rows(4)[k]["responses"] for k, (texts, _) in enumerate(gold_shown(store)))  # 1 in 24**4
     scores = {s.annotator: (s.correct, s.judged) for s in gold_scores(store)}
     assert scores == {"alice": (6 + 6, 12), "bob": (12, 12)}  # 2 gold rankings of 6 strict comparisons each
     assert len(ranking_verdicts(store)) == 12
