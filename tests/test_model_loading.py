@@ -126,3 +126,21 @@ def test_load_policy_drops_the_checkpoints_sampling_extras_and_keeps_every_end_i
     assert sorted(config.eos_token_id) == [0, 2] and config.pad_token_id == 0  # <|endoftext|>, <|im_end|>
     assert config.repetition_penalty in (None, 1.0) and not config.no_repeat_ngram_size
     assert config.top_k in (None, 50) and config.temperature in (None, 1.0) and not config.do_sample
+
+
+def test_gpt2s_tanh_gelu_runs_as_one_kernel_with_the_same_logits_and_an_unchanged_checkpoint(tmp_path):
+    from transformers.activations import GELUTanh, NewGELUActivation
+
+    tokenizer = _tokenizer()
+    path = _save(tmp_path / "m", tokenizer)
+    plain = GPT2LMHeadModel.from_pretrained(path).eval()
+    policy, reward_model = load_policy(path), load_reward_model(path)
+    for model in (policy, reward_model):
+        activations = [m for m in model.modules() if isinstance(m, (NewGELUActivation, GELUTanh))]
+        assert activations and all(type(m) is GELUTanh for m in activations)
+    assert any(isinstance(m, NewGELUActivation) for m in plain.modules())
+    ids = tokenizer(["the movie was brilliant ."], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(policy(ids).logits, plain(ids).logits, rtol=0, atol=1e-5)
+    policy.save_pretrained(tmp_path / "saved")
+    assert GPT2LMHeadModel.from_pretrained(tmp_path / "saved").config.activation_function == "gelu_new"

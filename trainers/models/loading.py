@@ -13,6 +13,8 @@ append tokens to the right of the prompt.
     reward_model = load_reward_model(path)    # AutoModelForSequenceClassification with one output (a new head
                                               # when `path` is a policy: seed torch before calling)
 
+Both compute GPT-2's tanh GELU with PyTorch's one kernel (`fuse_activations`); the checkpoint is not changed.
+
 A plain forward pass over LEFT-padded rows must be given `position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0)`
 (as `generate` does internally); without them GPT-2 counts the pads as positions and a padded row's logits and
 rewards differ from the same row unpadded.
@@ -31,6 +33,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.activations import FastGELUActivation, GELUTanh, NewGELUActivation
 from transformers.utils import logging as hf_logging
 
 from .chat_format import ChatFormat, generation_eos
@@ -79,7 +82,19 @@ def _load(auto_class, path: str | Path, role: ModelRole, what: str, **kwargs) ->
         raise ModelError(f"cannot load {what} from {folder.path}: {first_line(exc)}") from exc
     check_vocab_fits(folder, tokenizer, model.get_input_embeddings().num_embeddings)
     model.config.pad_token_id = tokenizer.pad_token_id
+    fuse_activations(model)
     return model, tokenizer
+
+
+def fuse_activations(model: torch.nn.Module) -> None:
+    """Swap transformers' GPT-2 tanh GELU (`gelu_new`, `gelu_fast`: five elementwise ops, each with its own backward)
+    for its one-kernel form (`GELUTanh`, which transformers calls equivalent but for float rounding): the activation's
+    forward and backward ~4x faster on the CPU. Only the modules change; the config, and so a saved checkpoint, says
+    what it said."""
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if type(child) in (NewGELUActivation, FastGELUActivation):
+                setattr(module, name, GELUTanh())
 
 
 def load_policy(path: str | Path, dtype: torch.dtype | str | None = None) -> PreTrainedModel:
