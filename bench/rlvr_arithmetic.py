@@ -28,6 +28,7 @@ import argparse
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -296,7 +297,7 @@ def main() -> None:
     for trl in trl_runs:  # speed: against our runs at the same thread count
         alike = [r["episodes_per_s"] for r in runs if r.get("threads") == trl.get("threads")]
         if alike:
-            ours = float(sorted(alike)[len(alike) // 2])
+            ours = statistics.median(alike)
             print(f"episodes/s at {trl.get('threads')} thread(s), seed {trl['seed']}: ours {ours:.3g} (median of "
                   f"{len(alike)}), TRL GRPOTrainer {trl['episodes_per_s']:.3g} ({ours / trl['episodes_per_s']:.2f}x)")
     for r in runs + learned:
