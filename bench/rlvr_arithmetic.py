@@ -220,7 +220,7 @@ def run_worker(worker: str, seed: int, args: argparse.Namespace) -> dict | None:
            "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env,
-                              timeout=args.trl_timeout if worker == "trl" else None)
+                              timeout=args.trl_timeout if worker == "trl" and not args.trl_learn else None)
     except subprocess.TimeoutExpired:
         print(f"{worker} ran past {args.trl_timeout} s; not measured", flush=True)
         return None
@@ -256,7 +256,8 @@ def main() -> None:
                         help="TRL trains --iterations generations per seed of --trl-seeds and is evaluated as ours")
     parser.add_argument("--trl-seeds", type=int, nargs="+", default=None, help="TRL's seeds (default: the first)")
     parser.add_argument("--reuse", action="store_true", help=f"take stored runs of the same settings from {RUNS}")
-    parser.add_argument("--trl-timeout", type=float, default=600, help="seconds TRL's run may take")
+    parser.add_argument("--trl-timeout", type=float, default=600,
+                        help="seconds TRL's speed run may take (a --trl-learn run is not limited)")
     parser.add_argument("--worker", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
