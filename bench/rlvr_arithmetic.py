@@ -317,5 +317,6 @@ def mean_interval(values: list[float], what: str) -> str:
     half = T95[len(values) - 1] * values.std(ddof=1) / np.sqrt(len(values))
     return f"mean {what} {values.mean():+.1%} ± {half:.1%} (95% t-interval over {len(values)} seeds)"
 
+
 if __name__ == "__main__":
     main()
