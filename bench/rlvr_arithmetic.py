@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 LORA = dict(r=8, lora_alpha=16, lora_dropout=0.0)
+EVAL_SEED = 1  # the sampling seed of every held-out evaluation: ours before and after, and TRL's
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -95,7 +96,7 @@ def heldout_accuracy(args: argparse.Namespace, model) -> float:
 
     _, train, heldout, tokenizer, reward, config = our_setup(args, lora=False)
     trainer = GRPOTrainer(config, model, tokenizer, [p.content for p in train], reward)
-    return trainer.evaluate([p.content for p in heldout], reward, seed=1)["score"]
+    return trainer.evaluate([p.content for p in heldout], reward, seed=EVAL_SEED)["score"]
 
 
 def run_ours(args: argparse.Namespace) -> None:
@@ -109,7 +110,7 @@ def run_ours(args: argparse.Namespace) -> None:
     trainer = GRPOTrainer(config, load_policy(policy), tokenizer, [p.content for p in train], reward)
     evaluation = [p.content for p in heldout]
     started = time.perf_counter()
-    before = trainer.evaluate(evaluation, reward, seed=1)["score"]
+    before = trainer.evaluate(evaluation, reward, seed=EVAL_SEED)["score"]
     eval_s = time.perf_counter() - started
     print(f"accuracy before: {before:.3f} ({eval_s:.0f} s)", file=sys.stderr, flush=True)
     times, pass_rates = [], []
@@ -121,7 +122,7 @@ def run_ours(args: argparse.Namespace) -> None:
         pass_rates.append(metrics["grpo/math_answer/pass_rate"])
         print(f"iteration {len(times)}: {times[-1]:.1f} s, pass rate {pass_rates[-1]:.2f}", file=sys.stderr,
               flush=True)
-    after = trainer.evaluate(evaluation, reward, seed=1)["score"]
+    after = trainer.evaluate(evaluation, reward, seed=EVAL_SEED)["score"]
     episodes = args.prompts_per_step * args.group
     measured = times[1:] or times
     print(json.dumps({"name": "ours", "seed": args.seed, "before": before, "after": after,
