@@ -141,6 +141,15 @@ def oracle_series(db: Path, job_id: int) -> list[float]:
     return [row["value"] for row in sorted(rows, key=lambda row: row["step"])]
 
 
+def reward_accuracies(db: Path) -> list[float]:
+    """Each round's reward model's validation accuracy (its first member's)."""
+    from storage import Store
+    from storage.reward_models import list_reward_models
+
+    models = [m for m in list_reward_models(Store(db)) if m.ensemble_index == 0]
+    return [m.metrics.get("val_accuracy", float("nan")) for m in sorted(models, key=lambda m: m.round)]
+
+
 def show_samples(db: Path, count: int = 3, names: tuple[str, str] = ("SFT", "final")) -> None:
     """The first held-out prompts' samples from the first policy and from the newest one, with their oracle scores,
     shown under `names`."""
@@ -164,8 +173,9 @@ def part_learn(model: Path, seeds: list[int], rounds: int, overrides: dict) -> N
         job_id, clock = run_loop(db, rounds=rounds, seed=seed, overrides=overrides)
         series = oracle_series(db, job_id)
         gains.append(series[-1] - series[0])
+        accuracies = ", ".join(f"{a:.0%}" for a in reward_accuracies(db))
         print(f"seed {seed}: held-out oracle {' -> '.join(f'{v:+.3f}' for v in series)} (gain {gains[-1]:+.3f}), "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
+              f"reward validation accuracy by round {accuracies}, {time.perf_counter() - started:.0f} s", flush=True)
         phase_table(clock, time.perf_counter() - started, rounds)
         show_samples(db)
     mean, half = interval(gains)

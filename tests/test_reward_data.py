@@ -26,7 +26,7 @@ from trainers.reward.data import (
     split_by_pair,
     tokenize_examples,
 )
-from trainers.reward.scorer import sequence_scores
+from trainers.reward.scorer import chunked_scores, length_chunks, sequence_scores
 from trainers.reward.trainer import PreferenceTrainer, training_arguments
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -119,6 +119,38 @@ def test_scores_read_the_last_real_token_whatever_the_padding(tiny_gpt2_dir):
     assert right.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
     assert plain_right.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
     assert left.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
+
+
+def test_length_chunks_group_rows_of_like_length_each_worth_a_pass():
+    lengths = [10, 200, 30, 190, 40, 180, 20]
+    chunks = length_chunks(lengths, min_tokens=300)
+    assert chunks == [[1, 3], [5, 4], [2, 6, 0]]  # 2 x 200 >= 300, 2 x 180 >= 300, then what is left
+    assert sorted(i for c in chunks for i in c) == list(range(len(lengths)))
+    assert length_chunks(lengths, min_tokens=10_000) == [[1, 3, 5, 4, 2, 6, 0]]
+    assert length_chunks([50, 60], min_tokens=10) == [[1], [0]]
+
+
+def test_chunked_scores_equal_one_pass_and_carry_gradients(tiny_gpt2_dir, monkeypatch):
+    tokenizer = load_tokenizer(tiny_gpt2_dir)
+    torch.manual_seed(0)
+    model = load_reward_model(tiny_gpt2_dir)
+    words = "the movie was great and i would see it again with friends".split()
+    rows = load_chat_format(tiny_gpt2_dir).sequences_ids(["the film"] * 9,
+                                                         [" ".join(words[:n]) for n in (1, 12, 3, 9, 2, 12, 6, 1, 4)])
+    input_ids, attention_mask = pad_right(rows, tokenizer.pad_token_id)
+    widths = []
+    forward = type(model).forward
+    monkeypatch.setattr(type(model), "forward", lambda self, **k: widths.append(k["input_ids"].shape) or
+                        forward(self, **k))
+    monkeypatch.setattr("trainers.reward.scorer.CPU_CHUNK_TOKENS", 30)
+    chunked = chunked_scores(model, input_ids, attention_mask)
+    assert len(widths) > 1 and sum(r * t for r, t in widths) < input_ids.numel()  # fewer tokens through the model
+    widths.clear()
+    whole = sequence_scores(model, input_ids, attention_mask)
+    assert widths == [input_ids.shape]
+    assert chunked.tolist() == pytest.approx(whole.tolist(), abs=1e-5)
+    chunked.sum().backward()
+    assert model.score.weight.grad is not None and model.score.weight.grad.abs().sum() > 0
 
 
 def test_nothing_is_cut_a_pair_longer_than_the_context_is_left_out(tiny_gpt2_dir):

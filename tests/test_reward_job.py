@@ -262,15 +262,20 @@ def validation_loss(store, model_dir):
     return preference_metrics(firsts - seconds, torch.tensor([e.target for e in val]))["loss"]
 
 
-def test_a_training_validates_its_kept_weights_once(store, tiny_gpt2_dir, corpus_sentences, monkeypatch):
+def test_a_training_scores_its_kept_weights_once(store, tiny_gpt2_dir, corpus_sentences, monkeypatch):
     fill_store(store, tiny_gpt2_dir, corpus_sentences, 60)
-    calls = []
-    evaluate = PreferenceTrainer.evaluate
+    calls, passes = [], []
+    evaluate, raw_scores = PreferenceTrainer.evaluate, RewardScorer.raw_scores
     monkeypatch.setattr(PreferenceTrainer, "evaluate", lambda self, *a, **k: calls.append(1) or evaluate(self, *a, **k))
-    config = RewardConfig(**{**FAST, "epochs": 2.0, "logging_steps": 100})  # no validation before the last step
-    result = train_reward_model(store, config)
-    assert len(calls) == 1  # the Trainer's validation of the last step is the reward model's
+    monkeypatch.setattr(RewardScorer, "raw_scores", lambda self, *a: passes.append(1) or raw_scores(self, *a))
+    job_id = create_job(store, "reward", {})
+    config = RewardConfig(**{**FAST, "epochs": 2.0, "logging_steps": 3})  # validates steps 3 and 6 of 6
+    result = train_reward_model(store, config, job_id=job_id)
+    # the Trainer validated step 3, not the last: one pass scored the normalisation texts and the validation pairs
+    assert len(calls) == 1 and len(passes) == 1
     assert result.metrics[0]["val_loss"] == pytest.approx(validation_loss(store, result.paths[0]), rel=1e-3)
+    curve = {r["step"]: r["value"] for r in read_metrics(store, job_id, prefix="reward/val_loss")}
+    assert sorted(curve) == [3, 6] and curve[6] == pytest.approx(result.metrics[0]["val_loss"])
     info = json.loads((Path(result.paths[0]) / INFO_FILE).read_text())  # the validation pairs scored with the norms
     val = [e for e in load_examples(store)[0] if e.pair_id in set(info["val_pair_ids"])]
     scorer = RewardScorer.from_dirs([Path(result.paths[0])], norms=[(0.0, 1.0)])

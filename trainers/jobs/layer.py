@@ -82,6 +82,11 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def is_single_process() -> bool:
+    """True outside a distributed run (or in one of a single process)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) == 1
+
+
 class StoreReporter(Reporter):
     """A trainer's reports into job `job_id`: metrics at `step_offset + step`; `should_stop` heartbeats (with the
     phase `"{phase} {done}/{total}"` and progress done/total when `phase` is given) and reads the cancel flag.

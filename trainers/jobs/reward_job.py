@@ -52,7 +52,7 @@ from storage.reward_models import add_reward_model, latest_reward_models
 from storage.types import Job, Policy
 
 from ..models.chat_format import ChatFormat, listed, model_context
-from ..models.loading import default_device, load_chat_format
+from ..models.loading import default_device, load_chat_format, load_tokenizer
 from ..reporting import Reporter
 from ..reward.config import RewardConfig, RewardTraining
 from ..reward.data import (
@@ -68,8 +68,8 @@ from ..reward.data import (
 )
 from ..reward.replay import incremental_share
 from ..reward.scorer import INFO_FILE, RewardScorer
-from ..reward.trainer import train_member
-from .layer import is_main_process, job_reporter, staging_path, start_a_project
+from ..reward.trainer import preference_metrics, train_member
+from .layer import is_main_process, is_single_process, job_reporter, staging_path, start_a_project
 from .phase_launch import job_launch, launch_phase, weights_digest, with_launch_precision
 
 REWARD_MODELS_FOLDER = "reward_models"
@@ -296,16 +296,37 @@ def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = 
 
 def train_plan(plan: RewardPlan, reporter: Reporter, on_trained: Callable | None = None) -> list[dict]:
     """Train every member of `plan` on this process (the main process also writes each one's reward_info.json);
-    returns each member's metrics; `on_trained` sees each trained model. Raises JobCancelled when stopped."""
+    returns each member's metrics; `on_trained` sees each trained model. Raises JobCancelled when stopped.
+
+    In one process the trained member is scored where it is, once: the normalisation texts and the validation
+    examples' responses in one pass, which gives its validation metrics too (the Trainer does not validate the
+    last step again); a launched phase's processes validate together, and its main process reads the saved member."""
     config, init_dir = RewardConfig(**plan.config), Path(plan.init_dir)
-    chat = load_chat_format(init_dir)
-    metrics = []
-    for k, member_examples in enumerate(plan.members):
-        staged = Path(plan.staged[k])
-        metrics.append(train_member(config, k, plan.start_dir(k), chat, member_examples, plan.val, staged, reporter,
-                                    on_trained))
-        if is_main_process():
-            _finish_member(staged, plan, k, member_examples, metrics[-1])
+    chat, pad_id = load_chat_format(init_dir), load_tokenizer(init_dir).pad_token_id
+    return [_train_and_finish(plan, config, chat, pad_id, k, member_examples, reporter, on_trained)
+            for k, member_examples in enumerate(plan.members)]
+
+
+def _train_and_finish(plan: RewardPlan, config: RewardConfig, chat: ChatFormat, pad_id: int, k: int,
+                      member_examples: list[Example], reporter: Reporter, on_trained: Callable | None) -> dict:
+    """Member `k` trained, scored, and (on the main process) finished; returns its metrics."""
+    staged, scores, alone = Path(plan.staged[k]), {}, is_single_process()
+
+    def score(model: torch.nn.Module) -> None:  # train_member calls it before `validate`
+        if alone:
+            scores.update(_member_scores(RewardScorer([model], chat, pad_id, [(0.0, 1.0)]), plan))
+        if on_trained is not None:
+            on_trained(model)
+
+    def validate(model: torch.nn.Module) -> dict[str, float]:
+        return validation_metrics(plan.val, scores, config.label_noise)
+
+    metrics = train_member(config, k, plan.start_dir(k), chat, member_examples, plan.val, staged, reporter, score,
+                           validate if alone else None)
+    if is_main_process():
+        if not scores:
+            scores = _member_scores(RewardScorer.from_dirs([staged], norms=[(0.0, 1.0)], device=default_device()), plan)
+        _finish_member(staged, plan, k, member_examples, metrics, scores)
     return metrics
 
 
@@ -317,21 +338,44 @@ def run_phase(spec: dict, reporter: Reporter) -> dict:
     return {"metrics": metrics, "digest": "/".join(digests)}
 
 
-def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[Example],
-                   metrics: dict) -> None:
-    """Score the normalisation texts with the saved member (mean/std) and, in the same pass, the validation pairs'
-    responses (P(first preferred) per pair, which the loop's annotator agreement reads instead of scoring them again),
-    and write reward_info.json beside it."""
+def _member_scores(scorer: RewardScorer, plan: RewardPlan) -> dict[tuple[str, str], float]:
+    """A member's raw score of each distinct (prompt as JSON, response) that finishing it reads: the normalisation
+    texts and the validation examples' responses (often the same texts: the policy's samples), each scored once."""
+    prompts, responses, _ = plan.norm_texts
+    wanted = [*zip(prompts, responses, strict=True), *((e.prompt, t) for e in plan.val for t in e.texts)]
+    texts = {(json.dumps(p), r): (p, r) for p, r in wanted}
+    scored = scorer.raw_scores([p for p, _ in texts.values()], [r for _, r in texts.values()])[0]  # (distinct,)
+    return {key: value.item() for key, value in zip(texts, scored, strict=True)}
+
+
+def validation_metrics(val: list[Example], scores: dict[tuple[str, str], float], label_noise: float) -> dict:
+    """`val_loss`, `val_accuracy` and `val_tie_logloss` of the validation examples from their responses' scores, as
+    `PreferenceTrainer.evaluate` computes them (each comparison weighted 1 / its example's comparisons)."""
+    d, target, margin, weight = [], [], [], []
+    for e in val:
+        s = [scores[json.dumps(e.prompt), text] for text in e.texts]
+        for a, b, p in e.comparisons:
+            d.append(s[a] - s[b])
+            target.append(p)
+            margin.append(e.margin)
+            weight.append(1 / len(e.comparisons))
+    metrics = preference_metrics(*(torch.tensor(v, dtype=torch.float32) for v in (d, target)),
+                                 torch.tensor(margin, dtype=torch.float32), label_noise,
+                                 torch.tensor(weight, dtype=torch.float32))
+    return {f"val_{name}": value for name, value in metrics.items()}
+
+
+def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: list[Example], metrics: dict,
+                   scores: dict[tuple[str, str], float]) -> None:
+    """Write reward_info.json beside the saved member: its normalisation (mean/std of its `scores` of the
+    normalisation texts) and P(first preferred) of each validation pair, which the loop's annotator agreement reads
+    instead of scoring them again."""
     prompts, responses, source = plan.norm_texts
     examples = plan.train + plan.val
     pairs = [e for e in plan.val if isinstance(e, PreferenceExample)]
-    wanted = [*zip(prompts, responses, strict=True), *((e.prompt, t) for e in pairs for t in (e.first, e.second))]
-    texts = {(json.dumps(p), r): (p, r) for p, r in wanted}  # each once: a validation pair's are the policy's samples
-    scorer = RewardScorer.from_dirs([out_dir], norms=[(0.0, 1.0)], device=default_device())
-    scored = scorer.raw_scores([p for p, _ in texts.values()], [r for _, r in texts.values()])[0]  # (distinct,)
-    score = {key: value.item() for key, value in zip(texts, scored, strict=True)}
-    raw = torch.tensor([score[json.dumps(p), r] for p, r in zip(prompts, responses, strict=True)])  # (N,)
-    lead = torch.tensor([score[json.dumps(e.prompt), e.first] - score[json.dumps(e.prompt), e.second] for e in pairs])
+    raw = torch.tensor([scores[json.dumps(p), r] for p, r in zip(prompts, responses, strict=True)])  # (N,)
+    lead = torch.tensor([scores[json.dumps(e.prompt), e.first] - scores[json.dumps(e.prompt), e.second]
+                         for e in pairs])
     first_probability = dict(zip((str(e.pair_id) for e in pairs), torch.sigmoid(lead).tolist(), strict=True))
     info = {
         "labels_used": len(examples), "label_ids": sorted({e.label_id for e in examples}),

@@ -30,6 +30,7 @@ from ..models.loading import load_chat_format, load_reward_model, load_tokenizer
 from .data import pad_right
 
 INFO_FILE = "reward_info.json"
+CPU_CHUNK_TOKENS = 512  # padded tokens a CPU forward pass reads at least (`chunked_scores`)
 
 
 def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -37,6 +38,33 @@ def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_m
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, T): real tokens at 0, 1, 2... whatever the pads
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
     return out.logits[:, 0]
+
+
+def chunked_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """`sequence_scores` of right-padded rows, (N,). On a CPU, where a padding token costs as much as a real one, rows
+    of like length go through the model together, each group without the padding columns none of its rows needs
+    (`length_chunks`): the same scores, fewer tokens. A GPU reads the whole batch at once."""
+    lengths = attention_mask.sum(-1)  # (N,)
+    if input_ids.device.type != "cpu":
+        return sequence_scores(model, input_ids, attention_mask)
+    chunks = length_chunks(lengths.tolist(), CPU_CHUNK_TOKENS)
+    parts = [sequence_scores(model, input_ids[rows, :width], attention_mask[rows, :width])
+             for rows, width in ((torch.tensor(c), int(lengths[c[0]])) for c in chunks)]
+    order = torch.tensor([i for c in chunks for i in c], device=input_ids.device)  # (N,) rows in chunk order
+    return torch.cat(parts)[torch.argsort(order)]
+
+
+def length_chunks(lengths: Sequence[int], min_tokens: int) -> list[list[int]]:
+    """Row indices, longest first, cut into chunks that each pad to at least `min_tokens` tokens (its rows x its
+    longest) but the last."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    chunks, current = [], []
+    for i in order:
+        current.append(i)
+        if len(current) * lengths[current[0]] >= min_tokens:
+            chunks.append(current)
+            current = []
+    return chunks + [current] if current else chunks
 
 
 def score_head(model: PreTrainedModel) -> torch.nn.Linear:
@@ -143,12 +171,13 @@ class RewardScorer:
     def raw_scores(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
         """Each member's unnormalised score of each prompt and response: (K, N)."""
         rows = self.chat.sequences_ids(list(prompts), list(responses))
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))  # batches of like length pad little
         out = torch.empty((self.size, len(rows)), device=self.device)  # (K, N)
         for start in range(0, len(rows), self.batch_size):
-            input_ids, attention_mask = pad_right(rows[start:start + self.batch_size], self.pad_id)
+            batch = order[start:start + self.batch_size]
+            input_ids, attention_mask = pad_right([rows[i] for i in batch], self.pad_id)
             for k, model in enumerate(self.models):
-                out[k, start:start + len(input_ids)] = sequence_scores(
-                    model, input_ids.to(self.device), attention_mask.to(self.device)).float()
+                out[k, batch] = chunked_scores(model, input_ids.to(self.device), attention_mask.to(self.device)).float()
         return out
 
     @torch.no_grad()

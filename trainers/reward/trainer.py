@@ -27,7 +27,7 @@ from ..reporting import JobCancelled, Reporter, stop_requested
 from .config import RewardConfig
 from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples
 from .loss import preference_loss
-from .scorer import quiet_loading, sequence_scores
+from .scorer import chunked_scores, quiet_loading
 from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
 
 VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
@@ -60,7 +60,7 @@ class PreferenceTrainer(Trainer):
         self._correct_and_strict = torch.zeros(2, device=self.args.device)  # since the last log
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        scores = sequence_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (N,) every sequence
+        scores = chunked_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (N,) every sequence
         first, second = scores[inputs["first"]], scores[inputs["second"]]  # (C,), (C,) every comparison
         target = inputs["target"]
         loss = preference_loss(first, second, target, inputs["margin"], self.label_noise, inputs["weight"])
@@ -87,7 +87,7 @@ class PreferenceTrainer(Trainer):
         with torch.no_grad():
             for batch in self.get_eval_dataloader(eval_dataset):
                 batch = self._prepare_inputs(batch)
-                scores = sequence_scores(self.model, batch["input_ids"], batch["attention_mask"])  # (N,)
+                scores = chunked_scores(self.model, batch["input_ids"], batch["attention_mask"])  # (N,)
                 d, target, margin, weight = self.accelerator.gather_for_metrics(
                     (scores[batch["first"]] - scores[batch["second"]], batch["target"], batch["margin"],
                      batch["weight"]))
@@ -109,10 +109,12 @@ class ReporterCallback(TrainerCallback):
     """Carries the Trainer's logs, progress and stop checks to a reporter, for ensemble member `member` of
     `members` (its steps come after the earlier members' ones). `stopped` is True once the reporter said stop."""
 
-    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool = False,
+    def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool | None = None,
                  save_last_step: bool = False):
         self.reporter, self.member, self.members = reporter, member, members
-        self.validate_last_step = validate_last_step  # its validation is the one kept (`kept_validation`)
+        # True: validate the last step too (early stopping compares it with the best); False: never (the kept
+        # weights are validated after training, from the normalisation pass's scores); None: as `eval_steps` say
+        self.validate_last_step = validate_last_step
         self.save_last_step = save_last_step  # early stopping: the final weights compete with the best too
         self.stopped = False
 
@@ -124,7 +126,8 @@ class ReporterCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:
             control.should_log = True  # the last step too, so a training shorter than `logging_steps` has a point
-            control.should_evaluate = control.should_evaluate or self.validate_last_step
+            if self.validate_last_step is not None:
+                control.should_evaluate = self.validate_last_step
             control.should_save = control.should_save or self.save_last_step
         self.reporter.progress(self.member * state.max_steps + state.global_step, self.members * state.max_steps)
         if state.global_step % args.logging_steps == 0 and stop_requested(self.reporter):
@@ -133,15 +136,20 @@ class ReporterCallback(TrainerCallback):
 
 def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat, train: list[Example],
                  val: list[Example], out_dir: Path, reporter: Reporter,
-                 on_trained: Callable[[torch.nn.Module], None] | None = None) -> dict:
+                 on_trained: Callable[[torch.nn.Module], None] | None = None,
+                 validate: Callable[[torch.nn.Module], dict[str, float]] | None = None) -> dict:
     """Train member `k` of `config.ensemble` from the model in `init_dir` (texts tokenized by its `chat` format) and
     save it (plain HF directory, tokenizer included) into `out_dir`; returns its final metrics (train_loss,
-    train_accuracy, val_*); `on_trained` sees the trained model. Raises JobCancelled when stopped."""
+    train_accuracy, val_*); `on_trained` sees the trained model. `validate`, given, scores the trained model's
+    validation examples (`val_*` metrics, `validation_metrics`) where the Trainer would validate its last step
+    (without early stopping), so a job that scores them anyway scores them once. Raises JobCancelled when
+    stopped."""
     torch.manual_seed(config.seed + k)  # the new head's initialisation (and a new adapter's)
     tokenizer = load_tokenizer(init_dir)
     model = start_model(config, init_dir)
     early_stopping = bool(val) and config.early_stopping_patience > 0
-    callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=bool(val),
+    validated_after = bool(val) and not early_stopping and validate is not None
+    callback = ReporterCallback(reporter, k, config.ensemble, validate_last_step=bool(val) and not validated_after,
                                 save_last_step=early_stopping)
     callbacks = [callback, EarlyStoppingCallback(config.early_stopping_patience)] if early_stopping else [callback]
     with tempfile.TemporaryDirectory(prefix="reward-trainer-") as scratch:
@@ -159,7 +167,7 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
             raise JobCancelled("reward training was stopped; no reward model was registered (a resumed job trains "
                                "it again)")
         best = trainer.state.best_global_step if early_stopping else None
-        metrics = kept_validation(trainer.state.log_history, best) if val else {}
+        metrics = kept_validation(trainer.state.log_history, best) if val and not validated_after else {}
         if best is not None and best != trainer.state.global_step:
             trainer.log(dict(metrics))  # the best weights were loaded: their validation is the reward model's last
         if config.lora:
@@ -168,6 +176,9 @@ def train_member(config: RewardConfig, k: int, init_dir: Path, chat: ChatFormat,
             trainer.save_model(str(out_dir))
         if on_trained is not None:
             on_trained(model)
+        if validated_after:
+            metrics = validate(model)
+            trainer.log({f"eval_{name.removeprefix('val_')}": value for name, value in metrics.items()})
     (out_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle of our arguments; reward_info.json has them
     train_stats = [h for h in trainer.state.log_history if "loss" in h]
     last = train_stats[-1] if train_stats else {}
