@@ -145,7 +145,7 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     def spy_tokenize(chat, examples):
         dataset = tokenize(chat, examples)
         for example, row in zip(examples, dataset or [], strict=False):  # no dataset: no examples
-            trained[key(example.prompt, example.first)] = row["sequences"][0]
+            trained[key(example.prompt, example.first)] = row["prompt"] + row["responses"][0]
         return dataset
 
     def spy_raw_scores(self, prompts, responses):

@@ -42,6 +42,7 @@ from trainers.reward.data import (
     lineage_split,
     split_by_pair,
     tokenize_examples,
+    whole_rows,
 )
 from trainers.reward.loss import preference_loss
 from trainers.reward.scorer import sequence_scores
@@ -153,12 +154,12 @@ def test_the_trainer_scores_each_answer_once_and_weighs_a_ranking_as_one_element
     pair = PreferenceExample(2, 3, "the film", " fun .", " dull .", 0.0)
     rows = list(tokenize_examples(load_chat_format(tiny_gpt2_dir), [ranking, pair]))
     batch = PreferenceCollator(load_tokenizer(tiny_gpt2_dir).pad_token_id)(rows)
-    assert batch["input_ids"].shape[0] == 5  # 3 + 2 sequences, not 2 x 4 comparisons
+    assert batch["response_ids"].shape[0] == 5 and batch["prompt_ids"].shape[0] == 2  # not 2 x 4 comparisons
     assert batch["weight"].tolist() == pytest.approx([1 / 3] * 3 + [1.0])
     torch.manual_seed(0)
     model = load_reward_model(tiny_gpt2_dir)
     trainer = PreferenceTrainer(model=model, args=training_arguments(RewardConfig(), str(tmp_path), 0, False))
-    s = sequence_scores(model, batch["input_ids"], batch["attention_mask"]).double()
+    s = sequence_scores(model, *whole_rows(batch)).double()
     ls = torch.nn.functional.logsigmoid
     tie = -(0.5 * ls(s[1] - s[2]) + 0.5 * ls(s[2] - s[1]))
     expected = ((-ls(s[0] - s[1]) - ls(s[0] - s[2]) + tie) / 3 - ls(s[4] - s[3])) / 2

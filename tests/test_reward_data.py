@@ -22,11 +22,13 @@ from trainers.reward.data import (
     PreferenceExample,
     lineage_split,
     pad_right,
+    prompted_rows,
     split_by_fit,
     split_by_pair,
     tokenize_examples,
+    whole_rows,
 )
-from trainers.reward.scorer import chunked_scores, length_chunks, sequence_scores
+from trainers.reward.scorer import length_chunks, prompted_scores, sequence_scores
 from trainers.reward.trainer import PreferenceTrainer, training_arguments
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,7 +67,7 @@ def test_imported_margins_reach_the_loss_and_the_others_take_the_configured_marg
     assert batch["margin"].tolist() == [2.0, 0.25, 0.25]
     model = load_reward_model(tiny_gpt2_dir)
     trainer = PreferenceTrainer(model=model, args=training_arguments(RewardConfig(), str(store.data_dir), 0, False))
-    scores = sequence_scores(model, batch["input_ids"], batch["attention_mask"])  # (6,): each pair's two in turn
+    scores = sequence_scores(model, *whole_rows(batch))  # (6,): each pair's two in turn
     first, second = scores[0::2], scores[1::2]
     assert batch["first"].tolist() == [0, 2, 4] and batch["second"].tolist() == [1, 3, 5]
     expected = -torch.nn.functional.logsigmoid(torch.stack([first[0] - second[0] - 2.0, first[1] - second[1] - 0.25,
@@ -130,27 +132,36 @@ def test_length_chunks_group_rows_of_like_length_each_worth_a_pass():
     assert length_chunks([50, 60], min_tokens=10) == [[1], [0]]
 
 
-def test_chunked_scores_equal_one_pass_and_carry_gradients(tiny_gpt2_dir, monkeypatch):
-    tokenizer = load_tokenizer(tiny_gpt2_dir)
+@pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_qwen_dir"])
+def test_prompted_scores_read_each_prompt_once_and_equal_whole_rows_with_their_gradients(fixture, request,
+                                                                                        monkeypatch):
+    folder = request.getfixturevalue(fixture)
+    chat, pad_id = load_chat_format(folder), load_tokenizer(folder).pad_token_id
     torch.manual_seed(0)
-    model = load_reward_model(tiny_gpt2_dir)
+    model = load_reward_model(folder)
     words = "the movie was great and i would see it again with friends".split()
-    rows = load_chat_format(tiny_gpt2_dir).sequences_ids(["the film"] * 9,
-                                                         [" ".join(words[:n]) for n in (1, 12, 3, 9, 2, 12, 6, 1, 4)])
-    input_ids, attention_mask = pad_right(rows, tokenizer.pad_token_id)
-    widths = []
-    forward = type(model).forward
-    monkeypatch.setattr(type(model), "forward", lambda self, **k: widths.append(k["input_ids"].shape) or
-                        forward(self, **k))
+    prompts = ["the film", "a long prompt about the movie we saw", "the film"] * 3
+    responses = [" ".join(words[:n]) for n in (1, 12, 3, 9, 2, 12, 6, 1, 4)]
+    rows = prompted_rows(chat.prompts_ids(prompts), chat.responses_ids(responses), pad_id)
+    assert rows["prompt_ids"].shape[0] == 2 and rows["prompt_of"].tolist() == [0, 1, 0] * 3
+    assert whole_rows(rows)[0][0][whole_rows(rows)[1][0] == 1].tolist() == chat.sequences_ids(prompts, responses)[0]
+    tokens = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: tokens.append(kwargs["input_ids"].numel()),
+                                    with_kwargs=True)
     monkeypatch.setattr("trainers.reward.scorer.CPU_CHUNK_TOKENS", 30)
-    chunked = chunked_scores(model, input_ids, attention_mask)
-    assert len(widths) > 1 and sum(r * t for r, t in widths) < input_ids.numel()  # fewer tokens through the model
-    widths.clear()
-    whole = sequence_scores(model, input_ids, attention_mask)
-    assert widths == [input_ids.shape]
-    assert chunked.tolist() == pytest.approx(whole.tolist(), abs=1e-5)
-    chunked.sum().backward()
-    assert model.score.weight.grad is not None and model.score.weight.grad.abs().sum() > 0
+    prompted = prompted_scores(model, rows)
+    assert len(tokens) > 2 and sum(tokens) < whole_rows(rows)[0].numel()  # the prompts once, chunks of like length
+    grads = torch.autograd.grad(prompted.sum(), list(model.parameters()), allow_unused=True)
+    whole = sequence_scores(model, *whole_rows(rows))
+    alone = torch.cat([sequence_scores(model, torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))
+                       for ids in chat.sequences_ids(prompts, responses)])
+    assert prompted.tolist() == pytest.approx(whole.tolist(), abs=1e-5)
+    assert prompted.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
+    expected = torch.autograd.grad(whole.sum(), list(model.parameters()), allow_unused=True)
+    for got, want in zip(grads, expected, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
 
 
 def test_nothing_is_cut_a_pair_longer_than_the_context_is_left_out(tiny_gpt2_dir):
@@ -158,9 +169,10 @@ def test_nothing_is_cut_a_pair_longer_than_the_context_is_left_out(tiny_gpt2_dir
     short = PreferenceExample(1, 1, "the movie was", " great .", " bad .", 1.0)
     long = PreferenceExample(7, 3, "the movie was", " great" * 3, " great and moving and fun ." * 8, 0.0)
     dataset = tokenize_examples(chat, [short, long])
-    assert dataset[1]["sequences"][1] == chat.sequences_ids(["the movie was"], [long.second])[0]  # whole
+    whole = dataset[1]["prompt"] + dataset[1]["responses"][1]
+    assert whole == chat.sequences_ids(["the movie was"], [long.second])[0]  # nothing cut
     assert split_by_fit(chat, [short, long], context=None) == ([short, long], [])
-    tokens = len(dataset[1]["sequences"][1])
+    tokens = len(whole)
     assert split_by_fit(chat, [short, long], context=tokens) == ([short, long], [])
     assert split_by_fit(chat, [short, long], context=tokens - 1) == ([short], [long])
 

@@ -2,8 +2,8 @@
 batches.
 
     train, val = split_by_pair(examples, val_fraction=0.2, seed=0)
-    dataset = tokenize_examples(chat, train)      # {sequences, first, second, target, margin, length} per example
-    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # input_ids (N, T) and the C comparisons' indices
+    dataset = tokenize_examples(chat, train)      # {prompt, responses, first, second, target, margin, length} each
+    batch = PreferenceCollator(tokenizer.pad_token_id)(rows)  # the N responses after their prompts, C comparisons
     rows_per_step = examples_per_batch(train, pairs_per_batch=16)    # 16 pairs, or 8 rankings of 4
 
 An example is one batch element: a pair (two sequences, one comparison) or a ranking verdict (K sequences, its C(K,2)
@@ -154,26 +154,58 @@ def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     return input_ids, attention_mask
 
 
+def pad_left(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask), both (N, T), padded on the left."""
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (N, T)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)  # (N, T)
+    for i, row in enumerate(rows):
+        if row:
+            input_ids[i, -len(row):] = torch.tensor(row, dtype=torch.long)
+            attention_mask[i, -len(row):] = 1
+    return input_ids, attention_mask
+
+
+def prompted_rows(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+                  pad_id: int) -> dict[str, torch.Tensor]:
+    """Responses after their prompts, each distinct prompt once: `prompt_ids` (U, P) padded on the left,
+    `response_ids` (N, R) on the right, their masks, and `prompt_of` (N,), the prompt row of each response
+    (`trainers.reward.scorer.prompted_scores` reads them; `whole_rows` makes them prompt + response rows again)."""
+    index: dict[tuple[int, ...], int] = {}
+    prompt_of = [index.setdefault(tuple(p), len(index)) for p in prompts]
+    prompt_ids, prompt_mask = pad_left(list(index), pad_id)
+    response_ids, response_mask = pad_right(responses, pad_id)
+    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "response_ids": response_ids,
+            "response_mask": response_mask, "prompt_of": torch.tensor(prompt_of, dtype=torch.long)}
+
+
+def whole_rows(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) (N, P + R): each response after its prompt in one row, padded on both sides."""
+    owner = batch["prompt_of"]
+    return (torch.cat([batch["prompt_ids"][owner], batch["response_ids"]], 1),
+            torch.cat([batch["prompt_mask"][owner], batch["response_mask"]], 1))
+
+
 @dataclass
 class PreferenceCollator:
-    """Batches examples' rows into input_ids (N, T), every sequence of every row, and their C comparisons: `first`,
-    `second` (indices into the N sequences), `target`, `margin` and `weight` (1 / the row's comparisons, so each row
-    weighs 1), all (C,)."""
+    """Batches examples' rows into their N responses after their prompts (`prompted_rows`: each distinct prompt
+    once) and their C comparisons: `first`, `second` (indices into the N responses), `target`, `margin` and
+    `weight` (1 / the row's comparisons, so each row weighs 1), all (C,)."""
 
     pad_id: int
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        sequences, first, second, target, margin, weight = [], [], [], [], [], []
+        prompts, responses, first, second, target, margin, weight = [], [], [], [], [], [], []
         for row in rows:
-            offset, n = len(sequences), len(row["first"])
-            sequences.extend(row["sequences"])
+            offset, n = len(responses), len(row["first"])
+            prompts.extend([row["prompt"]] * len(row["responses"]))
+            responses.extend(row["responses"])
             first.extend(offset + i for i in row["first"])
             second.extend(offset + j for j in row["second"])
             target.extend(row["target"])
             margin.extend(row["margin"])
             weight.extend([1.0 / n] * n)
-        input_ids, attention_mask = pad_right(sequences, self.pad_id)
-        return {"input_ids": input_ids, "attention_mask": attention_mask,
+        return {**prompted_rows(prompts, responses, self.pad_id),
                 "first": torch.tensor(first, dtype=torch.long), "second": torch.tensor(second, dtype=torch.long),
                 "target": torch.tensor(target, dtype=torch.float32),
                 "margin": torch.tensor(margin, dtype=torch.float32),
@@ -181,18 +213,20 @@ class PreferenceCollator:
 
 
 def tokenize_examples(chat: ChatFormat, examples: Sequence[Example]) -> Dataset | None:
-    """The Trainer's dataset, a row per example: {sequences (its responses' token ids), first, second, target, margin
-    (one entry per comparison), length (the longest sequence)}."""
+    """The Trainer's dataset, a row per example: {prompt (its token ids), responses (each response's token ids,
+    closed by the end-of-turn id: prompt + response is `chat.sequences_ids`), first, second, target, margin (one
+    entry per comparison), length (the prompt and the longest response)}."""
     if not examples:
         return None
-    prompts = [e.prompt for e in examples for _ in e.texts]
-    ids = iter(chat.sequences_ids(prompts, [text for e in examples for text in e.texts]))
+    prompts = iter(chat.prompts_ids([e.prompt for e in examples]))
+    ids = iter(chat.responses_ids([text for e in examples for text in e.texts]))
     rows = []
     for e in examples:
-        sequences = [next(ids) for _ in e.texts]
-        rows.append({"sequences": sequences, "first": [c[0] for c in e.comparisons],
+        prompt, responses = next(prompts), [next(ids) for _ in e.texts]
+        rows.append({"prompt": prompt, "responses": responses, "first": [c[0] for c in e.comparisons],
                      "second": [c[1] for c in e.comparisons], "target": [float(c[2]) for c in e.comparisons],
-                     "margin": [float(e.margin)] * len(e.comparisons), "length": max(map(len, sequences))})
+                     "margin": [float(e.margin)] * len(e.comparisons),
+                     "length": len(prompt) + max(map(len, responses))})
     return Dataset.from_list(rows)
 
 

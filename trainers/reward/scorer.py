@@ -17,7 +17,7 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from labeling.conversations import PromptInput
@@ -27,10 +27,11 @@ from storage.reward_models import latest_reward_models
 
 from ..models.chat_format import ChatFormat
 from ..models.loading import load_chat_format, load_reward_model, load_tokenizer
-from .data import pad_right
+from ..models.sampling import cache_keyword
+from .data import pad_right, prompted_rows, whole_rows
 
 INFO_FILE = "reward_info.json"
-CPU_CHUNK_TOKENS = 512  # padded tokens a CPU forward pass reads at least (`chunked_scores`)
+CPU_CHUNK_TOKENS = 512  # padded tokens a CPU forward pass reads at least (`prompted_scores`)
 
 
 def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -40,17 +41,35 @@ def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_m
     return out.logits[:, 0]
 
 
-def chunked_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """`sequence_scores` of right-padded rows, (N,). On a CPU, where a padding token costs as much as a real one, rows
-    of like length go through the model together, each group without the padding columns none of its rows needs
-    (`length_chunks`): the same scores, fewer tokens. A GPU reads the whole batch at once."""
-    lengths = attention_mask.sum(-1)  # (N,)
-    if input_ids.device.type != "cpu":
-        return sequence_scores(model, input_ids, attention_mask)
-    chunks = length_chunks(lengths.tolist(), CPU_CHUNK_TOKENS)
-    parts = [sequence_scores(model, input_ids[rows, :width], attention_mask[rows, :width])
-             for rows, width in ((torch.tensor(c), int(lengths[c[0]])) for c in chunks)]
-    order = torch.tensor([i for c in chunks for i in c], device=input_ids.device)  # (N,) rows in chunk order
+def prompted_scores(model: PreTrainedModel, rows: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The head's score of each response after its prompt (`trainers.reward.data.prompted_rows`), (N,): what
+    `sequence_scores` gives the whole rows, but each distinct prompt is read once and its keys and values go to its
+    responses, read in chunks of like length on a CPU (`length_chunks`). Whole rows where a layer's cache is not
+    plain (sliding windows), where gradient checkpointing would drop it, or with no prompt tokens at all."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    checkpointing = torch.is_grad_enabled() and any(getattr(m, "gradient_checkpointing", False)
+                                                    for m in model.modules())
+    if checkpointing or any(DynamicCache(config=base.config).is_sliding) or not rows["prompt_ids"].shape[1]:
+        return sequence_scores(model, *whole_rows(dict(rows)))
+    prompt_mask, response_mask, owner = rows["prompt_mask"], rows["response_mask"], rows["prompt_of"]
+    keyword, prompt_cache = cache_keyword(model), DynamicCache(config=base.config)
+    model(input_ids=rows["prompt_ids"], attention_mask=prompt_mask, use_cache=True, **{keyword: prompt_cache},
+          position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0))
+    lengths, starts = response_mask.sum(-1), prompt_mask.sum(-1)  # (N,), (U,)
+    on_cpu = rows["response_ids"].device.type == "cpu"  # a GPU reads them all at once: one chunk
+    chunks = length_chunks(lengths.tolist(), CPU_CHUNK_TOKENS if on_cpu else int(lengths.sum()))
+    parts = []
+    for chunk in chunks:
+        index, width = torch.tensor(chunk, device=owner.device), int(lengths[chunk[0]])
+        prompts = owner[index]
+        cache = DynamicCache(ddp_cache_data=[(layer.keys[prompts], layer.values[prompts])
+                                             for layer in prompt_cache.layers], config=base.config)
+        positions = starts[prompts, None] + torch.arange(width, device=owner.device)  # (n, width): after the prompt
+        out = model(input_ids=rows["response_ids"][index, :width],
+                    attention_mask=torch.cat([prompt_mask[prompts], response_mask[index, :width]], 1),
+                    position_ids=positions, use_cache=True, **{keyword: cache})
+        parts.append(out.logits[:, 0])  # the last non-pad token of the response
+    order = torch.tensor([i for c in chunks for i in c], device=owner.device)  # (N,) rows in chunk order
     return torch.cat(parts)[torch.argsort(order)]
 
 
@@ -170,14 +189,16 @@ class RewardScorer:
     @torch.no_grad()
     def raw_scores(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
         """Each member's unnormalised score of each prompt and response: (K, N)."""
-        rows = self.chat.sequences_ids(list(prompts), list(responses))
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))  # batches of like length pad little
-        out = torch.empty((self.size, len(rows)), device=self.device)  # (K, N)
-        for start in range(0, len(rows), self.batch_size):
+        prompt_ids = self.chat.prompts_ids(list(prompts))
+        response_ids = self.chat.responses_ids(list(responses))
+        order = sorted(range(len(prompt_ids)), key=lambda i: -len(response_ids[i]))  # like lengths pad little
+        out = torch.empty((self.size, len(prompt_ids)), device=self.device)  # (K, N)
+        for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
-            input_ids, attention_mask = pad_right([rows[i] for i in batch], self.pad_id)
+            rows = prompted_rows([prompt_ids[i] for i in batch], [response_ids[i] for i in batch], self.pad_id)
+            rows = {name: value.to(self.device) for name, value in rows.items()}
             for k, model in enumerate(self.models):
-                out[k, batch] = chunked_scores(model, input_ids.to(self.device), attention_mask.to(self.device)).float()
+                out[k, batch] = prompted_scores(model, rows).float()
         return out
 
     @torch.no_grad()

@@ -25,7 +25,10 @@ from typing import Iterator, Sequence
 import torch
 from safetensors.torch import load_file
 from torch import nn
+from transformers import Cache
 from transformers.modeling_outputs import SequenceClassifierOutput
+
+from ..models.sampling import cache_keyword
 
 ADAPTER_FOLDER = "adapter"  # inside a reward member trained with LoRA
 ADAPTER_PREFIX = "reward"  # member k's adapter on the policy: reward<k>
@@ -93,13 +96,16 @@ class AdapterRewardModel(nn.Module):
         return self._shared[0].get_input_embeddings()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor | None = None,
-                use_cache: bool = False, **_) -> SequenceClassifierOutput:
+                use_cache: bool = False, cache: Cache | None = None, **_) -> SequenceClassifierOutput:
+        """Scores (N, 1) of each row's last real token; `cache` (with `use_cache`): the keys and values of what
+        came before these rows (`prompted_scores`' prompts), which this pass extends."""
         peft_model = self._shared[0]
         causal_lm = peft_model.get_base_model()
         backbone = getattr(causal_lm, causal_lm.base_model_prefix)  # the transformer without the LM head
         with active_adapter(peft_model, self.adapter_name):
             hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                              use_cache=False).last_hidden_state  # (N, T, d)
+                              use_cache=use_cache, **({cache_keyword(causal_lm): cache} if use_cache else {})
+                              ).last_hidden_state  # (N, T, d)
         logits = self.score(hidden.to(self.score.weight.dtype))  # (N, T, 1)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         last = (positions * (input_ids != self.config.pad_token_id).long()).argmax(-1)  # (N,): the last real token

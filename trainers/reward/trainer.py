@@ -27,7 +27,7 @@ from ..reporting import JobCancelled, Reporter, stop_requested
 from .config import RewardConfig
 from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples
 from .loss import preference_loss
-from .scorer import chunked_scores, quiet_loading
+from .scorer import prompted_scores, quiet_loading
 from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
 
 VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
@@ -60,7 +60,7 @@ class PreferenceTrainer(Trainer):
         self._correct_and_strict = torch.zeros(2, device=self.args.device)  # since the last log
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        scores = chunked_scores(model, inputs["input_ids"], inputs["attention_mask"])  # (N,) every sequence
+        scores = prompted_scores(model, inputs)  # (N,) every response
         first, second = scores[inputs["first"]], scores[inputs["second"]]  # (C,), (C,) every comparison
         target = inputs["target"]
         loss = preference_loss(first, second, target, inputs["margin"], self.label_noise, inputs["weight"])
@@ -87,7 +87,7 @@ class PreferenceTrainer(Trainer):
         with torch.no_grad():
             for batch in self.get_eval_dataloader(eval_dataset):
                 batch = self._prepare_inputs(batch)
-                scores = chunked_scores(self.model, batch["input_ids"], batch["attention_mask"])  # (N,)
+                scores = prompted_scores(self.model, batch)  # (N,)
                 d, target, margin, weight = self.accelerator.gather_for_metrics(
                     (scores[batch["first"]] - scores[batch["second"]], batch["target"], batch["margin"],
                      batch["weight"]))
