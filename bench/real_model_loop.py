@@ -69,6 +69,7 @@ class PhaseClock:
 
     def __init__(self):
         self.phases: dict[str, float] = {}
+        self.peaks: dict[str, float] = {}  # the process's peak RSS (MB) when each phase last ended
         self.current, self.since = None, time.perf_counter()
 
     def __call__(self, fraction: float, phase: str) -> None:
@@ -82,6 +83,7 @@ class PhaseClock:
         now = time.perf_counter()
         if self.current is not None:
             self.phases[self.current] = self.phases.get(self.current, 0.0) + now - self.since
+            self.peaks[self.current] = peak_rss_mb()  # the process's peak so far: a phase that raised it set it
         self.since = now
 
 
@@ -125,11 +127,11 @@ def part_round(model: Path, overrides: dict) -> None:
 
 
 def phase_table(clock: PhaseClock, total: float, rounds: int) -> None:
-    """Each phase's wall time per round and its share of the loop's time."""
-    print(f"\n| phase | wall s per round (mean of {rounds}) | share |\n|---|---:|---:|")
+    """Each phase's wall time per round, its share of the loop's time, and the process's peak RSS when it ended."""
+    print(f"\n| phase | wall s per round (mean of {rounds}) | share | peak RSS MB at its end |\n|---|---:|---:|---:|")
     for name, seconds in clock.phases.items():
-        print(f"| {name} | {seconds / rounds:.0f} | {seconds / total:.0%} |")
-    print(f"| **round** | **{total / rounds:.0f}** | 100% |")
+        print(f"| {name} | {seconds / rounds:.0f} | {seconds / total:.0%} | {clock.peaks.get(name, 0):,.0f} |")
+    print(f"| **round** | **{total / rounds:.0f}** | 100% | {peak_rss_mb():,.0f} |")
 
 
 def oracle_series(db: Path, job_id: int) -> list[float]:
