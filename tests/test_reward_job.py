@@ -35,7 +35,7 @@ from trainers.jobs.reward_job import check_reward_inputs, load_examples, plan_re
 from trainers.models.loading import load_chat_format, load_reward_model
 from trainers.reporting import JobCancelled
 from trainers.reward.config import RewardConfig
-from trainers.reward.scorer import INFO_FILE, RewardScorer, pair_probabilities
+from trainers.reward.scorer import INFO_FILE, RewardScorer, pair_probabilities, prompted_scores
 from trainers.reward.trainer import PreferenceTrainer, kept_validation, preference_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -268,11 +268,13 @@ def test_a_training_scores_its_kept_weights_once(store, tiny_gpt2_dir, corpus_se
     evaluate, raw_scores = PreferenceTrainer.evaluate, RewardScorer.raw_scores
     monkeypatch.setattr(PreferenceTrainer, "evaluate", lambda self, *a, **k: calls.append(1) or evaluate(self, *a, **k))
     monkeypatch.setattr(RewardScorer, "raw_scores", lambda self, *a: passes.append(1) or raw_scores(self, *a))
+    prompted = []  # in one process the Trainer's steps read each prompt once too
+    monkeypatch.setattr("trainers.reward.trainer.prompted_scores", lambda *a: prompted.append(1) or prompted_scores(*a))
     job_id = create_job(store, "reward", {})
     config = RewardConfig(**{**FAST, "epochs": 2.0, "logging_steps": 3})  # validates steps 3 and 6 of 6
     result = train_reward_model(store, config, job_id=job_id)
     # the Trainer validated step 3, not the last: one pass scored the normalisation texts and the validation pairs
-    assert len(calls) == 1 and len(passes) == 1
+    assert len(calls) == 1 and len(passes) == 1 and len(prompted) >= 6  # 6 steps, then step 3's validation
     assert result.metrics[0]["val_loss"] == pytest.approx(validation_loss(store, result.paths[0]), rel=1e-3)
     curve = {r["step"]: r["value"] for r in read_metrics(store, job_id, prefix="reward/val_loss")}
     assert sorted(curve) == [3, 6] and curve[6] == pytest.approx(result.metrics[0]["val_loss"])

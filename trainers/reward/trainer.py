@@ -25,9 +25,9 @@ from ..models.chat_format import ChatFormat
 from ..models.loading import disable_dropout, load_reward_model, load_tokenizer
 from ..reporting import JobCancelled, Reporter, stop_requested
 from .config import RewardConfig
-from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples
+from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples, whole_rows
 from .loss import preference_loss
-from .scorer import prompted_scores, quiet_loading
+from .scorer import prompted_scores, quiet_loading, sequence_scores
 from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
 
 VALIDATION_NAMES = {"loss": "reward/val_loss", "accuracy": "reward/val_accuracy", "tie_logloss": "reward/tie_logloss"}
@@ -60,7 +60,7 @@ class PreferenceTrainer(Trainer):
         self._correct_and_strict = torch.zeros(2, device=self.args.device)  # since the last log
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        scores = prompted_scores(model, inputs)  # (N,) every response
+        scores = self.scores(model, inputs)  # (N,) every response
         first, second = scores[inputs["first"]], scores[inputs["second"]]  # (C,), (C,) every comparison
         target = inputs["target"]
         loss = preference_loss(first, second, target, inputs["margin"], self.label_noise, inputs["weight"])
@@ -69,6 +69,13 @@ class PreferenceTrainer(Trainer):
             correct = ((first > second) == (target > 0.5)) & strict
             self._correct_and_strict += torch.stack([correct.sum(), strict.sum()]).float()
         return (loss, {"first": first, "second": second}) if return_outputs else loss
+
+    def scores(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Each response's score (N,): each prompt read once (`prompted_scores`), but in one forward pass of whole
+        rows through a wrapper (DDP, DeepSpeed, DataParallel), which expects one pass a step."""
+        if model is not self.model:
+            return sequence_scores(model, *whole_rows(inputs))
+        return prompted_scores(model, inputs)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
