@@ -140,7 +140,9 @@ class LoopConfig:
         "help": "incremental reward training: older labels replayed each round, a seeded sample drawn anew"})
     reward_lora: bool = field(default=False, metadata={
         "help": "train the reward model as a LoRA adapter and a score head; with lora and the reward model on the "
-                "policy's base, PPO/GRPO score with that adapter on the policy's own copy of the base"})
+                "policy's base, PPO/GRPO score with that adapter on the policy's own copy of the base. The adapter "
+                "starts at zero: give it reward_lr 1e-3 (on SmolLM2 one epoch at the real-model preset's 1e-5, a "
+                "full fine-tune's rate, left it at chance)"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
         "help": "policy optimiser: ppo (critic, GAE), grpo (G responses per prompt, no critic), or dpo (the labels "
                 "themselves, no reward model needed: iterative DPO against the SFT policy)",
