@@ -274,7 +274,7 @@ def test_a_training_scores_its_kept_weights_once(store, tiny_gpt2_dir, corpus_se
     config = RewardConfig(**{**FAST, "epochs": 2.0, "logging_steps": 3})  # validates steps 3 and 6 of 6
     result = train_reward_model(store, config, job_id=job_id)
     # the Trainer validated step 3, not the last: one pass scored the normalisation texts and the validation pairs
-    assert len(calls) == 1 and len(passes) == 1 and len(prompted) >= 6  # 6 steps, then step 3's validation
+    assert len(calls) == 1 and len(passes) == 1 and len(prompted) >= 6  # 6 steps and step 3's validation
     assert result.metrics[0]["val_loss"] == pytest.approx(validation_loss(store, result.paths[0]), rel=1e-3)
     curve = {r["step"]: r["value"] for r in read_metrics(store, job_id, prefix="reward/val_loss")}
     assert sorted(curve) == [3, 6] and curve[6] == pytest.approx(result.metrics[0]["val_loss"])

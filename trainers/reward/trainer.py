@@ -119,8 +119,8 @@ class ReporterCallback(TrainerCallback):
     def __init__(self, reporter: Reporter, member: int = 0, members: int = 1, validate_last_step: bool | None = None,
                  save_last_step: bool = False):
         self.reporter, self.member, self.members = reporter, member, members
-        # True: validate the last step too (early stopping compares it with the best); False: never (the kept
-        # weights are validated after training, from the normalisation pass's scores); None: as `eval_steps` say
+        # True: validate the last step too (`kept_validation` reads it; early stopping compares it with the best);
+        # False: never (`train_member`'s `validate` scores the kept weights after training); None: as `eval_steps` say
         self.validate_last_step = validate_last_step
         self.save_last_step = save_last_step  # early stopping: the final weights compete with the best too
         self.stopped = False
