@@ -26,6 +26,7 @@ from datasets import Dataset
 from labeling.conversations import PromptInput
 
 from ..models.chat_format import ChatFormat
+from ..models.generation import left_pad
 
 
 @dataclass(frozen=True)
@@ -154,18 +155,6 @@ def pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     return input_ids, attention_mask
 
 
-def pad_left(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask), both (N, T), padded on the left."""
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (N, T)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)  # (N, T)
-    for i, row in enumerate(rows):
-        if row:
-            input_ids[i, -len(row):] = torch.tensor(row, dtype=torch.long)
-            attention_mask[i, -len(row):] = 1
-    return input_ids, attention_mask
-
-
 def prompted_rows(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
                   pad_id: int) -> dict[str, torch.Tensor]:
     """Responses after their prompts, each distinct prompt once: `prompt_ids` (U, P) padded on the left,
@@ -173,7 +162,7 @@ def prompted_rows(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence
     (`trainers.reward.scorer.prompted_scores` reads them; `whole_rows` makes them prompt + response rows again)."""
     index: dict[tuple[int, ...], int] = {}
     prompt_of = [index.setdefault(tuple(p), len(index)) for p in prompts]
-    prompt_ids, prompt_mask = pad_left(list(index), pad_id)
+    prompt_ids, prompt_mask = left_pad([list(p) for p in index], pad_id)
     response_ids, response_mask = pad_right(responses, pad_id)
     return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "response_ids": response_ids,
             "response_mask": response_mask, "prompt_of": torch.tensor(prompt_of, dtype=torch.long)}
