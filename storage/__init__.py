@@ -1,6 +1,15 @@
 """The studio's store: the only package with SQL. Typed functions over one SQLite file; see db.Store."""
 
-from .db import Store
+import sys
+
+if "pandas" not in sys.modules:  # sqlite-utils imports pandas only to type its Timestamps, which the studio never
+    sys.modules["pandas"] = None  # stores: ~65 MB in every process, training workers included, for nothing
+    try:
+        import sqlite_utils  # noqa: F401
+    finally:
+        del sys.modules["pandas"]
+
+from .db import Store  # noqa: E402
 from .errors import (
     Conflict,
     InvalidInput,

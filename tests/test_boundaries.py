@@ -144,3 +144,23 @@ def test_the_serving_process_never_loads_torch(demo_store):
                             capture_output=True, text=True, timeout=300)
     lines = result.stdout.splitlines()
     assert "no torch" in lines and "torch loaded" not in lines, result.stderr[-2000:]
+
+
+POLICY_PROCESS = """
+import sys
+from storage import Store
+from trainers.policy.grpo import GRPOTrainer
+from trainers.policy.ppo import PPOTrainer
+from trainers.reward.scorer import RewardScorer
+print(sorted(name for name in ("datasets", "pandas", "pyarrow", "trl") if name in sys.modules))
+import pandas
+print(pandas.Timestamp(0).year)
+"""
+
+
+def test_a_policy_process_loads_neither_datasets_nor_pandas():
+    """PPO/GRPO read no datasets, and sqlite-utils would load pandas only to type Timestamps: ~100 MB of peak RSS a
+    training process would carry for nothing (bench/grpo_throughput.py). pandas still imports where it is wanted."""
+    result = subprocess.run([sys.executable, "-c", POLICY_PROCESS], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.stdout.splitlines() == ["[]", "1970"], result.stderr[-2000:]

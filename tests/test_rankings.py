@@ -31,6 +31,7 @@ from tests.helpers import label_pairs
 from trainers.jobs.reward_job import load_examples
 from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
 from trainers.reporting import Reporter
+from trainers.reward.batches import whole_rows
 from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
     PreferenceCollator,
@@ -42,7 +43,6 @@ from trainers.reward.data import (
     lineage_split,
     split_by_pair,
     tokenize_examples,
-    whole_rows,
 )
 from trainers.reward.loss import preference_loss
 from trainers.reward.scorer import sequence_scores

@@ -16,17 +16,15 @@ from storage.types import Outcome
 from tests.helpers import label_pairs
 from trainers.jobs.reward_job import check_reward_inputs, load_examples
 from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
+from trainers.reward.batches import pad_right, prompted_rows, whole_rows
 from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
     PreferenceCollator,
     PreferenceExample,
     lineage_split,
-    pad_right,
-    prompted_rows,
     split_by_fit,
     split_by_pair,
     tokenize_examples,
-    whole_rows,
 )
 from trainers.reward.scorer import length_chunks, prompted_scores, sequence_scores
 from trainers.reward.trainer import PreferenceTrainer, training_arguments

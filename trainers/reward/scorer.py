@@ -28,7 +28,7 @@ from storage.reward_models import latest_reward_models
 from ..models.chat_format import ChatFormat
 from ..models.loading import load_chat_format, load_reward_model, load_tokenizer
 from ..models.sampling import cache_keyword
-from .data import pad_right, prompted_rows, whole_rows
+from .batches import pad_right, prompted_rows, whole_rows
 
 INFO_FILE = "reward_info.json"
 CPU_CHUNK_TOKENS = 512  # padded tokens a CPU forward pass reads at least (`prompted_scores`)

@@ -24,8 +24,9 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from ..models.chat_format import ChatFormat
 from ..models.loading import disable_dropout, load_reward_model, load_tokenizer
 from ..reporting import JobCancelled, Reporter, stop_requested
+from .batches import whole_rows
 from .config import RewardConfig
-from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples, whole_rows
+from .data import Example, PreferenceCollator, examples_per_batch, tokenize_examples
 from .loss import preference_loss
 from .scorer import prompted_scores, quiet_loading, sequence_scores
 from .shared_base import ADAPTER_FOLDER, adapter_base, adapter_dir
