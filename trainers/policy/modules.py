@@ -20,8 +20,8 @@ def response_pass(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
                   position_ids: torch.Tensor, response_start: int, hidden_states: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The causal LM's logits (B, R, V) at the positions that predict each response token (the columns from
-    `response_start` on), and with `hidden_states` the last hidden states there (B, R, H); zeros past the longest
-    response of a row's chunk. On a CPU the rows go in chunks of like response length (`length_chunks`), each cut
+    `response_start` on), and with `hidden_states` the last hidden states there (B, R, H); zeros past a row's end
+    where rows went in chunks. On a CPU the rows go in chunks of like response length (`length_chunks`), each cut
     after its longest response, so the pads after shorter ones are not read; a response's last token predicts
     nothing and is not read either. Rows that share a prompt (GRPO's groups) read it once: its keys and values go to
     each of its rows, which then read only their responses. The same outputs and gradients as whole rows, fewer
@@ -43,40 +43,39 @@ def response_pass(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
         head = model(input_ids=input_ids[distinct, prompt], attention_mask=attention_mask[distinct, prompt],
                      position_ids=position_ids[distinct, prompt], use_cache=True, logits_to_keep=1,
                      output_hidden_states=hidden_states, **{keyword: prompt_cache})  # the prompt's last position
-    indices, logits, hidden = [], [], []  # per chunk: its rows, their outputs (n, its longest, V or H)
+    parts = []
     for chunk in chunks:
         index, longest = torch.tensor(chunk, device=input_ids.device), max(lengths[i] for i in chunk)
         end = response_start + longest - 1  # the inputs: up to the longest response's last token but one
-        indices.append(index)
         if not shared:
             output = model(input_ids=input_ids[index, :end], attention_mask=attention_mask[index, :end],
                            position_ids=position_ids[index, :end], use_cache=False, logits_to_keep=longest,
                            output_hidden_states=hidden_states)
-            logits.append(output.logits)
-            hidden.append(output.hidden_states[-1][:, response_start - 1:] if hidden_states else None)
+            parts.append((index, output.logits, output.hidden_states[-1][:, response_start - 1:]
+                          if hidden_states else None))
             continue
         prompts = copies[index]
-        logits.append(head.logits[prompts])  # the prompt's last position predicts token 0
-        hidden.append(head.hidden_states[-1][prompts, -1:] if hidden_states else None)
+        logits, hidden = head.logits[prompts], head.hidden_states[-1][prompts, -1:] if hidden_states else None
         if longest > 1:
             cache = DynamicCache(ddp_cache_data=[(layer.keys[prompts], layer.values[prompts])
                                                  for layer in prompt_cache.layers], config=base.config)
             tail = model(input_ids=input_ids[index, response_start:end], attention_mask=attention_mask[index, :end],
                          position_ids=position_ids[index, response_start:end], use_cache=True,
                          output_hidden_states=hidden_states, **{keyword: cache})
-            logits[-1] = torch.cat([logits[-1], tail.logits], 1)
-            hidden[-1] = torch.cat([hidden[-1], tail.hidden_states[-1]], 1) if hidden_states else None
-    return _in_rows(indices, logits, width), _in_rows(indices, hidden, width) if hidden_states else None
+            logits = torch.cat([logits, tail.logits], 1)
+            hidden = torch.cat([hidden, tail.hidden_states[-1]], 1) if hidden_states else None
+        parts.append((index, logits, hidden))
+    if len(parts) == 1 and parts[0][1].shape[1] == width:
+        return parts[0][1], parts[0][2]
+    return _in_rows(parts, 1, rows, width), _in_rows(parts, 2, rows, width) if hidden_states else None
 
 
-def _in_rows(indices: list[torch.Tensor], parts: list[torch.Tensor], width: int) -> torch.Tensor:
-    """Chunks' outputs (n, longest, D), for the rows `indices` of each, as one (rows, width, D) tensor, zeros past a
-    chunk's longest; one chunk of every row in order, as wide as `width`, as it is."""
-    if len(parts) == 1 and parts[0].shape[1] == width:
-        return parts[0]
-    out = parts[0].new_zeros(sum(map(len, indices)), width, parts[0].shape[-1])
-    for index, part in zip(indices, parts, strict=True):
-        out[index, :part.shape[1]] = part
+def _in_rows(parts: list[tuple], at: int, rows: int, width: int) -> torch.Tensor:
+    """The chunks' outputs `part[at]` (n, longest, D) as one (rows, width, D) tensor, zeros past each chunk's end."""
+    first = parts[0][at]
+    out = first.new_zeros(rows, width, first.shape[-1])
+    for part in parts:
+        out[part[0], :part[at].shape[1]] = part[at]
     return out
 
 
