@@ -42,7 +42,7 @@ def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_m
 
 
 def prompted_scores(model: PreTrainedModel, rows: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """The head's score of each response after its prompt (`trainers.reward.data.prompted_rows`), (N,): what
+    """The head's score of each response after its prompt (`trainers.reward.batches.prompted_rows`), (N,): what
     `sequence_scores` gives the whole rows, but each distinct prompt is read once and its keys and values go to its
     responses, read in chunks of like length on a CPU (`length_chunks`). Whole rows where a layer's cache is not
     plain (sliding windows), where gradient checkpointing would drop it, or with no prompt tokens at all."""
