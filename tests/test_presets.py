@@ -57,7 +57,9 @@ def test_a_real_model_gets_lora_small_rates_and_long_responses(store, tmp_path):
     preset = project_preset(store)
     assert preset.name == REAL and "132M parameters, context 8192" in preset.line
     config = preset.config
-    assert config.lora and config.policy_lr == 1e-4 and config.reward_lr == 1e-5 and config.reward_epochs == 1
+    assert config.lora and config.policy_lr == 1e-4 and config.reward_epochs == 1
+    assert config.reward_lora and config.reward_lr == 1e-3  # an adapter and a score head, at an adapter's rate
+    assert "reward model LoRA at LR 0.001" in preset.line
     assert config.response_length == 256 and config.temperature == 0.7
     assert (config.top_p, config.top_k) == (1.0, 0)  # the distribution the model was tuned to, untruncated
     short = model_preset(str(fake_model_folder(tmp_path / "short", {"e": [50000, 600]}, context=512)))
@@ -108,7 +110,12 @@ def test_the_train_reward_command_takes_the_projects_preset_where_options_are_le
     reward_cli.add_arguments(parser)
     preset = project_preset(real_store).config
     config = reward_cli.config_from_args(parser.parse_args([]), preset)
-    assert (config.epochs, config.learning_rate, config.batch_size) == (1.0, 1e-5, 8)  # a real model's, not 12 at 1e-3
+    assert (config.epochs, config.learning_rate, config.batch_size, config.lora) == (1.0, 1e-3, 8, True)  # the preset's
     given = reward_cli.config_from_args(parser.parse_args(["--lr", "3e-5", "--epochs", "2"]), preset)
-    assert (given.epochs, given.learning_rate, given.batch_size) == (2.0, 3e-5, 8)  # what is given wins
+    assert (given.epochs, given.learning_rate, given.batch_size, given.lora) == (2.0, 3e-5, 8, True)  # given wins
+    full = reward_cli.config_from_args(parser.parse_args(["--no-lora"]), preset)
+    assert (full.lora, full.learning_rate) == (False, 1e-5)  # a full fine-tune at its own rate, not an adapter's
+    assert reward_cli.config_from_args(parser.parse_args(["--no-lora", "--lr", "2e-5"]), preset).learning_rate == 2e-5
     assert reward_cli.config_from_args(parser.parse_args([]), LoopConfig()) == RewardConfig()  # the demo's
+    demo_lora = reward_cli.config_from_args(parser.parse_args(["--lora"]), LoopConfig())
+    assert (demo_lora.lora, demo_lora.learning_rate) == (True, 1e-3)

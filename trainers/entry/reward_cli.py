@@ -2,8 +2,8 @@
 
 The run is a `reward` job like the Train tab's (metrics, cancel, end state in the store), executed in this process
 with a progress bar; bad input fails in one line before the job is created. Options are generated from
-`RewardConfig` (help and defaults are the fields'; left out, the epochs, learning rate and batch size are the
-project's loop preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short
+`RewardConfig` (help and defaults are the fields'; left out, the epochs, learning rate, batch size and `--lora` are
+the project's loop preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short
 names are aliases: `--lr` for `--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model
 starts from), `--drop-both-bad` for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the
 launcher (the training under `accelerate launch`) and follows it here. Imports nothing heavy at module level (app.py
@@ -30,7 +30,7 @@ from ..reward.config import RewardConfig
 from .options import add_options, given_options
 
 SKIPPED = ("round",)  # set by the loop, not on the command line
-PRESET_DEFAULTS = ("epochs", "learning_rate", "batch_size")  # from the project's loop preset where left out
+PRESET_DEFAULTS = ("epochs", "learning_rate", "batch_size", "lora")  # from the project's loop preset where left out
 ALIASES = {"learning_rate": ["--lr"], "init_policy_id": ["--policy"]}
 
 
@@ -43,9 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> RewardConfig:
     """The options given and, where left out, `PRESET_DEFAULTS` from the loop preset `preset` (the demo's when None,
-    which are `RewardConfig`'s own defaults)."""
+    which are `RewardConfig`'s own defaults). `--lora` or `--no-lora` against the preset's choice, without `--lr`,
+    takes that kind's rate (`presets.REWARD_LR`): an adapter at a full fine-tune's rate stays at chance, and a full
+    fine-tune at an adapter's is wrecked."""
+    from ..loop.presets import REWARD_LR
+
     given = given_options(args, RewardConfig, skip=SKIPPED)
     loop = reward_settings(preset or LoopConfig())
+    if "lora" in given and given["lora"] != loop["lora"] and "learning_rate" not in given:
+        given["learning_rate"] = REWARD_LR[given["lora"]]
     return RewardConfig(**{**{name: loop[name] for name in PRESET_DEFAULTS if name not in given}, **given})
 
 

@@ -1,7 +1,7 @@
 """The settings a loop starts from, chosen from the project's model: the demo keeps the settings tuned on it (as do
-tiny models built from a config, under `TINY_PARAMETERS`); a real model gets LoRA adapters on the policy at a LoRA's
-learning rate, a reward model fine-tuned at 1e-5 for one epoch, responses long enough for a chat model's answers to
-end, and a chat model's temperature. Every place a loop or a policy run starts (the Train tab, `loop`, `ppo`, the
+tiny models built from a config, under `TINY_PARAMETERS`); a real model gets LoRA adapters on the policy and on the
+reward model, each at a LoRA's learning rate, responses long enough for a chat model's answers to end, and a chat
+model's temperature. Every place a loop or a policy run starts (the Train tab, `loop`, `ppo`, the
 API's `/start_loop`) starts from `project_preset(store)`; any setting can still be given on top. Reads config and
 safetensors headers only (no torch).
 
@@ -27,6 +27,9 @@ TINY_PARAMETERS = 20_000_000  # below: a model built from a config for tests, no
 # Measured on SmolLM2-135M-Instruct at temperature 0.7, 32 of the bench's chat prompts (bench/chat_prompts.py): the
 # share of responses that end within 64, 128, 192 and 256 tokens is 12%, 47%, 72% and 88%.
 RESPONSE_TOKENS = 256
+# A real model's reward learning rate for one epoch, by `reward_lora`: an adapter and a fresh score head start at zero
+# and need about a hundred times a full fine-tune's rate (on SmolLM2 one epoch at 1e-5 left an adapter at chance).
+REWARD_LR = {True: 1e-3, False: 1e-5}
 
 
 @dataclass(frozen=True)
@@ -46,15 +49,17 @@ def real_model_config(parameters: int | None, context: int | None) -> LoopConfig
     """Settings for a real chat model of `parameters` weights and a `context`-token window: LoRA adapters on the
     policy (a full fine-tune at the demo's rates wrecks a pretrained model) at 1e-4 (5e-5 from 1B weights up: adapters
     start at zero and need about ten times a full fine-tune's rate; at 2e-5 three rounds on SmolLM2-135M moved its
-    held-out oracle score by less than the noise), the reward model fine-tuned in full at 1e-5 for one epoch (its
-    validation accuracy was 0.75-1.0 after one; the reward phase is a real round's largest), responses of
-    `RESPONSE_TOKENS` (at most a quarter of the context) and temperature 0.7."""
+    held-out oracle score by less than the noise); the reward model a LoRA adapter and a score head on the policy's
+    base, at 1e-3 for one epoch (on SmolLM2 over 3 seeds it gained as much as a full fine-tune at 1e-5, at half the
+    peak memory and half the reward phase: docs/benchmarks.md); responses of `RESPONSE_TOKENS` (at most a quarter of
+    the context) and temperature 0.7."""
     big = parameters is not None and parameters >= 1_000_000_000
     response = RESPONSE_TOKENS if context is None else max(16, min(RESPONSE_TOKENS, context // 4))
     return LoopConfig(prompts_per_round=48, samples_per_prompt=4, labels_per_round=100, label_decay=1.0,
-                      reward_epochs=1, reward_lr=1e-5, reward_batch_size=8, policy_batch_size=16,
-                      policy_mini_batches=2, policy_epochs=2, policy_lr=5e-5 if big else 1e-4, kl_coef=0.05,
-                      response_length=response, temperature=0.7, lora=True, sft_lr=None, sft_epochs=3.0)
+                      reward_epochs=1, reward_lr=REWARD_LR[True], reward_lora=True, reward_batch_size=8,
+                      policy_batch_size=16, policy_mini_batches=2, policy_epochs=2,
+                      policy_lr=5e-5 if big else 1e-4, kl_coef=0.05, response_length=response, temperature=0.7,
+                      lora=True, sft_lr=None, sft_epochs=3.0)
 
 
 def model_preset(policy_path: str | None) -> Preset:
@@ -67,8 +72,8 @@ def model_preset(policy_path: str | None) -> Preset:
         return Preset(DEMO, LoopConfig(), f"a tiny model, {size}: the demo's settings")
     config = real_model_config(parameters, context)
     return Preset(REAL, config, f"{size}, context {context or 'unknown'}: LoRA, policy LR {config.policy_lr:g}, "
-                                f"reward LR {config.reward_lr:g}, {config.response_length}-token responses, "
-                                f"temperature {config.temperature:g}")
+                                f"reward model LoRA at LR {config.reward_lr:g}, {config.response_length}-token "
+                                f"responses, temperature {config.temperature:g}")
 
 
 def project_preset(store: Store) -> Preset:
