@@ -1,6 +1,7 @@
 """The policy optimisers' forward (`trainers.policy.modules.response_pass`): rows that share a prompt (GRPO's
-groups) read it once and get the outputs and gradients a forward over each whole row gives; LoRA, the reference with
-adapters disabled and gradient checkpointing (where every row is read whole) included."""
+groups) read it once, responses go in chunks of like length that stop at their longest, and every row gets the
+outputs and gradients a forward over it whole gives at its response tokens (zeros past its end); LoRA, the reference
+with adapters disabled and gradient checkpointing (where every row is read whole) included."""
 
 import pytest
 import torch
@@ -41,31 +42,43 @@ def _whole_rows(model, input_ids, attention_mask, positions, start):
     return output.logits[:, start - 1:-1], output.hidden_states[-1][:, start - 1:-1]
 
 
+@pytest.mark.parametrize("chunks", ["one chunk", "two chunks"])
 @pytest.mark.parametrize("name", ["qwen2", "demo gpt2"])
-def test_rows_sharing_a_prompt_read_it_once_and_get_the_outputs_of_whole_rows(name, tiny_qwen_dir):
+def test_rows_sharing_a_prompt_read_it_once_and_get_the_outputs_of_whole_rows(name, chunks, tiny_qwen_dir,
+                                                                             monkeypatch):
     path = {"qwen2": tiny_qwen_dir, "demo gpt2": DEMO_POLICY_DIR}[name]
     model = load_policy(path).eval()
     inputs = _grouped_batch(path)
+    input_ids, attention_mask, _, start = inputs
+    rows, full, ended = input_ids.shape[0], input_ids.shape[1] - start, input_ids.shape[1] - start - 2
+    monkeypatch.setattr("trainers.policy.modules.CPU_PASS_TOKENS", {"one chunk": 1000, "two chunks": 0}[chunks])
     tokens = []
     model.register_forward_pre_hook(lambda _, args, kwargs: tokens.append(kwargs["input_ids"].numel()),
                                     with_kwargs=True)
     with torch.no_grad():
         logits, hidden = response_pass(model, *inputs, hidden_states=True)
-    input_ids, _, _, start = inputs
-    assert tokens == [len(CHATS) * start, input_ids.shape[0] * (input_ids.shape[1] - start)]  # each prompt once
+    read = {"one chunk": [rows * (full - 1)], "two chunks": [rows // 2 * (full - 1), rows // 2 * (ended - 1)]}[chunks]
+    assert tokens == [len(CHATS) * start, *read]  # each prompt once; no response's last token, no pads past a chunk
     with torch.no_grad():
         whole_logits, whole_hidden = _whole_rows(model, *inputs)
-    torch.testing.assert_close(logits, whole_logits, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(hidden, whole_hidden, atol=1e-4, rtol=1e-4)
+    real = attention_mask[:, start:].bool()  # (B, R): the response tokens
+    torch.testing.assert_close(logits[real], whole_logits[real], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(hidden[real], whole_hidden[real], atol=1e-4, rtol=1e-4)
+    if chunks == "two chunks":
+        assert not logits[~real].any() and not hidden[~real].any()
 
 
-@pytest.mark.parametrize("checkpointing", [False, True])
-def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_the_critic(checkpointing,
-                                                                                          tiny_qwen_dir):
-    """Gradients into the adapters and the value head through a prompt read once equal those of whole rows, and the
-    reference (adapters disabled) shares prompts too; under gradient checkpointing every row is read whole."""
+@pytest.mark.parametrize("mode", ["one chunk", "two chunks", "checkpointing"])
+def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_the_critic(mode, tiny_qwen_dir,
+                                                                                          monkeypatch):
+    """Gradients into the adapters and the value head through a prompt read once, and responses in chunks, equal
+    those of whole rows, and the reference (adapters disabled) shares prompts too; under gradient checkpointing every
+    row is read whole."""
     from trainers.policy.config import PolicyConfig
 
+    checkpointing = mode == "checkpointing"
+    if mode == "two chunks":  # the half of full length, then the half that ended early
+        monkeypatch.setattr("trainers.policy.modules.CPU_PASS_TOKENS", 0)
     policy = with_lora(load_policy(tiny_qwen_dir), PolicyConfig(lora=True))
     model = PolicyWithValueHead(policy)
     torch.nn.init.normal_(model.value_head.weight, std=0.5)
@@ -76,8 +89,9 @@ def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     inputs = _grouped_batch(tiny_qwen_dir)
-    input_ids, _, _, start = inputs
+    input_ids, attention_mask, _, start = inputs
     weights = torch.randn(input_ids.shape[0], input_ids.shape[1] - start, generator=torch.Generator().manual_seed(1))
+    weights = weights * attention_mask[:, start:]  # the response tokens: a loss masks the rest
     trained = [p for p in model.parameters() if p.requires_grad]
 
     def gradients(forward):
@@ -91,7 +105,8 @@ def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_
         lambda _, args, kwargs: tokens.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     shared = gradients(lambda: model(*inputs))
     hook.remove()
-    assert len(tokens) == (1 if checkpointing else 2)  # whole rows, or the prompts then the responses
+    assert len(tokens) == {"checkpointing": 1, "one chunk": 2, "two chunks": 3}[mode]  # whole rows, or the prompts
+    # then the responses
     def whole_rows():
         logits, hidden = _whole_rows(policy, *inputs)
         return logits, model.values(hidden)
@@ -103,4 +118,5 @@ def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_
     with torch.no_grad(), policy.disable_adapter():
         reference, _ = PolicyModel(policy)(*inputs)
         plain, _ = _whole_rows(policy, *inputs)
-    torch.testing.assert_close(reference, plain, atol=1e-4, rtol=1e-4)
+    real = attention_mask[:, start:].bool()
+    torch.testing.assert_close(reference[real], plain[real], atol=1e-4, rtol=1e-4)

@@ -16,6 +16,7 @@ from storage.types import Outcome
 from tests.helpers import label_pairs
 from trainers.jobs.reward_job import check_reward_inputs, load_examples
 from trainers.models.loading import load_chat_format, load_reward_model, load_tokenizer
+from trainers.models.sampling import length_chunks
 from trainers.reward.batches import pad_right, prompted_rows, whole_rows
 from trainers.reward.config import RewardConfig
 from trainers.reward.data import (
@@ -26,7 +27,7 @@ from trainers.reward.data import (
     split_by_pair,
     tokenize_examples,
 )
-from trainers.reward.scorer import length_chunks, prompted_scores, sequence_scores
+from trainers.reward.scorer import prompted_scores, sequence_scores
 from trainers.reward.trainer import PreferenceTrainer, training_arguments
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -121,13 +122,15 @@ def test_scores_read_the_last_real_token_whatever_the_padding(tiny_gpt2_dir):
     assert left.tolist() == pytest.approx(alone.tolist(), abs=1e-5)
 
 
-def test_length_chunks_group_rows_of_like_length_each_worth_a_pass():
+def test_length_chunks_cut_the_rows_where_the_fewest_tokens_are_read():
     lengths = [10, 200, 30, 190, 40, 180, 20]
-    chunks = length_chunks(lengths, min_tokens=300)
-    assert chunks == [[1, 3], [5, 4], [2, 6, 0]]  # 2 x 200 >= 300, 2 x 180 >= 300, then what is left
-    assert sorted(i for c in chunks for i in c) == list(range(len(lengths)))
-    assert length_chunks(lengths, min_tokens=10_000) == [[1, 3, 5, 4, 2, 6, 0]]
-    assert length_chunks([50, 60], min_tokens=10) == [[1], [0]]
+    chunks = length_chunks(lengths, pass_tokens=300)
+    assert chunks == [[1, 3, 5], [4, 2, 6, 0]]  # 3 x 200 + 300 + 4 x 40 + 300 = 1360: one chunk 1700, three 1630
+    assert length_chunks(lengths, pass_tokens=10_000) == [[1, 3, 5, 4, 2, 6, 0]]  # passes dearer than any padding
+    assert length_chunks(lengths, pass_tokens=0) == [[1], [3], [5], [4], [2], [6], [0]]
+    assert length_chunks([50, 60], pass_tokens=10) == [[1, 0]]  # 130 either way: the fewer passes
+    assert length_chunks([50, 60], pass_tokens=5) == [[1], [0]]  # 120 < 125
+    assert length_chunks([7, 7, 7], pass_tokens=0) == [[0, 1, 2]] and length_chunks([], pass_tokens=64) == []
 
 
 @pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_qwen_dir"])
@@ -146,7 +149,7 @@ def test_prompted_scores_read_each_prompt_once_and_equal_whole_rows_with_their_g
     tokens = []
     model.register_forward_pre_hook(lambda module, args, kwargs: tokens.append(kwargs["input_ids"].numel()),
                                     with_kwargs=True)
-    monkeypatch.setattr("trainers.reward.scorer.CPU_CHUNK_TOKENS", 30)
+    monkeypatch.setattr("trainers.reward.scorer.CPU_PASS_TOKENS", 0)
     prompted = prompted_scores(model, rows)
     assert len(tokens) > 2 and sum(tokens) < whole_rows(rows)[0].numel()  # the prompts once, chunks of like length
     grads = torch.autograd.grad(prompted.sum(), list(model.parameters()), allow_unused=True)

@@ -114,6 +114,27 @@ def distinct_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tupl
     return first, copies
 
 
+CPU_PASS_TOKENS = 64  # what a CPU forward pass costs beyond its tokens, in tokens (`length_chunks`)
+
+
+def length_chunks(lengths: Sequence[int], pass_tokens: int) -> list[list[int]]:
+    """Row indices, longest first, cut into the chunks of like length that read the fewest tokens, a pass costing
+    its rows x its longest plus `pass_tokens` (the fixed cost of a forward pass, in tokens): the best cut of the
+    sorted rows, found over their distinct lengths."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    starts = [k for k in range(len(order)) if not k or lengths[order[k]] != lengths[order[k - 1]]]  # length groups
+    best, cut = [0] + [None] * len(starts), [0] * (len(starts) + 1)  # over the first j groups
+    for j in range(1, len(starts) + 1):
+        rows_end = starts[j] if j < len(starts) else len(order)
+        best[j], cut[j] = min((best[i] + (rows_end - starts[i]) * lengths[order[starts[i]]] + pass_tokens, i)
+                              for i in range(j))
+    chunks, j = [], len(starts)
+    while j:
+        chunks.append(order[starts[cut[j]]:starts[j] if j < len(starts) else len(order)])
+        j = cut[j]
+    return chunks[::-1]
+
+
 def _in_batch(values: torch.Tensor, rows: torch.Tensor, batch: int) -> torch.Tensor:
     """The model's output for its rows `rows` (A, ...) as a (batch, ...) tensor, zeros for the rows out of it."""
     if len(rows) == batch:

@@ -27,13 +27,10 @@ from storage.reward_models import latest_reward_models
 
 from ..models.chat_format import ChatFormat
 from ..models.loading import load_chat_format, load_reward_model, load_tokenizer
-from ..models.sampling import cache_keyword
+from ..models.sampling import CPU_PASS_TOKENS, cache_keyword, length_chunks
 from .batches import pad_right, prompted_rows, whole_rows
 
 INFO_FILE = "reward_info.json"
-CPU_CHUNK_TOKENS = 512  # padded tokens a CPU forward pass reads at least (`prompted_scores`)
-
-
 def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The head's score of each row's last real token, (N,), for left, right or mixed padding."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, T): real tokens at 0, 1, 2... whatever the pads
@@ -57,7 +54,7 @@ def prompted_scores(model: PreTrainedModel, rows: Mapping[str, torch.Tensor]) ->
           position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0))
     lengths, starts = response_mask.sum(-1), prompt_mask.sum(-1)  # (N,), (U,)
     on_cpu = rows["response_ids"].device.type == "cpu"  # a GPU reads them all at once: one chunk
-    chunks = length_chunks(lengths.tolist(), CPU_CHUNK_TOKENS if on_cpu else int(lengths.sum()))
+    chunks = length_chunks(lengths.tolist(), CPU_PASS_TOKENS) if on_cpu else [list(range(len(lengths)))]
     parts = []
     for chunk in chunks:
         index, width = torch.tensor(chunk, device=owner.device), int(lengths[chunk[0]])
@@ -71,19 +68,6 @@ def prompted_scores(model: PreTrainedModel, rows: Mapping[str, torch.Tensor]) ->
         parts.append(out.logits[:, 0])  # the last non-pad token of the response
     order = torch.tensor([i for c in chunks for i in c], device=owner.device)  # (N,) rows in chunk order
     return torch.cat(parts)[torch.argsort(order)]
-
-
-def length_chunks(lengths: Sequence[int], min_tokens: int) -> list[list[int]]:
-    """Row indices, longest first, cut into chunks that each pad to at least `min_tokens` tokens (its rows x its
-    longest) but the last."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    chunks, current = [], []
-    for i in order:
-        current.append(i)
-        if len(current) * lengths[current[0]] >= min_tokens:
-            chunks.append(current)
-            current = []
-    return chunks + [current] if current else chunks
 
 
 def score_head(model: PreTrainedModel) -> torch.nn.Linear:
