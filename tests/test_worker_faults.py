@@ -3,8 +3,8 @@ the reward model; then, for PPO and GRPO alike, the policy phase and writing the
 mid-run, resumed from its last checkpoint. Each time the studio marks the job interrupted and nothing half-written is
 registered; the resumed job completes, each PPO (GRPO, DPO) step logged once, the partial checkpoints swept away.
 
-One tiny loop job lives through the three kills before the policy phase, and one per algorithm through the two in
-and after it. The kills while writing come from inside the worker at a chosen call (deterministic); the one in the
+One tiny loop job lives through the three kills before the policy phase, and one per algorithm (and one with the
+real-model preset's policy and reward adapters on one base) through the two in and after it. The kills while writing come from inside the worker at a chosen call (deterministic); the one in the
 policy phase comes from outside, mid-run.
 """
 
@@ -35,6 +35,7 @@ from trainers.entry.worker import PARTIAL_CHECKPOINTS
 from trainers.jobs.launcher import resume_job, start_job
 from trainers.jobs.reward_job import load_examples
 from trainers.loop.config import LoopConfig
+from trainers.reward.shared_base import shares_base
 
 FAULT_LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
               "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 4, "policy_batch_size": 8,
@@ -174,14 +175,15 @@ def test_worker_killed_writing_an_incremental_reward_model_resumes_it_on_the_sam
     assert partial_checkpoints(store) == []
 
 
-@pytest.mark.parametrize("algorithm, writing", [
-    ("ppo", "trainers.policy.checkpoint:save_file"),  # policy weights saved, value head not yet
-    ("grpo", "trainers.jobs.policy_job:register_policy"),  # the policy saved, not yet registered
-])
+@pytest.mark.parametrize("algorithm, writing, adapters", [
+    ("ppo", "trainers.policy.checkpoint:save_file", False),  # policy weights saved, value head not yet
+    ("grpo", "trainers.jobs.policy_job:register_policy", False),  # the policy saved, not yet registered
+    ("ppo", "trainers.policy.checkpoint:save_file", True),  # the real-model preset's: policy and reward adapters,
+])                                                          # the reward model scoring on the policy's own base
 def test_worker_killed_in_the_policy_phase_and_while_writing_the_policy_resumes_to_a_whole_loop(demo_store, algorithm,
-                                                                                                  writing):
+                                                                                                  writing, adapters):
     store = demo_store
-    config = {**FAULT_LOOP, "algorithm": algorithm}
+    config = {**FAULT_LOOP, "algorithm": algorithm, "lora": adapters, "reward_lora": adapters}
     config.update({"group_size": 4, "policy_batch_size": 2} if algorithm == "grpo" else {})
     job_id = start_job(store, "loop", LoopConfig.from_dict(config).to_dict())
     try:
@@ -202,6 +204,8 @@ def test_worker_killed_in_the_policy_phase_and_while_writing_the_policy_resumes_
     finally:
         stop_worker(store, job_id)
     assert_whole_loop(store, job_id, algorithm, labels_before)
+    [reward] = list_reward_models(store)
+    assert shares_base([reward.path], list_policies(store)[0].path) == adapters  # an adapter on the policy's base
 
 
 def test_a_dpo_worker_killed_mid_run_resumes_from_its_last_complete_checkpoint(seeded_store):
