@@ -4,8 +4,8 @@ mid-run, resumed from its last checkpoint. Each time the studio marks the job in
 registered; the resumed job completes, each PPO (GRPO, DPO) step logged once, the partial checkpoints swept away.
 
 One tiny loop job lives through the three kills before the policy phase, and one per algorithm (and one with the
-real-model preset's policy and reward adapters on one base) through the two in and after it. The kills while writing come from inside the worker at a chosen call (deterministic); the one in the
-policy phase comes from outside, mid-run.
+real-model preset's policy and reward adapters on one base) through the two in and after it. The kills while writing
+come from inside the worker at a chosen call (deterministic); the one in the policy phase comes from outside, mid-run.
 """
 
 import json
