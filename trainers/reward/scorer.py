@@ -31,6 +31,8 @@ from ..models.sampling import CPU_PASS_TOKENS, cache_keyword, length_chunks
 from .batches import pad_right, prompted_rows, whole_rows
 
 INFO_FILE = "reward_info.json"
+
+
 def sequence_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The head's score of each row's last real token, (N,), for left, right or mixed padding."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, T): real tokens at 0, 1, 2... whatever the pads
