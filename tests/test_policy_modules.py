@@ -105,8 +105,9 @@ def test_the_gradients_of_a_shared_prompt_are_those_of_whole_rows_with_lora_and_
         lambda _, args, kwargs: tokens.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     shared = gradients(lambda: model(*inputs))
     hook.remove()
-    assert len(tokens) == {"checkpointing": 1, "one chunk": 2, "two chunks": 3}[mode]  # whole rows, or the prompts
-    # then the responses
+    # whole rows, or the prompts once and then the responses (in one chunk, or two)
+    assert len(tokens) == {"checkpointing": 1, "one chunk": 2, "two chunks": 3}[mode]
+
     def whole_rows():
         logits, hidden = _whole_rows(policy, *inputs)
         return logits, model.values(hidden)
