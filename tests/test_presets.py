@@ -83,6 +83,13 @@ def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_st
     config = loop_cli.project_config(parser.parse_args(["--rounds", "2", "--config", '{"ppo_lr": 3e-5}']), real_store)
     assert config.lora and config.response_length == 256 and config.rounds == 2 and config.policy_lr == 3e-5
     assert "real model (LoRA)" in capsys.readouterr().out
+    full = loop_cli.project_config(parser.parse_args(["--config", '{"reward_lora": false}']), real_store)
+    assert (full.reward_lora, full.reward_lr) == (False, 1e-5)  # a full fine-tune at its own rate, not an adapter's
+    given = loop_cli.project_config(parser.parse_args(["--no-reward-lora", "--reward-lr", "2e-5"]), real_store)
+    assert (given.reward_lora, given.reward_lr) == (False, 2e-5)
+    demo = LoopConfig()
+    assert demo.updated({"reward_lora": True}).reward_lr == 1e-3 and demo.updated({"reward_lora": False}) == demo
+    assert LoopConfig(reward_lr=3e-4).updated({"reward_lora": False}).reward_lr == 3e-4  # no switch: the rate kept
     ppo_parser = ppo_cli.argparse.ArgumentParser()
     ppo_cli.add_arguments(ppo_parser)
     preset = project_preset(real_store).config

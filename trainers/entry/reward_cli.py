@@ -44,9 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> RewardConfig:
     """The options given and, where left out, `PRESET_DEFAULTS` from the loop preset `preset` (the demo's when None,
     which are `RewardConfig`'s own defaults). `--lora` or `--no-lora` against the preset's choice, without `--lr`,
-    takes that kind's rate (`presets.REWARD_LR`): an adapter at a full fine-tune's rate stays at chance, and a full
+    takes that kind's rate (`loop.config.REWARD_LR`): an adapter at a full fine-tune's rate stays at chance, and a full
     fine-tune at an adapter's is wrecked."""
-    from ..loop.presets import REWARD_LR
+    from ..loop.config import REWARD_LR
 
     given = given_options(args, RewardConfig, skip=SKIPPED)
     loop = reward_settings(preset or LoopConfig())

@@ -22,6 +22,10 @@ from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
 from ..reward.config import RewardConfig, RewardTraining
 from .loop_rewards import LOOP_REWARDS, check_loop_reward
 
+# A real model's reward learning rate for one epoch, by `reward_lora`: an adapter and a fresh score head start at zero
+# and need about a hundred times a full fine-tune's rate (on SmolLM2 one epoch at 1e-5 left an adapter at chance).
+REWARD_LR = {True: 1e-3, False: 1e-5}
+
 
 class Annotator(StrEnum):
     """Who labels a round's pairs: the synthetic oracle, or people in the Label tab (the loop waits for them)."""
@@ -141,8 +145,9 @@ class LoopConfig:
     reward_lora: bool = field(default=False, metadata={
         "help": "train the reward model as a LoRA adapter and a score head; with lora and the reward model on the "
                 "policy's base, PPO/GRPO score with that adapter on the policy's own copy of the base. The adapter "
-                "starts at zero: give it reward_lr 1e-3 (on SmolLM2 one epoch at the real-model preset's 1e-5, a "
-                "full fine-tune's rate, left it at chance)"})
+                "starts at zero and needs about 1e-3 (on SmolLM2 one epoch at 1e-5, a full fine-tune's rate, left it "
+                "at chance): given against the preset's choice without reward_lr, it takes that kind's rate "
+                "(1e-3 for LoRA, 1e-5 for a full fine-tune)"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
         "help": "policy optimiser: ppo (critic, GAE), grpo (G responses per prompt, no critic), or dpo (the labels "
                 "themselves, no reward model needed: iterative DPO against the SFT policy)",
@@ -322,8 +327,11 @@ class LoopConfig:
     def updated(self, values: dict) -> "LoopConfig":
         """These settings with `values` (user input: old names accepted, unknown ones refused) on top. A label budget
         and a first round's labels are two ways to say how many labels: `values` gives one (it replaces the other's
-        setting here), never both."""
+        setting here), never both. `reward_lora` switched without `reward_lr` takes that kind's rate (`REWARD_LR`)."""
         values = renamed_settings(values, self.RENAMED, "loop")
+        lora = values.get("reward_lora")
+        if isinstance(lora, bool) and lora != self.reward_lora and "reward_lr" not in values:
+            values = {**values, "reward_lr": REWARD_LR[lora]}  # a kind's rate: the other's wrecks or starves it
         if "labels_per_round" in values and values.get("label_budget") is not None:
             raise InvalidInput("give label_budget (the labels of the whole loop) or labels_per_round (the first "
                                "round's), not both")

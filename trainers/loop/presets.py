@@ -20,16 +20,13 @@ from storage.policies import latest_policy, root_policy
 
 from ..models.chat_format import model_context
 from ..models.sizes import model_parameters
-from .config import LoopConfig
+from .config import REWARD_LR, LoopConfig
 
 DEMO, REAL = "demo", "real model (LoRA)"
 TINY_PARAMETERS = 20_000_000  # below: a model built from a config for tests, not a chat model to adapt with LoRA
 # Measured on SmolLM2-135M-Instruct at temperature 0.7, 32 of the bench's chat prompts (bench/chat_prompts.py): the
 # share of responses that end within 64, 128, 192 and 256 tokens is 12%, 47%, 72% and 88%.
 RESPONSE_TOKENS = 256
-# A real model's reward learning rate for one epoch, by `reward_lora`: an adapter and a fresh score head start at zero
-# and need about a hundred times a full fine-tune's rate (on SmolLM2 one epoch at 1e-5 left an adapter at chance).
-REWARD_LR = {True: 1e-3, False: 1e-5}
 
 
 @dataclass(frozen=True)
