@@ -91,7 +91,7 @@ def new_jobs_run_on(studio: Studio) -> str:
 
 def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str, *values) -> LoopConfig:
     """The preset (of the project's `presets`), then the form's fields (each checked, by its label), then the advanced
-    JSON on top."""
+    JSON on top. A reward learning rate changed in the form counts as given when the JSON switches `reward_lora`."""
     form = dict(zip(FORM, values, strict=True))
     settings = {**presets[preset].to_dict(), **checked_form(form)}
     settings["label_budget"] = settings["label_budget"] or None  # blank or 0: from N
@@ -99,7 +99,10 @@ def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str,
         config = LoopConfig.from_dict(settings)
     except InvalidInput as exc:
         raise InvalidInput(in_form_words(str(exc), form)) from None
-    return config.updated(settings_from_json(advanced))
+    on_top = settings_from_json(advanced)
+    if config.reward_lr != presets[preset].reward_lr:
+        on_top = {"reward_lr": config.reward_lr, **on_top}
+    return config.updated(on_top)
 
 
 def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:

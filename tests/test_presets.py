@@ -107,6 +107,13 @@ def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
     assert values == train_form.fill_preset(REAL, {REAL: project_preset(real_store).config})
     config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"seed": 3}', *values)
     assert config.lora and config.response_length == 256 and config.seed == 3  # fields off the form come too
+    switched = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
+                                          *values)
+    assert (switched.reward_lora, switched.reward_lr) == (False, 1e-5)  # the preset's rate left: the kind's own
+    typed = dict(zip(train_form.FORM, values, strict=True)) | {"reward_lr": 5e-5}
+    config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
+                                        *typed.values())
+    assert (config.reward_lora, config.reward_lr) == (False, 5e-5)  # a rate typed in the form is a rate given
 
 
 def test_the_train_reward_command_takes_the_projects_preset_where_options_are_left_out(real_store):
