@@ -98,6 +98,8 @@ def test_a_lora_policy_scores_with_the_reward_adapter_on_its_own_base_and_saves_
     trainer = build_trainer(plan_policy(store, run)[0])
     [member] = trainer.reward.models
     assert isinstance(member, AdapterRewardModel) and member._shared[0] is trainer.policy_model.policy
+    # the head on the device the trainer moved the base to (on a GPU it was once left on the CPU)
+    assert member.device == trainer.reward.device == next(trainer.policy_model.parameters()).device
     outcome = train_policy(store, run, trainer=trainer)
     saved = Path(get_policy(store, outcome.policy_id).path) / "adapter"
     assert (saved / "adapter_model.safetensors").is_file() and not [p for p in saved.iterdir() if p.is_dir()]

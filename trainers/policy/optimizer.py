@@ -127,7 +127,6 @@ class PolicyOptimizer:
                 raise PolicySetupError("with LoRA the reference is the base model with adapters disabled; pass no "
                                        "reference")
             policy = with_lora(policy, config)
-            self._score_on_shared_base(policy)
         else:
             reference = reference if reference is not None else copy.deepcopy(policy)
             self.reference = reference.eval().requires_grad_(False).to(self.accelerator.device)
@@ -139,6 +138,8 @@ class PolicyOptimizer:
         optimizer = torch.optim.AdamW(self._parameter_groups(model), lr=config.learning_rate, eps=config.adam_eps,
                                       fused=True)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        if config.lora:  # once prepare has moved the policy to its device: the reward heads go where the base is
+            self._score_on_shared_base(policy)
         self.backend = backend or make_rollout_backend(self.policy_model.policy, tokenizer, self.chat.end_ids, config,
                                                        max(len(ids) for ids in self.prompt_ids))
         self.kl_controller = make_kl_controller(config.init_kl_coef, config.target_kl, config.kl_horizon)
