@@ -22,6 +22,7 @@ from storage.errors import InvalidInput
 
 from .init_cli import PROMPT_FORMATS, seed_demo, store_is_empty
 from .judging import add_serve_judge_arguments, served_judge
+from .library_versions import check_library_versions
 from .limits import IDLE_TIMEOUT_MIN, LOGIN_BACKOFF_MAX_S, MAX_UPLOAD_MB
 from .prompts_cli import changes_asked as prompts_changes_asked
 
@@ -376,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     started, code = time.time(), 1  # 1 unless the command returns: it crashed
     try:
+        check_library_versions()
         code = args.run(args)
         sys.stdout.flush()  # here, so that a reader gone early is a BrokenPipeError below, not at the exit
     except StudioError as exc:
