@@ -13,7 +13,7 @@ FILE` (issue 16), and adds a row: how it ran, PPO episodes/s and the peak GPU me
 never run on one yet (no GPU was lent to the task that wrote it); on a CPU, `--size tiny --accelerate
 accelerate/cpu-2proc.yaml` runs the same steps.
 
-    python bench/gpu_check.py                      # on the GPU machine (about 5 minutes on one H200)
+    python bench/gpu_check.py                      # on the GPU machine (3 minutes on one H200: docs/benchmarks.md)
     python bench/gpu_check.py --accelerate accelerate/gpu-1.yaml    # the same, then the loop under accelerate
     python bench/gpu_check.py --size tiny          # the same steps on a CPU, as a smoke test
 """
