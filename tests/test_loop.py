@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = {"rounds": 2, "prompts_per_round": 16, "labels_per_round": 30, "queue_reserve": 20, "reward_epochs": 2,
         "policy_iterations": 3, "policy_batch_size": 16, "policy_epochs": 2}
 # ~2 min on 2 cores
-SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "policy_iterations": 8, "policy_batch_size": 16}
+SMALL = {"prompts_per_round": 32, "queue_reserve": 10, "policy_iterations": 8, "policy_batch_size": 16,
+         "eval_samples": 8}  # 128 held-out samples a version: with the default 32 the mean's std is ~0.2
 # 2 rounds of 100 labels, GRPO on 8 prompts x G 4 per iteration: ~1.5 min on one thread
 GRPO_SMALL = {"algorithm": "grpo", "group_size": 4, "prompts_per_round": 32, "queue_reserve": 10,
               "policy_iterations": 8, "policy_batch_size": 8,
@@ -73,7 +74,10 @@ def test_headless_oracle_loop_beats_the_sft_policy(demo_store):
         assert phase in logs  # evaluation is a phase of its own in the progress
     baseline = read_metrics(demo_store, job.id, names=["round/oracle_score"])
     scores = {row["step"]: row["value"] for row in baseline}
-    assert scores[3] > scores[0] + 0.1, scores  # the final policy beats the SFT policy on held-out prompts
+    # the final policy beats the SFT policy on held-out prompts. One seeded run: over loop seeds 0-5 (on the AVX-512
+    # machine of stop 51) these settings gained -0.03 to +0.36 in 3 rounds and won 42-58% of 24 blind judgements;
+    # docs/benchmarks.md#learning measures learning over seeds, this checks one whole loop end to end
+    assert scores[3] > scores[0] + 0.1, scores
     report = winrate_report(demo_store)
     final = report.latest()  # ... and the oracle, judging blind pairs, prefers it to the SFT policy
     assert final.policy_id == policies[-1].id and final.judgements == 24 and final.rate > 0.5, final
