@@ -4,7 +4,6 @@ to start on one, in one line that names the package and the fix."""
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -20,7 +19,6 @@ class OutdatedLibrary(StudioError):
     """An installed library is outside the versions requirements.txt asks for."""
 
 
-@cache
 def outdated_libraries(requirements: Path = REQUIREMENTS) -> tuple[str, ...]:
     """'name version (needs spec)' for each `CHECKED` library whose installed version requirements.txt rules out
     (none without the file, as in an installed copy that has its own resolver's word for it)."""
@@ -37,9 +35,9 @@ def outdated_libraries(requirements: Path = REQUIREMENTS) -> tuple[str, ...]:
         try:
             installed = metadata.version(requirement.name)
         except metadata.PackageNotFoundError:
-            installed = "not installed"
-        if installed == "not installed" or not requirement.specifier.contains(installed, prereleases=True):
-            found.append(f"{requirement.name} {installed} (needs {requirement.specifier})")
+            installed = None
+        if installed is None or not requirement.specifier.contains(installed, prereleases=True):
+            found.append(f"{requirement.name} {installed or 'not installed'} (needs {requirement.specifier})")
     return tuple(found)
 
 

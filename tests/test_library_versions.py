@@ -23,9 +23,7 @@ def installed(monkeypatch):
         return versions[name]
 
     monkeypatch.setattr(library_versions.metadata, "version", version)
-    outdated_libraries.cache_clear()
-    yield versions
-    outdated_libraries.cache_clear()
+    return versions
 
 
 def test_this_environment_meets_the_requirements():
@@ -41,7 +39,6 @@ def test_an_old_or_missing_library_is_named_with_what_is_needed(tmp_path, instal
                                                 "peft not installed (needs >=0.21)")
     installed.update(transformers="6.0.0", peft="0.21.0+local")
     assert outdated_libraries(tmp_path / "missing.txt") == ()  # no file: nothing to say
-    outdated_libraries.cache_clear()
     assert outdated_libraries(requirements) == ("transformers 6.0.0 (needs <6,>=5.24)",)
 
 
