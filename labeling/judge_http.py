@@ -50,21 +50,24 @@ def post_json(url: str, data: bytes, headers: dict[str, str], timeout_s: float, 
     else:
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     expired = threading.Event()
+    opened: list[socket.socket] = []  # the connection's socket, held here: an answer read to its close takes it over
 
     def expire() -> None:
         expired.set()
-        if connection.sock is not None:  # the plain socket's shutdown, under TLS too: a blocked read returns at once
+        for sock in opened:  # the plain socket's shutdown, under TLS too: a blocked read returns at once
             try:
-                socket.socket.shutdown(connection.sock, socket.SHUT_RDWR)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
             except OSError:
                 pass
 
     watchdog = threading.Timer(timeout_s, expire)
     watchdog.daemon = True
     watchdog.start()
+    response = None
     try:
         connection.connect()
-        if expired.is_set():  # connected after the watchdog fired, before it could shut anything
+        opened.append(connection.sock)
+        if expired.is_set():  # connected as the watchdog fired, before it could shut anything
             raise TimeoutError
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         connection.request("POST", path, body=data, headers=headers)
@@ -90,6 +93,8 @@ def post_json(url: str, data: bytes, headers: dict[str, str], timeout_s: float, 
         raise
     finally:
         watchdog.cancel()
+        if response is not None:
+            response.close()
         connection.close()
 
 
