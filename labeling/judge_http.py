@@ -50,25 +50,30 @@ def post_json(url: str, data: bytes, headers: dict[str, str], timeout_s: float, 
     else:
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     expired = threading.Event()
-    opened: list[socket.socket] = []  # the connection's socket, held here: an answer read to its close takes it over
+    handles: list[socket.socket] = []  # our own handle on the connection, whatever wraps (TLS) or takes over its socket
 
     def expire() -> None:
         expired.set()
-        for sock in opened:  # the plain socket's shutdown, under TLS too: a blocked read returns at once
+        for handle in handles:  # shuts the connection itself: a read blocked on it (handshake, headers, body) returns
             try:
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                handle.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
+    def create_connection(address, timeout, source_address=None) -> socket.socket:
+        sock = socket.create_connection(address, timeout, source_address)
+        handles.append(sock.dup())
+        if expired.is_set():  # connected as the watchdog fired, before it could shut anything
+            expire()
+        return sock
+
+    connection._create_connection = create_connection  # http.client's hook for making the socket
     watchdog = threading.Timer(timeout_s, expire)
     watchdog.daemon = True
     watchdog.start()
     response = None
     try:
         connection.connect()
-        opened.append(connection.sock)
-        if expired.is_set():  # connected as the watchdog fired, before it could shut anything
-            raise TimeoutError
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         connection.request("POST", path, body=data, headers=headers)
         response = connection.getresponse()
@@ -96,6 +101,8 @@ def post_json(url: str, data: bytes, headers: dict[str, str], timeout_s: float, 
         if response is not None:
             response.close()
         connection.close()
+        for handle in handles:
+            handle.close()
 
 
 def _too_large(max_bytes: int) -> EndpointRefused:
