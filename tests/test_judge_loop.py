@@ -12,6 +12,7 @@ from app.cli import main
 from assets.lexicon import sentiment_score
 from labeling.judge_http import EndpointRefused
 from storage import jobs as job_rows
+from storage.errors import InvalidInput
 from storage.judge_verdicts import list_verdicts
 from storage.labels import list_labels, training_labels
 from storage.reward_models import list_reward_models
@@ -89,6 +90,9 @@ def test_a_loops_judge_takes_the_loops_timeout_and_answer_cap(store, queue_pairs
         config = loop_options("--annotator", "judge", "--judge", drip.url, "--judge-model", "slow", "--judge-people",
                               "oracle", "--labels-per-round", "1", "--judge-timeout", "1", "--judge-max-mb", "0.5")
         assert (config.judge_timeout, config.judge_max_mb) == (1, 0.5)
+        for bad in ({"judge_timeout": 0}, {"judge_max_mb": -1}):
+            with pytest.raises(InvalidInput, match="judge_timeout and judge_max_mb must be positive or null"):
+                config.updated(bad)
         loop = OneRoundOfJudging(config, store, wanted=1)
         began = time.monotonic()
         collect_judge_labels(loop, 0, 0, seed=0)
