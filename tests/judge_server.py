@@ -7,6 +7,9 @@
 a reply of `SLOW` sleeps past any test timeout, `REFUSE` comes
 back as a refusal (`finish_reason: content_filter`). With `logprobs`, the verdict letter's token carries
 `top_logprobs` (the letter at `confidence`, the other two sharing the rest). Requests are kept (body and headers).
+
+`HostileServer(respond)` answers any request as `respond` writes it: a redirect (`redirecting`), a byte at a time
+(`dripping`), a huge body (`streaming`), or a verdict to any method (`verdict_everywhere`, where a redirect may lead).
 """
 
 from __future__ import annotations
