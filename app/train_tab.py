@@ -40,7 +40,7 @@ from trainers.policy.config import Algorithm
 
 from . import reward_form
 from .context import Refresh, Studio, TabLink, View, bind, markdown_literal, user_errors
-from .judging import check_studio_judge
+from .judging import studio_judge_config
 from .refusals import refusing
 from .train_checks import checked_form, field_label, in_form_words
 from .train_form import (
@@ -112,7 +112,7 @@ def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request
         raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
                            f"run, so only {DEFAULT_ORACLE} may be used here")
     refuse_custom_functions(config)  # a `module:function` reward function is code to run too: command line only
-    check_studio_judge(config, studio.judge)  # a judge's path or URL only from the command line (app.judging)
+    config = studio_judge_config(config, studio.judge)  # a judge's path or URL only from the command line
     store = studio.store
     check_against_store(config, store)
     kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job
