@@ -1,0 +1,38 @@
+"""Text that reaches the studio from a person is Unicode: a lone surrogate (`"\\ud800"`, which JSON can escape and a
+form in UTF-7 can carry) is no character, cannot be stored or hashed, and is refused in one line naming its field.
+The served studio checks with `surrogate_field` in three doors: every argument of every listener and API endpoint
+(`app.context.bind`, before the handler runs), the login gate's name and password (`app.sessions`), and a JSON
+object of settings (`trainers.loop.config.settings_from_json`).
+
+    surrogate_field({"annotator": "ada", "judgement": {"rationale": "\\udcff"}})   # 'judgement.rationale'
+"""
+
+from __future__ import annotations
+
+import re
+
+SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python string, every surrogate is a lone one (pairs decode whole)
+
+
+def surrogate_field(values: dict[str, object]) -> str | None:
+    """The name of the first field whose text holds a lone surrogate (inside lists and objects too: `judgement.
+    rationale`, `settings[2]`), or None when every text is Unicode. Walked without recursion: a value nested as deep
+    as a JSON parser allows is walked too."""
+    stack = list(reversed(values.items()))
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if SURROGATE.search(value):
+                return path
+        elif isinstance(value, dict):
+            stack.extend(reversed([(path, key) for key in value] + [(f"{path}.{key}", item)
+                                                                    for key, item in value.items()]))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(reversed([(f"{path}[{index}]", item) for index, item in enumerate(value)]))
+    return None
+
+
+def surrogate_message(field: str) -> str:
+    """The one line a refused field gets."""
+    return (f"{field} holds a lone surrogate (a character code from \\ud800 to \\udfff, which is no text); nothing "
+            "was stored: send it as valid Unicode")
