@@ -10,26 +10,31 @@ object of settings (`trainers.loop.config.settings_from_json`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python string, every surrogate is a lone one (pairs decode whole)
 
 
 def surrogate_field(values: dict[str, object]) -> str | None:
     """The name of the first field whose text holds a lone surrogate (inside lists and objects too: `judgement.
-    rationale`, `settings[2]`), or None when every text is Unicode. Walked without recursion: a value nested as deep
-    as a JSON parser allows is walked too."""
+    rationale`, `settings[2]`), or None when every text is Unicode."""
+    return next((path for path, text in texts(values) if SURROGATE.search(text)), None)
+
+
+def texts(values: dict[str, object]) -> Iterator[tuple[str, str]]:
+    """Every text in `values` with the path of its field (`name`, `name.key`, `name[2]`; an object's keys under the
+    object's own path), in order. Walked without recursion: a value nested as deep as a JSON parser allows is walked
+    too."""
     stack = list(reversed(values.items()))
     while stack:
         path, value = stack.pop()
         if isinstance(value, str):
-            if SURROGATE.search(value):
-                return path
+            yield path, value
         elif isinstance(value, dict):
             stack.extend(reversed([(path, key) for key in value] + [(f"{path}.{key}", item)
                                                                     for key, item in value.items()]))
         elif isinstance(value, (list, tuple)):
             stack.extend(reversed([(f"{path}[{index}]", item) for index, item in enumerate(value)]))
-    return None
 
 
 def surrogate_message(field: str) -> str:
