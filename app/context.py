@@ -65,9 +65,13 @@ class Studio:
             return username
         return typed_name
 
+    def is_admin(self, request: gr.Request | None) -> bool:
+        """Whether the request is an admin's: under --auth a user marked `admin`; without --auth, anyone."""
+        return self.users is None or self.users.is_admin(getattr(request, "username", None))
+
     def require_admin(self, request: gr.Request | None) -> None:
         """Under --auth only users marked `admin` in the auth file may run jobs, import, export or edit guidelines."""
-        if self.users is not None and not self.users.is_admin(getattr(request, "username", None)):
+        if not self.is_admin(request):
             raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file",
                            print_exception=False)  # a refusal, not a crash: no traceback in the terminal
 
