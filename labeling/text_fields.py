@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from storage.errors import InvalidInput
+
 
 def surrogate_field(values: dict[str, object]) -> str | None:
     """The name of the first field whose text holds a lone surrogate (inside lists and objects too: `judgement.
@@ -43,6 +45,13 @@ def texts(values: dict[str, object]) -> Iterator[tuple[str, str]]:
                                                                     for key, item in value.items()]))
         elif isinstance(value, (list, tuple)):
             stack.extend(reversed([(f"{path}[{index}]", item) for index, item in enumerate(value)]))
+
+
+def refuse_surrogates(values: dict[str, object]) -> None:
+    """InvalidInput (one line naming the field) when a text in `values` holds a lone surrogate."""
+    field = surrogate_field(values)
+    if field is not None:
+        raise InvalidInput(surrogate_message(field))
 
 
 def surrogate_message(field: str) -> str:

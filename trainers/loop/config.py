@@ -13,7 +13,7 @@ from typing import ClassVar
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
-from labeling.text_fields import surrogate_field, surrogate_message
+from labeling.text_fields import refuse_surrogates
 from labeling.winrate import version_number
 from storage.errors import InvalidInput
 
@@ -371,9 +371,7 @@ def settings_from_json(text: str) -> dict:
                            "object of settings") from None
     if not isinstance(values, dict):
         raise InvalidInput("the loop config must be a JSON object of settings")
-    refused = surrogate_field({"settings": values})
-    if refused is not None:
-        raise InvalidInput(surrogate_message(refused))
+    refuse_surrogates({"settings": values})
     return values
 
 
