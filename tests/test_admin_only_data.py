@@ -55,3 +55,34 @@ def test_an_annotator_reads_the_versions_but_no_folder(store):
         assert f"`{FOLDER}/copy`" in shown.project_summary and f"`{FOLDER}-reward-base`" in shown.project_summary
         assert [row[3:] for row in shown.policies] == [["PPO, 10 iterations", f"{FOLDER}-v1"],
                                                        [f"SFT policy from {FOLDER}", f"{FOLDER}/copy"]]
+
+
+def run_listener(http, fn_index: int, session: str) -> str:
+    """Run a listener of the served page as the browser does (Gradio's queue), returning its output's JSON text."""
+    joined = http.post("/gradio_api/queue/join", json={"data": [], "fn_index": fn_index, "session_hash": session,
+                                                       "event_data": None, "trigger_id": None})
+    assert joined.status_code == 200, joined.text
+    with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as events:
+        for line in events.iter_lines():
+            if '"process_completed"' in line:
+                return line
+    raise AssertionError(f"listener {fn_index} never completed")
+
+
+def test_no_listener_of_the_served_page_hands_an_annotator_a_reference_or_a_folder(store, serve_studio, tmp_path):
+    import httpx
+
+    from tests.helpers import hashed_auth_file
+
+    project(store)
+    users = hashed_auth_file(tmp_path / "users.txt", {"alice": "alice-pw", "owner": "owner-pw"}, admins={"owner"})
+    app = serve_studio(store, users)
+    without_inputs = {index: fn.name for index, fn in app.fns.items() if not fn.inputs and fn.fn is not None}
+    assert {"show_references", "show_project"} <= set(without_inputs.values())  # the Data tab's refreshes
+    seen = {}
+    for name in ("alice", "owner"):
+        http = httpx.Client(base_url=app.local_url.rstrip("/"), timeout=60)
+        assert http.post("/login", data={"username": name, "password": f"{name}-pw"}).status_code == 200
+        seen[name] = {fn: run_listener(http, index, f"{name}-{index}") for index, fn in without_inputs.items()}
+    assert not [fn for fn, output in seen["alice"].items() if ANSWER in output or FOLDER in output]
+    assert ANSWER in seen["owner"]["show_references"] and FOLDER in seen["owner"]["show_project"]
