@@ -14,6 +14,7 @@ from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from labeling.text_fields import refuse_surrogates
 from labeling.winrate import version_number
 from storage.errors import InvalidInput
 
@@ -380,6 +381,7 @@ def settings_from_json(text: str) -> dict:
                            "object of settings") from None
     if not isinstance(values, dict):
         raise InvalidInput("the loop config must be a JSON object of settings")
+    refuse_surrogates({"settings": values})
     return values
 
 
