@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -30,6 +30,8 @@ from storage.types import Policy
 from ..models.checks import inspect_model_dir, weight_files
 from ..models.copies import copy_model_files
 from .card import write_model_card
+from .gguf_file import GgufFile, check_quant, write_gguf
+from .modelfile import MODELFILE, write_modelfile
 from .settings import version_settings
 
 GENERATION_CONFIG = "generation_config.json"
@@ -44,9 +46,16 @@ class ExportedFolder:
     path: Path
     bytes: int
 
+    gguf: GgufFile | None = None
+    template: str = ""
+
     def line(self) -> str:
-        return (f"exported {self.name} ({self.note}) to {self.path}: {self.bytes / 1e6:,.1f} MB, model card "
-                f"{self.path / 'README.md'}")
+        lines = [f"exported {self.name} ({self.note}) to {self.path}: {self.bytes / 1e6:,.1f} MB, model card "
+                 f"{self.path / 'README.md'}"]
+        if self.gguf is not None:
+            lines += [self.gguf.line(), f"wrote {self.path / MODELFILE} {self.template}: ollama create {self.name} -f "
+                                        f"{self.path / MODELFILE}"]
+        return "\n".join(lines)
 
 
 def find_version(store: Store, name: str) -> tuple[Policy, str]:
@@ -93,10 +102,13 @@ def generation_config(folder: Path, settings: dict) -> dict:
     return config
 
 
-def export_version(store: Store, name: str, out: Path, force: bool = False) -> ExportedFolder:
-    """Write version `name` (`vK`) of the store as a self-contained Hugging Face folder `out` with its model card."""
+def export_version(store: Store, name: str, out: Path, force: bool = False, quant: str | None = None
+                   ) -> ExportedFolder:
+    """Write version `name` (`vK`) of the store as a self-contained Hugging Face folder `out` with its model card;
+    with `quant` (`f16`, `q8_0`), also as a GGUF file with an Ollama Modelfile in the same folder."""
     policy, name = find_version(store, name)
     check_out_dir(out, force)
+    check_quant(quant)
     source = inspect_model_dir(policy.path).path
     check_finite_weights(source, name)
     settings = version_settings(store, policy)
@@ -106,11 +118,17 @@ def export_version(store: Store, name: str, out: Path, force: bool = False) -> E
         copy_model_files(source, folder, skip=(GENERATION_CONFIG,))
         (folder / GENERATION_CONFIG).write_text(json.dumps(generation_config(source, settings), indent=2) + "\n")
         write_model_card(store, policy, name, settings, folder)
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+        written, template = None, ""
+        if quant is not None:
+            written = write_gguf(folder, folder / f"{name}-{quant}.gguf", quant, f"{name} ({policy.note or ''})")
+            template = write_modelfile(folder, written.path, settings)
         if out.exists():
             shutil.rmtree(out)
         folder.rename(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
-    return ExportedFolder(name, policy.note or "", out, size)
+    if written is not None:
+        written = replace(written, path=out / written.path.name)
+    return ExportedFolder(name, policy.note or "", out, size, written, template)
 
