@@ -41,11 +41,14 @@ def start_export(studio: Studio, version: str, quant: str, request: gr.Request =
     return f"export job {job_id} started: {version}" + (f" with a {quant} GGUF" if config["quant"] else "")
 
 
-def newest_export(studio: Studio) -> str:
-    """The newest export job's state: its folder once done, its error if it failed."""
+def newest_export(studio: Studio, request: gr.Request = None) -> str:
+    """The newest export job's state: its folder once done (to admins: folders on this machine are theirs to read),
+    its error if it failed."""
     job = next((j for j in job_rows.list_jobs(studio.store) if j.kind == JobKind.EXPORT), None)
     if job is None:
         return "No export yet."
+    if not studio.is_admin(request):
+        return f"export job {job.id} {job.status.value} (admins see its folder)"
     if job.error:
         return f"export job {job.id} {job.status.value}: {job.error.splitlines()[-1]}"
     return f"export job {job.id} {job.status.value}: " + "; ".join(job_rows.tail_logs(studio.store, job.id) or
@@ -74,9 +77,9 @@ def layout() -> ExportLayout:
     return ExportLayout(version, quant, export, state)
 
 
-def show(studio: Studio) -> tuple:
+def show(studio: Studio, request: gr.Request) -> tuple:
     choices = version_choices(studio)
-    return gr.update(choices=choices, value=choices[0] if choices else None), newest_export(studio)
+    return gr.update(choices=choices, value=choices[0] if choices else None), newest_export(studio, request)
 
 
 def build(studio: Studio, ui: ExportLayout) -> list[Refresh]:

@@ -29,7 +29,7 @@ def studio(store, monkeypatch) -> Studio:
 
 def test_an_admin_exports_a_version_as_a_job_the_worker_takes_out(studio, store):
     assert export_panel.version_choices(studio) == ["v0"]
-    assert export_panel.newest_export(studio) == "No export yet."
+    assert export_panel.newest_export(studio, OWNER) == "No export yet."
     line = export_panel.start_export(studio, "v0", "q8_0", OWNER)
     job = job_rows.list_jobs(store)[0]
     assert line == f"export job {job.id} started: v0 with a q8_0 GGUF"
@@ -37,9 +37,10 @@ def test_an_admin_exports_a_version_as_a_job_the_worker_takes_out(studio, store)
     assert list_actions(store)[0].detail["job_id"] == job.id
     assert run_job(store, job_rows.claim_job(store, job.id, 1)).value == "completed"
     (out,) = (store.data_dir / "exports").iterdir()
-    assert out.name.startswith("v0-") and {"README.md", "model.safetensors", "v0-q8_0.gguf", "Modelfile"} <= \
-        {f.name for f in out.iterdir()}
-    shown = export_panel.newest_export(studio)
+    assert out.name.startswith("v0-") and {"README.md", "model.safetensors"} <= {f.name for f in out.iterdir()}
+    assert {f.name for f in (out / "gguf").iterdir()} == {"v0-q8_0.gguf", "Modelfile"}
+    assert export_panel.newest_export(studio, ALICE) == f"export job {job.id} completed (admins see its folder)"
+    shown = export_panel.newest_export(studio, OWNER)
     assert shown.startswith(f"export job {job.id} completed: exported v0 (SFT) to {out}") and "v0-q8_0.gguf" in shown
 
 

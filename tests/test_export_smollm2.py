@@ -37,11 +37,12 @@ def test_smollm2_converted_by_init_and_exported_as_gguf_gives_the_same_next_toke
     assert main(["init", "--db", str(db), "--policy", str(smollm2_gguf()), "--prompts", str(prompts)]) == 0
     out = tmp_path / "v0"
     assert main(["export-model", "v0", "--out", str(out), "--db", str(db), "--gguf"]) == 0
-    exported = out / "v0-f16.gguf"
-    assert 'TEMPLATE """' in (out / "Modelfile").read_text() and '"<|im_end|>"' in (out / "Modelfile").read_text()
+    exported = out / "gguf" / "v0-f16.gguf"
+    modelfile = (out / "gguf" / "Modelfile").read_text()
+    assert 'TEMPLATE """' in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
     folder, folder_tokenizer = AutoModelForCausalLM.from_pretrained(out), AutoTokenizer.from_pretrained(out)
-    back = AutoModelForCausalLM.from_pretrained(out, gguf_file=exported.name)
-    back_tokenizer = AutoTokenizer.from_pretrained(out, gguf_file=exported.name)
+    back = AutoModelForCausalLM.from_pretrained(exported.parent, gguf_file=exported.name)
+    back_tokenizer = AutoTokenizer.from_pretrained(exported.parent, gguf_file=exported.name)
     imported = tmp_path / "imported"
     convert_gguf(exported, imported)
     readers = [(back, back_tokenizer), (AutoModelForCausalLM.from_pretrained(imported),

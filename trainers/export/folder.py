@@ -35,6 +35,7 @@ from .modelfile import MODELFILE, write_modelfile
 from .settings import version_settings
 
 GENERATION_CONFIG = "generation_config.json"
+GGUF_FOLDER = "gguf"  # the GGUF file and its Modelfile
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,8 @@ class ExportedFolder:
         lines = [f"exported {self.name} ({self.note}) to {self.path}: {self.bytes / 1e6:,.1f} MB, model card "
                  f"{self.path / 'README.md'}"]
         if self.gguf is not None:
-            lines += [self.gguf.line(), f"wrote {self.path / MODELFILE} {self.template}: ollama create {self.name} -f "
-                                        f"{self.path / MODELFILE}"]
+            modelfile = self.gguf.path.parent / MODELFILE
+            lines += [self.gguf.line(), f"wrote {modelfile} {self.template}: ollama create {self.name} -f {modelfile}"]
         return "\n".join(lines)
 
 
@@ -121,7 +122,9 @@ def export_version(store: Store, name: str, out: Path, force: bool = False, quan
         size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
         written, template = None, ""
         if quant is not None:
-            written = write_gguf(folder, folder / f"{name}-{quant}.gguf", quant, f"{name} ({policy.note or ''})")
+            (folder / GGUF_FOLDER).mkdir()  # apart from the tokenizer files, which transformers would read instead
+            written = write_gguf(folder, folder / GGUF_FOLDER / f"{name}-{quant}.gguf", quant,
+                                 f"{name} ({policy.note or ''})")
             template = write_modelfile(folder, written.path, settings)
         if out.exists():
             shutil.rmtree(out)
@@ -129,6 +132,6 @@ def export_version(store: Store, name: str, out: Path, force: bool = False, quan
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if written is not None:
-        written = replace(written, path=out / written.path.name)
+        written = replace(written, path=out / GGUF_FOLDER / written.path.name)
     return ExportedFolder(name, policy.note or "", out, size, written, template)
 
