@@ -322,9 +322,8 @@ class LoopConfig:
 
 
 def check_label_settings(config: LoopConfig) -> None:
-    """The settings of a loop that queues pairs and collects labels fit together (a loop on the reward functions
-    alone reads none of them, so none is checked): K, the label schedule and queue, the annotator, the selector,
-    the audit and win-rate pairs."""
+    """The settings of a loop that collects labels fit together: K, the label schedule and queue, the annotator, the
+    selector, the audit and win-rate pairs (a loop on the reward functions alone reads none of them)."""
     if config.samples_per_prompt < 2:
         raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {config.samples_per_prompt}")
     if not 0 < config.label_decay <= 1:

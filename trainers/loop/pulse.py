@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable
 
-PULSE_S = 5.0  # at most this long between two reports of a running phase
+PULSE_S = 8.0  # a running phase is reported at least this often (checked every fifth of it: silent < 10 s)
 
 
 class Pulse:
