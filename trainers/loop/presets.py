@@ -31,8 +31,8 @@ RESPONSE_TOKENS = 256
 # RLVR (GRPO on reward functions alone): what bench/rlvr_arithmetic.py measured on SmolLM2-135M-Instruct (arithmetic,
 # difficulty 1, LoRA): 4 problems x G 4 an iteration, answers of 48 tokens (a worked answer to a word problem), 2
 # passes, lr 2e-4, β 0.02, temperature 0.7, 40 iterations gained +17.2 ± 10.0 points of held-out accuracy over 5 seeds
-# (docs/benchmarks.md#rlvr). Each version is evaluated on 64 held-out prompts x 3 samples: 192 samples put a pass
-# rate's 95% Wilson interval within ±7.1 points (±8 needs 150).
+# (docs/benchmarks.md#training-speed). Each version is evaluated on 64 held-out prompts x 3 samples: 192 samples put
+# a pass rate's 95% Wilson interval within ±7.1 points (±8 needs 150).
 RLVR_RESPONSE_TOKENS = 48
 RLVR_SETTINGS = {"algorithm": "grpo", "rounds": 1, "policy_iterations": 40, "policy_batch_size": 4,
                  "policy_mini_batches": 1, "policy_epochs": 2, "group_size": 4, "policy_lr": 2e-4, "kl_coef": 0.02,
