@@ -222,7 +222,8 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
-                                         "SFT first: fine-tune on the demonstrations before round 1"]
+                                         "SFT first: fine-tune on the demonstrations before round 1",
+                                         "Answers per judgement"]
     assert ui.run_policy.value == "Run PPO now"
     button, iterations, lr = train_form.on_algorithm("grpo")  # the labels follow the chosen optimiser
     assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")
