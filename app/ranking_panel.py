@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
+from labeling.annotation import release_pair
 from labeling.notes import MAX_RATIONALE_CHARS
 from labeling.ranking import LETTERS, ShownRanking, next_ranking, open_rankings, submit_ranking, undo_ranking
 from storage.errors import Conflict, NotFound
@@ -224,12 +225,16 @@ def pair_part(**changes) -> Screen:
 
 def take_turn(studio: Studio, annotator: str | None, request: gr.Request) -> Served | dict:
     """No pair is on the Label tab's screen (a ranking comes first, or the pair queue is empty): the annotator's
-    reserved or next ranking in place of the pair (a gold ranking on their turn or when all else is done); with none,
-    the pair's part of the screen shown (the empty queue, polling for new pairs)."""
+    reserved or next ranking in place of the pair (a gold ranking on their turn or when all else is done), and a pair
+    they held (from before a loop queued rankings) given back, so others take it; with none, the pair's part of the
+    screen shown (the empty queue, polling for new pairs)."""
     if unnamed(studio, annotator):
         return gr.skip()
     with user_errors():
-        shown = next_ranking(studio.store, annotator_name(studio, request, annotator))
+        name = annotator_name(studio, request, annotator)
+        shown = next_ranking(studio.store, name)
+        if shown is not None:
+            release_pair(studio.store, name)
     if shown is None:
         unchanged = RankingScreen(*[gr.skip()] * 8, (gr.skip(),) * len(LETTERS))
         return Served(unchanged, pair_part(pair_shown=True, prompt=EMPTY_HTML, poll=gr.Timer(active=True)))

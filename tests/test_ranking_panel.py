@@ -6,6 +6,7 @@ import os
 
 from app import label_tab, ranking_panel
 from app.context import Studio
+from labeling.annotation import next_pair
 from storage import jobs as job_rows
 from storage.rankings import ranking_verdicts
 from storage.votes import release_reservations
@@ -43,3 +44,14 @@ def test_a_waiting_loops_ranking_comes_after_a_vote_on_a_pair_and_the_pairs_come
     assert (sent.ranking.ranking_id, sent.ranking.status) == (None, "Saved: CAB.")
     assert (sent.pair.pair_id, sent.pair.pair_shown) == (second, True)  # none left for them: the pairs again
     assert f"round 1 of 1 has the 1 ranking it waits for (loop job {job_id}" in sent.pair.counts
+
+
+def test_a_pair_held_from_before_the_loop_is_given_back_when_its_ranking_shows_in_the_pairs_place(store, queue_pairs):
+    [pair] = queue_pairs([("Pair prompt.", "a", "b")])
+    studio = Studio(store)
+    assert label_tab.start_labeling(studio, "newbie", None, None).pair_id == pair  # held by newbie
+    [ranking] = queue_rankings(store, [("Review.", ["Great.", "Dull.", "Fine."])], round=1)
+    reloaded = label_tab.start_labeling(studio, "newbie", "newbie", None)  # a reload once the loop waits
+    assert (reloaded.pair_id, reloaded.pair_shown) == (None, False)
+    assert ranking_panel.take_turn(studio, "newbie", None).ranking.ranking_id == ranking
+    assert next_pair(store, "alice").pair_id == pair  # given back: another annotator may take it
