@@ -211,6 +211,7 @@ class TrainLayout:
     chosen: gr.Markdown  # which preset the project's model gets, and why
     schedule: gr.Markdown  # the labels each round collects with the form's counts
     to_leaderboard: gr.Button  # under a finished job's result card: opens the Leaderboard tab (app.ui wires it)
+    rank_k: gr.Number  # answers per judgement: 2 queues pairs, 3-6 rankings
 
     @property
     def form(self) -> list:
@@ -237,6 +238,9 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         # no minimum or maximum on the fields: `train_checks` refuses a value naming the field (Gradio would not)
         counts = [gr.Number(getattr(defaults, name), label=field_label(name, defaults.algorithm), precision=0)
                   for name in COUNT_FIELDS]
+        rank_k = gr.Number(defaults.rank_k, label=field_label("rank_k", defaults.algorithm), precision=0,
+                           info="2: annotators pick the better of two answers; 3 to 6: they rank that many answers "
+                                "to one prompt, best first (at most K).", elem_id="train-rank-k")
     with gr.Row():
         kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient")
         reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
@@ -273,7 +277,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
                        sft_first, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False),
-                       chosen, schedule, to_leaderboard)
+                       chosen, schedule, to_leaderboard, rank_k)
 
 
 @dataclass(frozen=True)

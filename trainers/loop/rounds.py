@@ -268,7 +268,8 @@ class Loop:
                 pass
             return
         while (have := round_judgements(self.store, g)) < wanted:
-            self.step(index, waiting_phase(have, wanted), 0.1 + 0.2 * have / wanted)
+            self.step(index, waiting_phase(have, wanted, "rankings" if config.rank_k > 2 else "labels"),
+                      0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
 
     def train_reward(self, g: int) -> None:
