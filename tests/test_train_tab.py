@@ -17,6 +17,7 @@ from app import train_form, train_tab
 from app.auth import Users
 from app.refusals import unchanged
 from app.train_checks import field_label
+from labeling.annotation import next_pair, submit_label
 from storage import jobs as job_rows
 from storage.policies import add_policy, latest_policy
 from storage.rounds import add_round
@@ -108,6 +109,42 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     values[train_form.FORM.index("label_decay")] = 0.0
     with pytest.warns(UserWarning, match=r"Label decay \(each later round × this\) must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
+
+
+def test_labels_come_from_people_by_default_once_a_person_has_labelled(studio, store, queue_pairs):
+    def labels_from() -> str:
+        return train_form.project_form(studio)[1 + train_form.FORM.index("annotator")]
+
+    def label(annotator: str, choice: str) -> None:
+        submit_label(store, annotator, next_pair(store, annotator).pair_id, choice, f"{annotator}-{choice}")
+
+    queue_pairs([("p", "a", "b"), ("q", "c", "d"), ("r", "e", "f")])
+    assert labels_from() == "oracle"  # a fresh store: the preset's oracle, to try the loop out
+    label("oracle", "left")
+    label("alice", "skip")
+    assert labels_from() == "oracle"  # the oracle's labels and a skip are no person's labels
+    label("alice", "right")
+    assert labels_from() == "human"
+    assert train_form.on_preset(studio, "real model (LoRA)")[train_form.FORM.index("annotator")] == "human"
+
+
+def test_a_queued_job_says_its_worker_is_starting(studio, store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    assert "queued** — starting the worker: loading torch" in train_tab.newest_job(studio).status  # why it waits
+    job_rows.claim_job(store, job_id, os.getpid())
+    assert "starting the worker" not in train_tab.newest_job(studio).status
+
+
+def test_a_resumed_job_counts_only_its_running_time(studio, store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    started = job_rows.claim_job(store, job_id, os.getpid()).started
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    ran = job_rows.get_job(store, job_id).finished - started
+    time.sleep(1.0)  # the job stands stopped
+    job_rows.requeue_job(store, job_id)
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    assert train_tab.job_status_dict(studio, job_rows.get_job(store, job_id))["elapsed_s"] < ran + 0.5
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
