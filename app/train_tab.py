@@ -60,8 +60,9 @@ from .train_words import ADVANCED_HEADING, COUNTS, DOCS_DIR, INFO, RESULT_LEGEND
 TITLE = "Train"
 LOG_LINES = 12
 POLL_S = 2.0
-# why a job sits queued: its worker process is starting (measured: see docs/commands.md, the Train tab)
-STARTING = "starting the worker: loading torch and the trainers (15–25 s on 2 cores)…"
+# why a job sits queued: its worker process is starting (issue 52 saw 15-25 s on 2 cores; `python -c "import
+# trainers.entry.worker"` took 56-63 s on a busy 2-core machine)
+STARTING = "starting the worker: loading torch and the trainers (often 15–25 s, longer on a busy machine)…"
 
 
 def job_status_dict(studio: Studio, job: Job | None) -> dict:
