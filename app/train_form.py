@@ -150,6 +150,14 @@ def form_presets(store: Store) -> dict[str, LoopConfig]:
     return {name: config.updated({"annotator": Annotator.HUMAN.value}) for name, config in presets.items()}
 
 
+def people_default(studio: Studio, seen: bool) -> tuple:
+    """Each time the tab opens: the first time this page sees that people have labelled the store (a person has just
+    labelled in the Label tab), "Labels from" turns to people; after that the user's choice stays. Returns the
+    annotator's update and what the page has now seen."""
+    labelled = labelled_by_others(studio.store, ORACLE_NAME)
+    return (Annotator.HUMAN.value if labelled and not seen else gr.skip()), labelled
+
+
 def on_preset(studio: Studio, name: str) -> list:
     return fill_preset(name, form_presets(studio.store))
 

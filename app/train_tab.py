@@ -50,19 +50,17 @@ from .train_form import (
     limits_once_idle,
     on_algorithm,
     on_preset,
+    people_default,
     project_form,
     run_now_label,
     schedule_text,
     show_limits,
 )
-from .train_words import ADVANCED_HEADING, COUNTS, DOCS_DIR, INFO, RESULT_LEGEND, advanced_line
+from .train_words import ADVANCED_HEADING, COUNTS, DOCS_DIR, INFO, RESULT_LEGEND, STARTING, advanced_line
 
 TITLE = "Train"
 LOG_LINES = 12
 POLL_S = 2.0
-# why a job sits queued: its worker process is starting (issue 52 saw 15-25 s on 2 cores; `python -c "import
-# trainers.entry.worker"` took 56-63 s on a busy 2-core machine)
-STARTING = "starting the worker: loading torch and the trainers (often 15–25 s, longer on a busy machine)…"
 
 
 def job_status_dict(studio: Studio, job: Job | None) -> dict:
@@ -440,7 +438,9 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
     ui.timer.tick(bind(newest_job, studio), None, shown, **private).then(
         bind(limits_once_idle, studio), limits, ui.limits, **private)  # the poll that sees a job end
+    people_seen = gr.State(False)  # whether this page has seen people's labels in the store
     return [Refresh(bind(newest_job, studio), [], shown),
+            Refresh(bind(people_default, studio), [people_seen], [ui.annotator, people_seen]),
             Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
             Refresh(bind(show_limits, studio), limits, [ui.limits]),
             TabLink(ui.to_leaderboard, "Leaderboard")]

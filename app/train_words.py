@@ -1,7 +1,7 @@
 """The Train tab's words for a newcomer: one plain sentence under each field (what it does, what its default means;
-Gradio's `info=`), the heading that folds the advanced fields with its links to the docs, and the legend under a
-result card. The fields are named as `LoopConfig`'s (`app.train_form.FORM`); docs/ is served read-only
-for the links."""
+Gradio's `info=`), the heading that folds the advanced fields with its links to the docs (docs/ is served read-only
+for them), the legend under a result card, and why a queued job waits. The fields are named as `LoopConfig`'s
+(`app.train_form.FORM`)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,10 @@ def advanced_line() -> str:
             f"[rewards]({doc_link('rewards.md')}), failure warnings and audit pairs in "
             f"[warnings]({doc_link('warnings.md')}), what the settings measured in "
             f"[benchmarks]({doc_link('benchmarks.md')}).")
+
+# why a job sits queued: its worker process is starting (issue 52 saw 15-25 s on 2 cores; `python -c "import
+# trainers.entry.worker"` took 56-63 s on a busy 2-core machine)
+STARTING = "starting the worker: loading torch and the trainers (often 15–25 s, longer on a busy machine)…"
 
 RESULT_LEGEND = ("*vs SFT*: the share of blind pairs in which the version's answer beat the SFT policy's, with its "
                  "95% interval. *Oracle score*: the demo's synthetic scorer's mean score of the version's answers to "

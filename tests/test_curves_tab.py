@@ -329,7 +329,8 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
     tabs = {block_id: block.label for block_id, block in blocks.blocks.items() if isinstance(block, gr.Tab)}
     on_open = {(tabs[target], fn.name) for fn in blocks.fns.values() for target, event in fn.targets
                if event == "select" and target in tabs}
-    assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Curves", "show_jobs"),
+    assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Train", "people_default"),
+                       ("Curves", "show_jobs"),
                        ("Samples", "show_samples"), ("Leaderboard", "show_leaderboard"), ("Data", "show_project"),
                        ("Data", "show_references"), ("Data", "on_section"), ("Data", "gold_table"),
                        ("Data", "show_notes"), ("Data", "on_stats"), ("Data", "on_audit"),

@@ -123,8 +123,12 @@ def test_labels_come_from_people_by_default_once_a_person_has_labelled(studio, s
     label("oracle", "left")
     label("alice", "skip")
     assert labels_from() == "oracle"  # the oracle's labels and a skip are no person's labels
+    assert train_form.people_default(studio, False) == (gr.skip(), False)
     label("alice", "right")
     assert labels_from() == "human"
+    # a page open while alice labelled: the Train tab, opened again, turns to people once, then keeps the user's choice
+    assert train_form.people_default(studio, False) == ("human", True)
+    assert train_form.people_default(studio, True) == (gr.skip(), True)
     assert train_form.on_preset(studio, "real model (LoRA)")[train_form.FORM.index("annotator")] == "human"
 
 
@@ -439,6 +443,17 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     assert "judging" not in done.status
     assert f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done.status
     assert done.to_leaderboard == gr.update(visible=True)  # the card's link to the Leaderboard tab
+
+
+def test_a_result_card_says_what_its_oracle_score_and_win_rate_mean(store):
+    from app.context import Studio
+    from tests.helpers import fill_synthetic_run
+
+    fill_synthetic_run(store, rounds=2, reward_steps=2, policy_iterations=2)
+    card = train_tab.newest_job(Studio(store)).status
+    assert "oracle score" in card and "vs SFT" in card
+    assert "*Oracle score*: the demo's synthetic scorer's mean score" in card
+    assert "*vs SFT*: the share of blind pairs" in card
 
 
 def test_the_limits_are_shown_again_when_the_poll_sees_the_job_end(demo_store):
