@@ -52,6 +52,12 @@ def test_every_train_tab_input_has_its_sentence_and_the_advanced_ones_fold_under
     for name in ("disagreement", "thompson", "info_gain", "diverse", "d_optimal"):
         assert name in selector  # each selector's name is explained
 
+    page.locator("#train-algorithm").get_by_label("grpo").check()  # the labels follow the optimiser, the sentences stay
+    expect(panel.get_by_label("GRPO LR", exact=True)).to_be_visible()
+    fields = panel.element_handle().evaluate(INPUTS_JS)
+    assert {"GRPO LR", "M: GRPO iterations"} <= {field["label"] for field in fields}
+    assert [field["label"] for field in fields if len(field["info"].split()) < 5] == []
+
     link = page.locator("#train-advanced-docs a", has_text="the loop's options")
     response = page.request.get(link.evaluate("a => a.href").split("#")[0], fail_on_status_code=False)
     assert response.status == 200 and "## `loop`" in response.text()
