@@ -23,6 +23,7 @@ from storage import Store
 from storage.audit import AuditAction, record_action
 from storage.errors import StudioError
 
+from .audit import studio_actor
 from .auth import AuthFile, Users
 
 
@@ -76,8 +77,8 @@ class Studio:
                            print_exception=False)  # a refusal, not a crash: no traceback in the terminal
 
     def record(self, request: gr.Request | None, action: AuditAction, **detail) -> None:
-        """Add an admin action to the audit trail, by the logged-in user (`anonymous` without --auth)."""
-        record_action(self.store, getattr(request, "username", None) or "anonymous", action, detail)
+        """Add an admin action to the audit trail, by the logged-in user (`local admin (<OS user>)` without --auth)."""
+        record_action(self.store, studio_actor(getattr(request, "username", None)), action, detail)
 
 
 class View:

@@ -226,7 +226,8 @@ def layout(signed_in: bool) -> LabelLayout:
         ranking = ranking_panel.layout()
         editor = demonstration_editor.layout()
         gr.HTML("Keys: <kbd>1</kbd>/<kbd>←</kbd> left · <kbd>2</kbd>/<kbd>→</kbd> right · <kbd>3</kbd> tie · "
-                "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo" + judgement_extras.KEYS_LEGEND,
+                "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo · <kbd>W</kbd> write a better answer"
+                + judgement_extras.KEYS_LEGEND,
                 js_on_load=SHORTCUTS_JS, elem_id="label-keys")
         with gr.Accordion("Queue settings (project owner)", open=False, elem_id="queue-settings"):
             guidelines_box = gr.Textbox(label="Guidelines (markdown)", lines=5)

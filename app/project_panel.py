@@ -21,7 +21,7 @@ from storage.policies import list_policies
 from storage.prompts import list_prompts
 from storage.settings import REWARD_BASE_SETTING, get_setting
 
-from .audit import ACTOR_VARIABLE
+from .audit import ACTOR_VARIABLE, studio_actor
 from .context import Refresh, Studio, View, bind, user_message
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def on_start_project(studio: Studio, folder: str, allow_pickle: bool, request: g
     if not (folder or "").strip():
         raise gr.Error("type the path of a model folder on this machine (a save_pretrained directory, or a GGUF file)")
     command = [sys.executable, str(ROOT / "app.py"), "init", "--db", str(studio.store.path), "--policy", folder.strip()]
-    actor = {ACTOR_VARIABLE: getattr(request, "username", None) or "anonymous"}  # the audit trail's user
+    actor = {ACTOR_VARIABLE: studio_actor(getattr(request, "username", None))}  # the audit trail's user
     done = subprocess.run(command + (["--allow-pickle"] if allow_pickle else []), cwd=ROOT, capture_output=True,
                           text=True, timeout=INIT_TIMEOUT_S, stdin=subprocess.DEVNULL, env={**os.environ, **actor})
     if done.returncode != 0:

@@ -88,12 +88,19 @@ def build(advanced: gr.Code, schedule: gr.Markdown, fields: dict) -> None:
     gr.Markdown("**Reward functions** (verifiable rewards: [docs/rewards.md](docs/rewards.md)); a weight of 0 leaves "
                 "a function out.")
     with gr.Row():
-        reward = gr.Radio([r.value for r in LOOP_REWARDS], value="rm", label="The policy maximises")
-        rm_weight = gr.Number(1.0, label="Reward model's weight (rm+functions)")
-        length_target = gr.Number(200, label="length: target tokens", precision=0, minimum=1)
-        pattern = gr.Textbox(label="regex: pattern", max_length=200)
+        reward = gr.Radio([r.value for r in LOOP_REWARDS], value="rm", label="The policy maximises",
+                          info="`rm`: the reward model trained on the labels (the default); `functions`: the checks "
+                               "below alone (verifiable rewards, no labels); `rm+functions`: both, added.")
+        rm_weight = gr.Number(1.0, label="Reward model's weight (rm+functions)",
+                              info="With rm+functions, the reward model's score is multiplied by this before the "
+                                   "functions' scores are added; 1 weighs it as one function.")
+        length_target = gr.Number(200, label="length: target tokens", precision=0, minimum=1,
+                                  info="The answer length the `length` function rewards most.")
+        pattern = gr.Textbox(label="regex: pattern", max_length=200,
+                             info="The regular expression the `regex` function looks for in an answer.")
     with gr.Row():
-        weights = [gr.Number(0.0, label=f"{name}: {HINTS[name]}") for name in BUILTIN_NAMES]
+        weights = [gr.Number(0.0, label=f"{name}: {HINTS[name]}", info="Its weight in the reward; 0 leaves it out.")
+                   for name in BUILTIN_NAMES]
     use = gr.Button("Use these rewards", size="sm")
     outputs = [advanced, schedule, *[fields[name] for name in LABEL_FIELDS + RLVR_FIELDS]]
     use.click(use_rewards, [advanced, reward, rm_weight, length_target, pattern, *weights], outputs,

@@ -105,7 +105,8 @@ def requeue_job(store: Store, job_id: int) -> Job:
     """Offer a stopped, failed, interrupted or paused job to a worker again (resume), if no other job is active.
     Resuming a paused job acknowledges its warnings: it does not pause again for them.
 
-    Its heartbeat is set to now: a queued job's worker is given from then on (not from `created`) to claim it.
+    Its heartbeat is set to now: a queued job's worker is given from then on (not from `created`) to claim it. Its
+    `started` moves on by the time it stood stopped, so the time since `started` is the time it has run.
     """
     job = get_job(store, job_id)
     if job.status.active or job.status is JobStatus.COMPLETED:
@@ -118,8 +119,9 @@ def requeue_job(store: Store, job_id: int) -> Job:
         now = time.time()
         if job.status is JobStatus.PAUSED:
             acknowledge_warnings(db, job_id, now)
-        db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ? WHERE id = ?",
-                   [JobStatus.QUEUED.value, now, job_id])
+        db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ?,"
+                   " started = started + (? - coalesce(finished, ?)), finished = NULL WHERE id = ?",
+                   [JobStatus.QUEUED.value, now, now, now, job_id])
     return get_job(store, job_id)
 
 

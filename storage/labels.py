@@ -81,6 +81,15 @@ def count_labels(store: Store, include_skips: bool = True, evaluation: bool = Tr
     return store.db().execute(f"SELECT count(*) FROM labels l WHERE undone IS NULL{extra}").fetchone()[0]
 
 
+def labelled_by_others(store: Store, synthetic: str) -> bool:
+    """Whether anyone but the annotator named `synthetic` (the oracle) gave a current label or ranking, skips aside:
+    people have labelled this store."""
+    return store.db().execute(
+        "SELECT EXISTS (SELECT 1 FROM labels WHERE undone IS NULL AND outcome != 'skip' AND annotator != ?)"
+        " OR EXISTS (SELECT 1 FROM ranking_labels WHERE undone IS NULL AND outcome != 'skip' AND annotator != ?)",
+        [synthetic, synthetic]).fetchone()[0] == 1
+
+
 @dataclass(frozen=True)
 class LabeledPair:
     """A current label joined with its texts: a reward-model training example, or an exported row."""

@@ -183,9 +183,9 @@ def release_reservations(store: Store, annotator: str) -> int:
 
 
 def labeled_since(store: Store, annotator: str, since: float) -> int:
-    """Current labels (skips included) the annotator gave since a time."""
-    return store.db().execute("SELECT count(*) FROM labels WHERE annotator = ? AND created >= ? AND undone IS NULL",
-                              [annotator, since]).fetchone()[0]
+    """Current labels the annotator gave since a time (a skip is no label)."""
+    return store.db().execute("SELECT count(*) FROM labels WHERE annotator = ? AND created >= ? AND undone IS NULL"
+                              " AND outcome != 'skip'", [annotator, since]).fetchone()[0]
 
 
 def open_pairs(store: Store, annotator: str, overlap: int) -> int:

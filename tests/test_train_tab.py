@@ -17,6 +17,7 @@ from app import train_form, train_tab
 from app.auth import Users
 from app.refusals import unchanged
 from app.train_checks import field_label
+from labeling.annotation import next_pair, submit_label
 from storage import jobs as job_rows
 from storage.policies import add_policy, latest_policy
 from storage.rounds import add_round
@@ -108,6 +109,46 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     values[train_form.FORM.index("label_decay")] = 0.0
     with pytest.warns(UserWarning, match=r"Label decay \(each later round × this\) must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
+
+
+def test_labels_come_from_people_by_default_once_a_person_has_labelled(studio, store, queue_pairs):
+    def labels_from() -> str:
+        return train_form.project_form(studio)[1 + train_form.FORM.index("annotator")]
+
+    def label(annotator: str, choice: str) -> None:
+        submit_label(store, annotator, next_pair(store, annotator).pair_id, choice, f"{annotator}-{choice}")
+
+    queue_pairs([("p", "a", "b"), ("q", "c", "d"), ("r", "e", "f")])
+    assert labels_from() == "oracle"  # a fresh store: the preset's oracle, to try the loop out
+    label("oracle", "left")
+    label("alice", "skip")
+    assert labels_from() == "oracle"  # the oracle's labels and a skip are no person's labels
+    assert train_form.people_default(studio, False) == (gr.skip(), False)
+    label("alice", "right")
+    assert labels_from() == "human"
+    # a page open while alice labelled: the Train tab, opened again, turns to people once, then keeps the user's choice
+    assert train_form.people_default(studio, False) == ("human", True)
+    assert train_form.people_default(studio, True) == (gr.skip(), True)
+    assert train_form.on_preset(studio, "real model (LoRA)")[train_form.FORM.index("annotator")] == "human"
+
+
+def test_a_queued_job_says_its_worker_is_starting(studio, store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    assert "queued** — starting the worker: loading torch" in train_tab.newest_job(studio).status  # why it waits
+    job_rows.claim_job(store, job_id, os.getpid())
+    assert "starting the worker" not in train_tab.newest_job(studio).status
+
+
+def test_a_resumed_job_counts_only_its_running_time(studio, store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    started = job_rows.claim_job(store, job_id, os.getpid()).started
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    ran = job_rows.get_job(store, job_id).finished - started
+    time.sleep(1.0)  # the job stands stopped
+    job_rows.requeue_job(store, job_id)
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    assert train_tab.job_status_dict(studio, job_rows.get_job(store, job_id))["elapsed_s"] < ran + 0.5
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
@@ -424,6 +465,17 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     assert "judging" not in done.status
     assert f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done.status
     assert done.to_leaderboard == gr.update(visible=True)  # the card's link to the Leaderboard tab
+
+
+def test_a_result_card_says_what_its_oracle_score_and_win_rate_mean(store):
+    from app.context import Studio
+    from tests.helpers import fill_synthetic_run
+
+    fill_synthetic_run(store, rounds=2, reward_steps=2, policy_iterations=2)
+    card = train_tab.newest_job(Studio(store)).status
+    assert "oracle score" in card and "vs SFT" in card
+    assert "*Oracle score*: the demo's synthetic scorer's mean score" in card
+    assert "*vs SFT*: the share of blind pairs" in card
 
 
 def test_the_limits_are_shown_again_when_the_poll_sees_the_job_end(demo_store):
