@@ -70,6 +70,8 @@ def _run_step(loop, index: int, step: int, run: SFTRun, name: str) -> int:
     log_metrics(store, job_id, step, {SFT_POLICY: outcome.policy_id})
     version = registered_version(list_policies(store), outcome.policy_id)
     loop.log(f"SFT: {outcome.steps} steps; {outcome.use}; policy {version}")
+    if outcome.warning:  # a new root whose fluency collapsed: the start's child, the root unchanged
+        loop.log(f"warning: {outcome.warning}")
     return outcome.policy_id
 
 
