@@ -76,3 +76,37 @@ def test_registering_accepts_finite_weights(seeded_store):
     staged = staging_path(seeded_store)
     make_policy().save_pretrained(staged)
     assert register_policy(seeded_store, staged, parent_id=1, round=1, note="PPO, 1 iterations") == 2
+
+
+def test_sft_stops_at_the_first_non_finite_loss():
+    from trainers.models.chat_format import ChatFormat
+    from trainers.policy.sft import train_sft
+    from trainers.policy.sft_config import SFTConfig, SFTExample
+
+    tokenizer, policy = make_tokenizer(), make_policy()
+    with torch.no_grad():
+        policy.transformer.ln_f.weight[0] = math.nan
+    examples = [SFTExample(i, prompt, " great .") for i, prompt in enumerate(["the movie was", "the plot was"], 1)]
+    with pytest.raises(NonFiniteTraining, match="SFT step 1: the loss is nan"):
+        train_sft(SFTConfig(epochs=1, batch_size=2, heldout_share=0.0), policy, tokenizer,
+                  ChatFormat.from_tokenizer(tokenizer, [tokenizer.eos_token_id]), examples)
+
+
+def test_dpo_and_sft_stop_at_the_first_non_finite_gradient_before_the_optimizer_steps():
+    from types import SimpleNamespace
+
+    from trainers.policy.dpo import StepReporterCallback
+    from trainers.policy.sft import SFTReporterCallback
+    from trainers.reporting import Reporter
+
+    policy = make_policy()
+    for parameter in policy.parameters():
+        parameter.grad = torch.zeros_like(parameter)
+    StepReporterCallback(Reporter(), {}).on_pre_optimizer_step(None, SimpleNamespace(global_step=0), None, model=policy)
+    policy.transformer.wpe.weight.grad[0, 0] = math.inf
+    with pytest.raises(NonFiniteTraining, match="DPO step 3: the gradient of transformer.wpe.weight is not finite"):
+        StepReporterCallback(Reporter(), {}).on_pre_optimizer_step(None, SimpleNamespace(global_step=2), None,
+                                                                   model=policy)
+    with pytest.raises(NonFiniteTraining, match="SFT step 1: the gradient"):
+        SFTReporterCallback(Reporter(), False).on_pre_optimizer_step(None, SimpleNamespace(global_step=0), None,
+                                                                     model=policy)
