@@ -95,9 +95,12 @@ def test_the_train_tab_shows_the_warning_and_its_make_root_button_works_for_admi
     assert [a.detail for a in list_actions(demo_store) if a.action.value == "root_set"] == [{"version": "v1"}]
 
 
-def test_a_healthy_sft_at_the_preset_becomes_the_root(demo_store, capsys):
+def test_a_healthy_sft_at_the_preset_is_checked_and_becomes_the_root(demo_store, capsys):
     write(demo_store, 8)
     assert cli("sft", "--db", str(demo_store.path)) == 0
     assert "warning" not in capsys.readouterr().out
     _, sft = list_policies(demo_store)
     assert sft.parent_id is None
+    [job] = list_jobs(demo_store)
+    [ratio] = read_metrics(demo_store, job.id, names=["sft/root_check_ratio"])  # the check ran, and passed
+    assert 0.5 < ratio["value"] <= COLLAPSE_RATIO and list_warnings(demo_store, job.id) == []
