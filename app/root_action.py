@@ -54,7 +54,7 @@ def root_warning_lines(store: Store, job_id: int) -> str:
                    for w in list_warnings(store, job_id) if w.rule == ROOT_CHECK_RULE)
 
 
-def on_make_root(studio: Studio, request: gr.Request | None, version: str) -> str:
+def on_make_root(studio: Studio, request: gr.Request, version: str) -> str:
     """Make root (admins): the version typed beside the button becomes a root; returns the line saying so."""
     studio.require_admin(request)
     with user_errors():
