@@ -104,3 +104,21 @@ def test_a_healthy_sft_at_the_preset_is_checked_and_becomes_the_root(demo_store,
     [job] = list_jobs(demo_store)
     [ratio] = read_metrics(demo_store, job.id, names=["sft/root_check_ratio"])  # the check ran, and passed
     assert 0.5 < ratio["value"] <= COLLAPSE_RATIO and list_warnings(demo_store, job.id) == []
+
+
+def test_mean_nll_is_the_plain_per_token_nll_of_the_responses_batched_and_left_padded():
+    import torch
+
+    from tests.policy_helpers import make_policy, make_tokenizer
+    from trainers.policy.fluency import mean_nll
+
+    torch.manual_seed(0)
+    policy, pad = make_policy().eval(), make_tokenizer().pad_token_id
+    rows = [([5, 6, 7], [8, 9]), ([5], [10, 11, 12, 13]), ([4, 4, 4, 4, 4], [7]), ([3, 2], [6, 6, 6]), ([9], [9, 9])]
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for prompt, response in rows:  # one row at a time, no padding
+            logprobs = torch.log_softmax(policy(torch.tensor([prompt + response])).logits[0, len(prompt) - 1:-1], -1)
+            total -= logprobs.gather(-1, torch.tensor(response)[:, None]).sum().item()
+            tokens += len(response)
+    assert mean_nll(policy, rows, pad, batch=2) == pytest.approx(total / tokens, rel=1e-5)

@@ -58,19 +58,23 @@ class FluencyCheck:
 
 
 @torch.no_grad()
-def mean_nll(model: PreTrainedModel, rows: list[tuple[list[int], list[int]]], pad: int) -> float:
+def mean_nll(model: PreTrainedModel, rows: list[tuple[list[int], list[int]]], pad: int, batch: int = 4) -> float:
     """Mean per-token NLL of each row's response ids after its prompt ids under `model` (every response token
-    counted once)."""
-    ids, mask = left_pad([prompt + response for prompt, response in rows], pad)
+    counted once), `batch` rows at a time, the vocabulary's log-softmax only where a response token is predicted."""
     device = next(model.parameters()).device
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1].float()  # (B, T-1, V)
-    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
-    scored = torch.zeros_like(logprobs, dtype=torch.bool)
-    for row, (_, response) in enumerate(rows):  # the response is the row's last len(response) tokens
-        scored[row, scored.shape[1] - len(response):] = True
-    return (-(logprobs * scored).sum() / scored.sum()).item()
+    total, count = 0.0, 0
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        ids, mask = (t.to(device) for t in left_pad([prompt + response for prompt, response in chunk], pad))
+        width = max(len(response) for _, response in chunk)  # the responses end every row (left padding)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -width - 1:-1]
+        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids[:, -width:, None]).squeeze(-1)  # (b, W)
+        scored = torch.zeros_like(logprobs, dtype=torch.bool)
+        for row, (_, response) in enumerate(chunk):
+            scored[row, width - len(response):] = True
+        total, count = total - (logprobs * scored).sum().item(), count + int(scored.sum())
+    return total / max(count, 1)
 
 
 def sampled_rows(parent: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, chat: ChatFormat,
