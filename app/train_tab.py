@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import gradio as gr
 
 from labeling.selection import Selector
-from labeling.synthetic import DEFAULT_ORACLE
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.audit import AuditAction
@@ -31,7 +30,6 @@ from trainers.loop.config import (
     settings_from_json,
 )
 from trainers.loop.job_summary import job_summary
-from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
 from trainers.loop.time_left import time_left
@@ -39,8 +37,9 @@ from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
 from . import reward_form, root_action
+from .code_names import refuse_code_names
 from .context import Refresh, Studio, TabLink, View, bind, markdown_literal, user_errors
-from .judging import check_studio_judge
+from .judging import studio_judge_config
 from .refusals import refusing
 from .train_checks import checked_form, field_label, in_form_words
 from .train_form import (
@@ -108,11 +107,8 @@ def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str,
 def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:
     """Admins: check the settings against the store, then start a job of `kind`; returns its status."""
     studio.require_admin(request)
-    if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
-        raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
-                           f"run, so only {DEFAULT_ORACLE} may be used here")
-    refuse_custom_functions(config)  # a `module:function` reward function is code to run too: command line only
-    check_studio_judge(config, studio.judge)  # a judge's path or URL only from the command line (app.judging)
+    refuse_code_names(studio, config.to_dict())  # `module:function` in any setting: code to run, command line only
+    config = studio_judge_config(config, studio.judge)  # a judge's path or URL only from the command line
     store = studio.store
     check_against_store(config, store)
     kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job

@@ -40,7 +40,7 @@ def studio(store, monkeypatch):
 def test_start_loop_checks_the_settings_and_starts_a_job_for_admins_only(studio, store):
     with pytest.raises(gr.Error, match="only an admin"):
         train_tab.api_start_loop(studio, json.dumps(SMALL), ALICE)
-    with pytest.raises(gr.Error, match="oracle 'os:system' is not allowed from the studio"):
+    with pytest.raises(gr.Error, match="oracle 'os:system' names code to run, which only the command line may do"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "oracle": "os:system"}), OWNER)
     with pytest.raises(gr.Error, match="prompts_per_round is 17 but only 16 training prompts can be used"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "prompts_per_round": 17}), OWNER)

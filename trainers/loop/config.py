@@ -11,8 +11,10 @@ from enum import StrEnum
 from typing import ClassVar
 
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
+from labeling.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from labeling.text_fields import refuse_surrogates
 from labeling.winrate import version_number
 from storage.errors import InvalidInput
 
@@ -103,6 +105,12 @@ class LoopConfig:
         "help": "environment variable holding an endpoint judge's key (the key itself is never stored)"})
     judge_template: str | None = field(default=None, metadata={
         "help": "judge prompt template file (default: the shipped pairwise one, assets/judge_pairwise.md)"})
+    judge_timeout: float | None = field(default=None, metadata={
+        "help": f"seconds an endpoint judge has for each answer, connection to last byte (None: {DEFAULT_TIMEOUT_S:g}; "
+                "a studio loop takes serve's --judge-timeout)"})
+    judge_max_mb: float | None = field(default=None, metadata={
+        "help": f"the largest answer read from an endpoint judge, in MB (None: {DEFAULT_MAX_MB:g}; a studio loop "
+                "takes serve's --judge-max-mb)"})
     judge_threshold: float = field(default=0.0, metadata={
         "help": "hybrid: the judge's verdicts at least this confident train, its unsure pairs go to people "
                 "(judge_people); 0: every verdict trains (RLAIF)"})
@@ -356,6 +364,9 @@ def check_judge_settings(config: LoopConfig) -> None:
         raise InvalidInput("judge_threshold and judge_min_agreement must be between 0 and 1")
     if config.judge_people not in (Annotator.HUMAN, Annotator.ORACLE):
         raise InvalidInput(f"judge_people must be human or oracle, got {config.judge_people!r}")
+    if any(value is not None and not value > 0 for value in (config.judge_timeout, config.judge_max_mb)):
+        raise InvalidInput(f"judge_timeout and judge_max_mb must be positive or null, got {config.judge_timeout} and "
+                           f"{config.judge_max_mb}")
 
 
 def settings_from_json(text: str) -> dict:
@@ -370,6 +381,7 @@ def settings_from_json(text: str) -> dict:
                            "object of settings") from None
     if not isinstance(values, dict):
         raise InvalidInput("the loop config must be a JSON object of settings")
+    refuse_surrogates({"settings": values})
     return values
 
 

@@ -1,7 +1,7 @@
 """What a loop's rounds maximise: the reward model (`rm`), the reward functions alone (`functions`: RLVR, no labels
 and no reward model, so a round samples, optimises and evaluates) or both (`rm+functions`), and the check of those
-settings (torch-free: the Train tab checks them too). Custom `module:function` entries are allowed here; the Train
-tab and `/start_loop` refuse them before a loop is started (`refuse_custom_functions`)."""
+settings (torch-free: the Train tab checks them too). Custom `module:function` entries are allowed here; the studio
+refuses them, as any code name in any setting, before a job is started (`app.code_names`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,3 @@ def check_loop_reward(config) -> None:
     if uses_functions and config.algorithm == Algorithm.DPO:
         raise InvalidInput("reward functions score rollouts, which DPO has none of; use algorithm ppo or grpo")
 
-
-def refuse_custom_functions(config) -> None:
-    """InvalidInput when a loop config from the browser or `/start_loop` names code to run (`module:function`)."""
-    parse_reward_functions(config.reward_functions, allow_custom=False)
