@@ -27,7 +27,7 @@ from trainers.jobs.sft_data import checked_use
 from trainers.loop.config import settings_from_json
 from trainers.loop.presets import project_preset, project_presets
 from trainers.loop.sft_steps import sft_settings
-from trainers.policy.sft_config import SFTConfig, SFTRun
+from trainers.policy.sft_config import SFTConfig, SFTRun, check_root_demonstrations
 
 from .code_names import refuse_code_names
 from .context import Studio, user_errors
@@ -46,7 +46,7 @@ def checked_run(studio: Studio, run: SFTRun) -> SFTRun:
     start = get_policy(store, run.policy_id) if run.policy_id is not None else latest_policy(store)
     if start is None:
         raise NotFound(f"the store has no policy to fine-tune; {start_a_project(store)}")
-    checked_use(store, start, run.source)
+    check_root_demonstrations(run.config, run.as_root, len(checked_use(store, start, run.source).used))
     return SFTRun(policy_id=start.id, source=run.source, as_root=run.as_root, settings=run.settings)
 
 

@@ -36,7 +36,7 @@ from trainers.loop.time_left import time_left
 from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
-from . import reward_form
+from . import reward_form, root_action
 from .code_names import refuse_code_names
 from .context import Refresh, Studio, TabLink, View, bind, markdown_literal, user_errors
 from .judging import studio_judge_config
@@ -334,6 +334,7 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
         line += f"\n\n{RESULT_LEGEND}" if " vs SFT " in result or "oracle score" in result else ""
     if state["error"]:
         line += f"\n\n❌ {markdown_literal(state['error'])}"
+    line += root_action.root_warning_lines(studio.store, job.id)  # an SFT version not made the root
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
@@ -439,6 +440,7 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.run_sft.click(bind(sft_action.on_start_sft, studio), settings, shown, **private)
+    root_action.build(studio)  # Make root, under the job buttons
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
     ui.timer.tick(bind(newest_job, studio), None, shown, **private).then(

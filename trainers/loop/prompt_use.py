@@ -120,7 +120,7 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     if context is not None and config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
-    check_sft_first(config.sft_first, store)
+    check_sft_first(config.sft_first, store, config.lora)
     prompts = loop_prompts(store, policy.path, config.response_length)
     training = prompts.training
     if training.total == 0:
