@@ -18,17 +18,15 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import torch
-from safetensors import safe_open
-
 from labeling.winrate import version_names, version_number
 from storage import Store
 from storage.errors import InvalidInput, NotFound
 from storage.policies import list_policies
 from storage.types import Policy
 
-from ..models.checks import inspect_model_dir, weight_files
+from ..models.checks import inspect_model_dir
 from ..models.copies import copy_model_files
+from ..models.finite import non_finite_tensors
 from .card import write_model_card
 from .gguf_file import GgufFile, check_quant, write_gguf
 from .modelfile import MODELFILE, write_modelfile
@@ -84,13 +82,10 @@ def check_out_dir(out: Path, force: bool) -> None:
 
 def check_finite_weights(folder: Path, name: str) -> None:
     """Refuse a version any of whose tensors holds NaN or an infinity, naming the first such tensor."""
-    for shard in weight_files(folder):
-        with safe_open(str(shard), framework="pt") as weights:
-            for key in weights.keys():
-                tensor = weights.get_tensor(key)
-                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                    raise InvalidInput(f"{name}'s weights are not finite ({key} in {shard.name} holds NaN or inf); "
-                                       "it cannot be exported: export an earlier version")
+    count, tensors = non_finite_tensors(folder)
+    if count:
+        raise InvalidInput(f"{name}'s weights are not finite ({count:,} values in {len(tensors)} tensors, first "
+                           f"{tensors[0]}); it cannot be exported: export an earlier version")
 
 
 def generation_config(folder: Path, settings: dict) -> dict:
