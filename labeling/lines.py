@@ -4,6 +4,9 @@ one line decompresses to gigabytes costs no more memory than a line at the limit
 
     for line_no, line in bounded_lines(stream):      # line is None when over the limit (its bytes were skipped)
         value = json_value(line)                      # the JSON value, or an UnreadableRow saying why not
+
+A JSON escape may spell half of a UTF-16 pair alone (`"\\ud800"`): Python reads it as a lone surrogate, which no
+UTF-8 text (nor SQLite, nor a tokenizer) can hold, so such a line is unreadable too, naming the field.
 """
 
 from __future__ import annotations
@@ -48,10 +51,46 @@ def json_value(line: bytes | None) -> object:
     if line is None:
         return too_long()
     try:
-        return json.loads(line.decode("utf-8"))
+        value = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return UnreadableRow("not valid UTF-8; re-save the file as UTF-8")
     except json.JSONDecodeError as exc:
         return UnreadableRow(f"not valid JSON ({exc.msg}); one JSON object per line")
     except RecursionError:
         return UnreadableRow("nested too deeply for a JSON row (lists or objects inside one another); flatten it")
+    if b"\\ud" in line.lower():  # only a \uD800-\uDFFF escape makes a surrogate (a pair of them, one character)
+        try:
+            field = _surrogate_field(value, "")
+        except RecursionError:
+            return UnreadableRow("nested too deeply for a JSON row (lists or objects inside one another); flatten it")
+        if field is not None:
+            where = f"the field `{field}`" if field else "the row"
+            return UnreadableRow(f"{where} holds a lone surrogate (a \\ud800-\\udfff escape, half of a UTF-16 pair), "
+                                 "which is no text; fix or remove the escape")
+    return value
+
+
+def _surrogate_field(value, name: str) -> str | None:
+    """The name (`completion`, `messages[1].content`) of the first string in a JSON value, or of a key, that holds a
+    lone surrogate; '' for the value itself; None when there is none."""
+    if isinstance(value, str):
+        return None if _encodes(value) else name
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str):
+            if not _encodes(key):
+                return f"a field name in {name or 'the row'}"
+            inner = f"{name}.{key}" if name else key
+        else:
+            inner = f"{name}[{key}]"
+        if (found := _surrogate_field(item, inner)) is not None:
+            return found
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
