@@ -39,7 +39,7 @@ def pick_audit_pairs(store: Store, samples: Sequence[Generation], prompts: Mappi
     if not candidates:
         return [], members[0].id
     scorer = RewardScorer.from_store(store, device=default_device())
-    candidates, probs, _ = fitting_pairs(candidates, pair_probabilities(scorer, candidates, prompts))
+    candidates, probs = fitting_pairs(candidates, pair_probabilities(scorer, candidates, prompts))
     return most_confident(candidates, probs.mean(0).astype(float), n, round), members[0].id  # the members' mean
 
 

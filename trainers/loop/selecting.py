@@ -74,7 +74,7 @@ def choose_pairs(store: Store, config: LoopConfig, samples: list[Generation], pr
     candidates = candidate_pairs(samples, exclude=queued, older=older)
     if selector == Selector.DISAGREEMENT:
         scorer = RewardScorer.from_store(store, device=default_device())
-        candidates, probs, _ = fitting_pairs(candidates, member_probabilities(scorer, candidates, prompts))
+        candidates, probs = fitting_pairs(candidates, member_probabilities(scorer, candidates, prompts))
         return select_by_disagreement(candidates, probs, wanted, round)
     if not candidates:
         return []

@@ -262,8 +262,8 @@ def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapp
     return torch.sigmoid(raw[:, first] - raw[:, second]).cpu().numpy()  # (K, P)
 
 
-def fitting_pairs(candidates: Sequence, probabilities: np.ndarray) -> tuple[list, np.ndarray, int]:
-    """The candidates whose `pair_probabilities` are known (both sides fit the reward model's context), their (K, P')
-    probabilities, and how many were left out."""
+def fitting_pairs(candidates: Sequence, probabilities: np.ndarray) -> tuple[list, np.ndarray]:
+    """The candidates whose `pair_probabilities` are known (both sides fit the reward model's context) and their
+    (K, P') probabilities; the round counts the samples left out (`trainers.loop.prompt_use`)."""
     known = ~np.isnan(probabilities).any(0) if probabilities.size else np.ones(len(candidates), dtype=bool)
-    return [c for c, keep in zip(candidates, known, strict=True) if keep], probabilities[:, known], int((~known).sum())
+    return [c for c, keep in zip(candidates, known, strict=True) if keep], probabilities[:, known]
