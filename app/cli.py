@@ -285,6 +285,15 @@ def export_arguments(parser: argparse.ArgumentParser):
     return export_cli.run
 
 
+@subcommand("export-model", "write a version as a Hugging Face folder with its model card (lineage, judgements, win "
+            "rate)")
+def export_model_arguments(parser: argparse.ArgumentParser):
+    from trainers.entry import export_model_cli
+
+    export_model_cli.add_arguments(parser)
+    return export_model_cli.run
+
+
 @subcommand("add-user", "add a user to an auth file or set a user's password (asked twice; a salted hash is stored)")
 def add_user_arguments(parser: argparse.ArgumentParser):
     from . import users_cli

@@ -29,6 +29,7 @@ from trainers.loop.presets import project_preset, project_presets
 from trainers.loop.sft_steps import sft_settings
 from trainers.policy.sft_config import SFTConfig, SFTRun
 
+from .code_names import refuse_code_names
 from .context import Studio, user_errors
 from .refusals import refusing
 from .train_tab import JobView, config_from_form, job_status_dict, job_view
@@ -69,6 +70,7 @@ def check_types(settings: dict) -> None:
 def start(studio: Studio, run: SFTRun, request: gr.Request | None) -> dict:
     """Admins: check `run`, then start an `sft` job; returns its status."""
     studio.require_admin(request)
+    refuse_code_names(studio, {**run.settings, "source": run.source})
     run = checked_run(studio, run)
     reap_orphans(studio.store)
     job_id = start_job(studio.store, JobKind.SFT, asdict(run), None)  # SFT trains in the worker's process
@@ -110,5 +112,7 @@ def on_start_sft(studio: Studio, request: gr.Request, preset_name: str, advanced
     """Run SFT: an `sft` job with the form's SFT settings (those of the loop's `sft_first`), a new root."""
     with user_errors():
         config = config_from_form(project_presets(studio.store), preset_name, advanced_json, *values)
+        studio.require_admin(request)
+        refuse_code_names(studio, config.to_dict())  # the form's every setting, those SFT leaves unused too
         state = start(studio, SFTRun(as_root=True, settings=sft_settings(config, 0)), request)
     return job_view(studio, job_rows.get_job(studio.store, state["job_id"]))

@@ -32,7 +32,8 @@ from .context import Studio, markdown_literal
 # the form's LoopConfig fields, in the order it sends them
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "policy_iterations", "selector", "ensemble",
         "kl_coef", "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta",
-        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning", "sft_first")
+        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning", "sft_first",
+        "rank_k")
 LIMIT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 

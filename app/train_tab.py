@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import gradio as gr
 
 from labeling.selection import Selector
-from labeling.synthetic import DEFAULT_ORACLE
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.audit import AuditAction
@@ -31,16 +30,16 @@ from trainers.loop.config import (
     settings_from_json,
 )
 from trainers.loop.job_summary import job_summary
-from trainers.loop.loop_rewards import refuse_custom_functions
-from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
+from trainers.loop.presets import Preset, loop_config, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
 from trainers.loop.time_left import time_left
 from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
 from . import reward_form
+from .code_names import refuse_code_names
 from .context import Refresh, Studio, TabLink, View, bind, markdown_literal, user_errors
-from .judging import check_studio_judge
+from .judging import studio_judge_config
 from .refusals import refusing
 from .train_checks import checked_form, field_label, in_form_words
 from .train_form import (
@@ -57,6 +56,7 @@ from .train_form import (
 )
 
 TITLE = "Train"
+COUNT_FIELDS = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "policy_iterations", "ensemble")
 LOG_LINES = 12
 POLL_S = 2.0
 
@@ -91,15 +91,16 @@ def new_jobs_run_on(studio: Studio) -> str:
 
 def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str, *values) -> LoopConfig:
     """The preset (of the project's `presets`), then the form's fields (each checked, by its label), then the advanced
-    JSON on top. A reward learning rate changed in the form counts as given when the JSON switches `reward_lora`."""
-    form = dict(zip(FORM, values, strict=True))
-    settings = {**presets[preset].to_dict(), **checked_form(form)}
+    JSON on top; a reward of the functions alone starts from the preset's RLVR settings and reads no label field. A
+    reward learning rate changed in the form counts as given when the JSON switches `reward_lora`."""
+    on_top = settings_from_json(advanced)
+    form, base = reward_form.form_for_reward(dict(zip(FORM, values, strict=True)), presets[preset], on_top)
+    settings = {**base.to_dict(), **checked_form(form)}
     settings["label_budget"] = settings["label_budget"] or None  # blank or 0: from N
     try:
         config = LoopConfig.from_dict(settings)
     except InvalidInput as exc:
         raise InvalidInput(in_form_words(str(exc), form)) from None
-    on_top = settings_from_json(advanced)
     if config.reward_lr != presets[preset].reward_lr:
         on_top = {"reward_lr": config.reward_lr, **on_top}
     return config.updated(on_top)
@@ -108,11 +109,8 @@ def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str,
 def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:
     """Admins: check the settings against the store, then start a job of `kind`; returns its status."""
     studio.require_admin(request)
-    if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
-        raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
-                           f"run, so only {DEFAULT_ORACLE} may be used here")
-    refuse_custom_functions(config)  # a `module:function` reward function is code to run too: command line only
-    check_studio_judge(config, studio.judge)  # a judge's path or URL only from the command line (app.judging)
+    refuse_code_names(studio, config.to_dict())  # `module:function` in any setting: code to run, command line only
+    config = studio_judge_config(config, studio.judge)  # a judge's path or URL only from the command line
     store = studio.store
     check_against_store(config, store)
     kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job
@@ -146,7 +144,7 @@ def api_start_loop(studio: Studio, config_json: str, request: gr.Request) -> dic
     """Start the human-preference loop with a JSON object of settings on top of the project's preset (the demo's
     settings, or the real-model ones chosen from its model: see the Train tab); returns the job status."""
     with user_errors():
-        config = project_preset(studio.store).config.updated(settings_from_json(config_json))
+        config = loop_config(project_preset(studio.store).config, settings_from_json(config_json))
         return start(studio, JobKind.LOOP, config, request)
 
 
@@ -213,6 +211,7 @@ class TrainLayout:
     chosen: gr.Markdown  # which preset the project's model gets, and why
     schedule: gr.Markdown  # the labels each round collects with the form's counts
     to_leaderboard: gr.Button  # under a finished job's result card: opens the Leaderboard tab (app.ui wires it)
+    rank_k: gr.Number  # answers per judgement: 2 queues pairs, 3-6 rankings
 
     @property
     def form(self) -> list:
@@ -238,8 +237,10 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     with gr.Row():
         # no minimum or maximum on the fields: `train_checks` refuses a value naming the field (Gradio would not)
         counts = [gr.Number(getattr(defaults, name), label=field_label(name, defaults.algorithm), precision=0)
-                  for name in ("rounds", "samples_per_prompt", "labels_per_round", "label_budget",
-                               "policy_iterations", "ensemble")]
+                  for name in COUNT_FIELDS]
+        rank_k = gr.Number(defaults.rank_k, label=field_label("rank_k", defaults.algorithm), precision=0,
+                           info="2: annotators pick the better of two answers; 3 to 6: they rank that many answers "
+                                "to one prompt, best first (at most K).", elem_id="train-rank-k")
     with gr.Row():
         kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient")
         reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
@@ -259,7 +260,11 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
                                          defaults.label_decay), elem_id="train-schedule")
     with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
         advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
-        reward_form.build(advanced)
+        reward_form.build(advanced, schedule, dict(
+            zip(COUNT_FIELDS, counts, strict=True), annotator=annotator, selector=selector, algorithm=algorithm,
+            kl_coef=kl_coef, reward_lr=reward_lr, policy_lr=policy_lr, reward_epochs=reward_epochs,
+            group_size=group_size, dpo_beta=dpo_beta, label_decay=label_decay, audit_share=audit_share,
+            reward_patience=reward_patience, reward_warm_start=reward_warm_start))
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Run SFT on the demonstrations"),
@@ -272,7 +277,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
                        group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
                        sft_first, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False),
-                       chosen, schedule, to_leaderboard)
+                       chosen, schedule, to_leaderboard, rank_k)
 
 
 @dataclass(frozen=True)

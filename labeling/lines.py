@@ -6,7 +6,8 @@ one line decompresses to gigabytes costs no more memory than a line at the limit
         value = json_value(line)                      # the JSON value, or an UnreadableRow saying why not
 
 A JSON escape may spell half of a UTF-16 pair alone (`"\\ud800"`): Python reads it as a lone surrogate, which no
-UTF-8 text (nor SQLite, nor a tokenizer) can hold, so such a line is unreadable too, naming the field.
+UTF-8 text (nor SQLite, nor a tokenizer) can hold, so such a line is unreadable too, naming the field
+(`labeling.text_fields`, the check the served studio makes too).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from .text_fields import surrogate_field
+
 MAX_LINE_BYTES = 16 * 2**20  # a row at the studio's limits (20,000 + 2 x 100,000 characters) takes at most ~3 MB
 _SKIP_BYTES = 2**20  # the rest of an overlong line is read and dropped this much at a time
+ROW = "row"  # the name a row's fields are found under (`labeling.text_fields`)
 
 
 @dataclass(frozen=True)
@@ -59,38 +63,10 @@ def json_value(line: bytes | None) -> object:
     except RecursionError:
         return UnreadableRow("nested too deeply for a JSON row (lists or objects inside one another); flatten it")
     if b"\\ud" in line.lower():  # only a \uD800-\uDFFF escape makes a surrogate (a pair of them, one character)
-        try:
-            field = _surrogate_field(value, "")
-        except RecursionError:
-            return UnreadableRow("nested too deeply for a JSON row (lists or objects inside one another); flatten it")
+        field = surrogate_field({ROW: value})  # `row` (a field's name), `row.completion`, `row.messages[1].content`
         if field is not None:
-            where = f"the field `{field}`" if field else "the row"
+            where = (f"the field `{field.removeprefix(ROW + '.')}`" if field != ROW
+                     else "a field's name" if isinstance(value, dict) else "the row")
             return UnreadableRow(f"{where} holds a lone surrogate (a \\ud800-\\udfff escape, half of a UTF-16 pair), "
                                  "which is no text; fix or remove the escape")
     return value
-
-
-def _surrogate_field(value, name: str) -> str | None:
-    """The name (`completion`, `messages[1].content`) of the first string in a JSON value, or of a key, that holds a
-    lone surrogate; '' for the value itself; None when there is none."""
-    if isinstance(value, str):
-        return None if _encodes(value) else name
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        if isinstance(key, str):
-            if not _encodes(key):
-                return f"a field name in {name or 'the row'}"
-            inner = f"{name}.{key}" if name else key
-        else:
-            inner = f"{name}[{key}]"
-        if (found := _surrogate_field(item, inner)) is not None:
-            return found
-    return None
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -43,7 +43,7 @@ def test_imports_exports_and_statistics(store, tmp_path):
 def test_the_project_section_shows_each_policy_versions_source(demo_store):
     from app.project_panel import show_project
 
-    shown = show_project(Studio(demo_store))
+    shown = show_project(Studio(demo_store), None)
     assert "**SFT policy** (v0)" in shown.project_summary and "100** training prompts and **20** held out" in \
         shown.project_summary
     assert [row[:3] for row in shown.policies] == [["v0", 0, "—"]]
@@ -53,7 +53,7 @@ def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_lin
     from app.project_panel import on_start_project, show_project
 
     studio = Studio(store, USERS)
-    assert show_project(studio).project_summary.startswith("No project yet")
+    assert show_project(studio, OWNER).project_summary.startswith("No project yet")
     with pytest.raises(gr.Error, match="only an admin"):
         on_start_project(studio, str(tiny_qwen_dir), False, ALICE)
     with pytest.raises(gr.Error, match=f"model directory {tmp_path / 'nope'} does not exist") as refused:

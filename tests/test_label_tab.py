@@ -198,9 +198,9 @@ def test_a_view_fills_the_layout_components_of_its_field_names(store):
     with gr.Blocks():
         ui = label_tab.layout(signed_in=False)
     assert label_tab.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.responses, ui.counts,
-                                              ui.status, ui.poll]
-    screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None)
-    assert screen.values() == (1, "v", "p", "lr", "c", "s", None)
+                                              ui.status, ui.poll, ui.pair_shown, ui.ranking_turn]
+    screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None, True, "t")
+    assert screen.values() == (1, "v", "p", "lr", "c", "s", None, True, "t")
     assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
     assert ui.prompt.value == label_tab.NAME_FIRST_HTML  # a line, not a blank band, where the pair will be
     with gr.Blocks():

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from app.context import Studio
 from app.references_panel import show_references
 from labeling.importing import import_prompt_file
 from labeling.prompt_export import export_prompts
@@ -129,13 +130,9 @@ def test_the_export_cli_writes_prompts_and_refuses_heldout_with_labels(store, tm
 
 
 def test_the_data_tab_shows_the_references(store, tmp_path):
-    class FakeStudio:
-        pass
-
-    studio = FakeStudio()
-    studio.store = store
-    assert "No prompt carries a reference" in show_references(studio).reference_summary
+    studio = Studio(store)  # without --auth: everyone is an admin
+    assert "No prompt carries a reference" in show_references(studio, None).reference_summary
     import_prompt_file(store, jsonl(tmp_path / "p.jsonl", [{"prompt": "What is 2 + 3?", "answer": "5"}]))
-    shown = show_references(studio)
+    shown = show_references(studio, None)
     assert "**1** prompts carry a reference" in shown.reference_summary
     assert shown.references[0][1:] == ["training", "What is 2 + 3?", '{"answer": "5"}']

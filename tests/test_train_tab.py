@@ -40,7 +40,7 @@ def studio(store, monkeypatch):
 def test_start_loop_checks_the_settings_and_starts_a_job_for_admins_only(studio, store):
     with pytest.raises(gr.Error, match="only an admin"):
         train_tab.api_start_loop(studio, json.dumps(SMALL), ALICE)
-    with pytest.raises(gr.Error, match="oracle 'os:system' is not allowed from the studio"):
+    with pytest.raises(gr.Error, match="oracle 'os:system' names code to run, which only the command line may do"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "oracle": "os:system"}), OWNER)
     with pytest.raises(gr.Error, match="prompts_per_round is 17 but only 16 training prompts can be used"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "prompts_per_round": 17}), OWNER)
@@ -127,6 +127,27 @@ def test_each_field_is_checked_by_its_label_before_any_job_row(studio, store, fi
     assert job_rows.list_jobs(store) == []
 
 
+def test_answers_per_judgement_in_the_form_is_rank_k_pairs_or_a_ranking_and_7_is_refused_in_one_line(studio, store):
+    values = train_form.fill_preset("demo")
+    field = train_form.FORM.index("rank_k")
+    assert field_label("rank_k", "ppo") == "Answers per judgement" and values[field] == 2
+    values[train_form.FORM.index("labels_per_round")] = 8.0  # 8 prompts give 8 rankings of their 4 samples
+    settings = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8})
+    assert train_tab.config_from_form({"demo": LoopConfig()}, "demo", settings, *values).rank_k == 2  # pairs
+    values[field] = 4.0  # as gr.Number sends it
+    train_tab.on_start(studio, "loop", OWNER, "demo", settings, *values)
+    [job] = job_rows.list_jobs(store)
+    assert job.config["rank_k"] == 4  # rankings of 4 answers
+    values[field] = 7.0
+    with pytest.warns(UserWarning, match="^Answers per judgement must be at most 6, got 7$"):
+        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(train_tab.JobView)
+    values[field] = 5.0  # more than K (samples per prompt): the settings' own check, in the form's words
+    with pytest.warns(UserWarning, match='^"Answers per judgement" must be 2 \\(pairs\\) to 6 and at most '
+                                         '"K: samples per prompt" \\(4\\), got 5$'):
+        train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
+    assert job_rows.list_jobs(store) == [job]
+
+
 def test_a_settings_check_across_fields_names_the_fields_by_their_labels(studio, store):
     values = train_form.fill_preset("demo")
     values[train_form.FORM.index("labels_per_round")] = 10_000.0
@@ -201,7 +222,8 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
-                                         "SFT first: fine-tune on the demonstrations before round 1"]
+                                         "SFT first: fine-tune on the demonstrations before round 1",
+                                         "Answers per judgement"]
     assert ui.run_policy.value == "Run PPO now"
     button, iterations, lr = train_form.on_algorithm("grpo")  # the labels follow the chosen optimiser
     assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")

@@ -25,6 +25,7 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.types import Job, JobStatus
 
+from ..export import job as export_job
 from ..jobs import dpo_job, policy_job, reward_job, sft_job
 from ..jobs.layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
 from ..jobs.phase_launch import PhaseFailed, PhaseInterrupted, check_machine
@@ -39,6 +40,7 @@ RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
     JobKind.DPO: dpo_job.run_job,
     JobKind.SFT: sft_job.run_job,
     JobKind.LOOP: rounds.run_job,
+    JobKind.EXPORT: export_job.run_job,
 }
 HEARTBEAT_S = 2.0
 # What a worker killed mid-write leaves in the data folder: a policy saved under a temporary name before its rename

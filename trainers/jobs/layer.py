@@ -49,6 +49,7 @@ class JobKind(StrEnum):
     DPO = "dpo"
     SFT = "sft"
     LOOP = "loop"
+    EXPORT = "export"  # a version taken out (trainers.export.job)
 
 
 def job_algorithm(job: Job) -> Algorithm | None:

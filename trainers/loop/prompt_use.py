@@ -28,7 +28,7 @@ from storage.types import Generation, Prompt
 from ..jobs.layer import start_a_project
 from ..jobs.sft_data import check_sft_first
 from ..models.chat_format import PromptBudget, PromptFit, listed, model_context, pair_token_counts, prompt_budget
-from .config import LoopConfig
+from .config import LoopConfig, collects_labels
 from .presets import project_preset
 from .start_version import start_policy
 
@@ -134,7 +134,7 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     if not training.used:
         raise InvalidInput(f"none of the store's training prompts can be used ({training.line()}); include some again "
                            f"(python app.py prompts --db {store.path}) or lower response_length")
-    for name in ("prompts_per_round", "policy_batch_size"):
+    for name in ("prompts_per_round", "policy_batch_size") if collects_labels(config) else ("policy_batch_size",):
         if getattr(config, name) > len(training.used):
             raise InvalidInput(f"{name} is {getattr(config, name)} but only {len(training.used)} training prompts "
                                f"can be used{prompts.left_out()}; lower it or import more prompts")

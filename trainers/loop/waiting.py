@@ -16,12 +16,13 @@ from storage.types import Job
 
 from .ranking_round import round_judgements
 
-PHASE = re.compile(r"^round (\d+)/(\d+): waiting for labels \((\d+)/(\d+)\)$")
+PHASE = re.compile(r"^round (\d+)/(\d+): waiting for (labels|rankings) \((\d+)/(\d+)\)$")
 
 
-def waiting_phase(have: int, wanted: int) -> str:
-    """The phase of a round that waits for people (the loop adds "round r/R: " before it)."""
-    return f"waiting for labels ({have}/{wanted})"
+def waiting_phase(have: int, wanted: int, what: str = "labels") -> str:
+    """The phase of a round that waits for people's `what` (labels, or rankings for `rank_k` 3 to 6; the loop adds
+    "round r/R: " before it)."""
+    return f"waiting for {what} ({have}/{wanted})"
 
 
 def first_round(store: Store, job: Job) -> int:
@@ -40,12 +41,13 @@ class Waiting:
     rounds: int
     have: int
     wanted: int
+    what: str = "labels"  # or rankings
 
     def line(self, *notes: str) -> str:
-        """`round 2 of 3 needs 6 more labels (loop job 3)`, with `notes` after the job."""
-        missing = self.wanted - self.have
-        needs = (f"needs {missing} more label{'s' if missing != 1 else ''}" if missing > 0
-                 else f"has the {self.wanted} label{'s' if self.wanted != 1 else ''} it waits for")
+        """`round 2 of 3 needs 6 more labels (loop job 3)` (or rankings), with `notes` after the job."""
+        missing, one = self.wanted - self.have, self.what.removesuffix("s")
+        needs = (f"needs {missing} more {one}{'s' if missing != 1 else ''}" if missing > 0
+                 else f"has the {self.wanted} {one}{'s' if self.wanted != 1 else ''} it waits for")
         return f"round {self.round} of {self.rounds} {needs} (loop job {self.job_id}{''.join('; ' + n for n in notes)})"
 
 
@@ -53,7 +55,10 @@ def waiting_for_people(job: Job) -> Waiting | None:
     """The round `job` waits on, when it is a running loop waiting for people's labels (its count as of the loop's
     last poll)."""
     found = PHASE.match(job.phase or "") if job.status.active else None
-    return Waiting(job.id, *map(int, found.groups())) if found else None
+    if found is None:
+        return None
+    round, rounds, what, have, wanted = found.groups()
+    return Waiting(job.id, int(round), int(rounds), int(have), int(wanted), what)
 
 
 def waiting_line(store: Store, job: Job, annotator: str, pair_id: int | None) -> str | None:
