@@ -26,6 +26,7 @@ from storage.types import JobStatus
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.launcher import open_job_here, reap_orphans, requeue
 from ..jobs.layer import JobKind
+from ..jobs.stopping import stopped_exit_code
 from ..loop.config import LoopConfig, collects_labels, settings_from_json
 from ..loop.job_summary import job_summary
 from ..loop.loop_rewards import rlvr_line
@@ -140,4 +141,6 @@ def report_end(store: Store, job_id: int, status: JobStatus) -> int:
     elif status.resumable:
         print(f"loop job {job_id} stopped at {job_rows.get_job(store, job_id).phase or 'its start'}; continue it with "
               f"{resume_command(store, job_id)}")
-    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED) else 1
+    if status is JobStatus.CANCELLED:
+        return stopped_exit_code()  # 130 after Ctrl-C, 143 after SIGTERM; 0 after the Train tab's Stop
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.PAUSED) else 1

@@ -12,6 +12,7 @@ once (by this job, an earlier one, or a killed worker) is never sampled again: i
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Callable
 
@@ -88,7 +89,8 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
         scorer = RewardScorer.from_store(store, device=default_device())
         rewards = scorer.score([p for p, _ in texts], [t for _, t in texts])
         for named, reward in zip(scores, rewards.tolist(), strict=True):
-            named["reward"] = reward
+            if not math.isnan(reward):  # NaN: too long for the reward model's context, so not scored (no score)
+                named["reward"] = reward
     if with_oracle:
         oracle = load_scorer(config.oracle)
         for named, (_, text) in zip(scores, texts, strict=True):

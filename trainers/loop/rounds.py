@@ -66,7 +66,7 @@ from .function_evaluation import log_function_scores
 from .job_summary import who_judged
 from .judging import collect_judge_labels, round_labels
 from .pass_rates import PassRate, function_labels, pass_rates
-from .prompt_use import check_against_store
+from .prompt_use import check_against_store, samples_too_long_line
 from .pulse import Pulse
 from .ranking_round import queue_round_rankings, round_judgements, round_queued
 from .round_lines import round_line
@@ -239,6 +239,9 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
+        if line := samples_too_long_line(self.store, samples, contents):
+            self.log(line)
+            job_rows.add_log(self.store, self.job.id, line)
         if config.rank_k > 2:  # rankings instead of pairs (no audit pairs)
             queue_round_rankings(self.store, config, samples, contents, labels + config.queue_reserve, seed, g)
             return
