@@ -49,6 +49,7 @@ class JobKind(StrEnum):
     DPO = "dpo"
     SFT = "sft"
     LOOP = "loop"
+    ARENA = "arena"  # an arena prompt's answers (trainers.jobs.arena_job): runs beside a training job
 
 
 def job_algorithm(job: Job) -> Algorithm | None:
