@@ -45,8 +45,11 @@ def get_job(store: Store, job_id: int) -> Job:
     return _row(rows[0])
 
 
-def list_jobs(store: Store, limit: int = 100) -> list[Job]:
-    return [_row(r) for r in store.db().query("SELECT * FROM jobs ORDER BY id DESC LIMIT ?", [limit])]
+def list_jobs(store: Store, limit: int = 100, with_arena: bool = False) -> list[Job]:
+    """The newest jobs first; the arena's (`storage.arena`, answers to people's prompts) only when asked: the Train
+    and Curves tabs follow training jobs."""
+    kinds = "" if with_arena else f"WHERE kind != '{BESIDE_TRAINING}' "
+    return [_row(r) for r in store.db().query(f"SELECT * FROM jobs {kinds}ORDER BY id DESC LIMIT ?", [limit])]
 
 
 def claim_job(store: Store, job_id: int, pid: int) -> Job:

@@ -132,7 +132,7 @@ for thread in threads:
     thread.start()
 for thread in threads:
     thread.join(timeout=500)
-print(json.dumps({"votes": votes, "errors": errors, "torch": "torch" in sys.modules}))
+print("RESULT", json.dumps({"votes": votes, "errors": errors, "torch": "torch" in sys.modules}))
 blocks.close()
 """
 
@@ -143,7 +143,9 @@ def test_four_people_at_once_every_vote_is_stored_and_the_ui_never_generates(dem
     second_version(demo_store)
     result = subprocess.run([sys.executable, "-c", FOUR_USERS, str(demo_store.path), str(free_port())], cwd=ROOT,
                             capture_output=True, text=True, timeout=600)
-    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, result.stderr[-3000:]
+    outcome = json.loads(lines[-1].removeprefix("RESULT "))
     assert outcome["errors"] == [] and len(outcome["votes"]) == 4, result.stderr[-3000:]
     assert outcome["torch"] is False  # the serving process never loaded torch: the workers generated
     stored = {label.id: label for label in list_labels(demo_store)}

@@ -122,7 +122,7 @@ def reap_orphans(store: Store, now: float | None = None) -> list[int]:
     """Mark jobs whose worker is gone (dead pid, stale heartbeat, never claimed) interrupted; returns their ids."""
     now = time.time() if now is None else now
     orphans = []
-    for job in job_rows.list_jobs(store):
+    for job in job_rows.list_jobs(store, with_arena=True):
         if job.status is JobStatus.RUNNING:
             stale = job.heartbeat is None or now - job.heartbeat > STALE_AFTER_S
             if stale or not pid_alive(job.pid):
