@@ -8,8 +8,8 @@ the job, then shows the place in the arena's queue and the progress until both a
 people or models wrote is rendered by `app.render` (nothing in it runs or loads).
 
 Public API (gradio_client): `/arena_start(user, prompt, first_version, second_version)` -> `{job_id, place}`;
-`/arena_answers(user, job_id)` -> `{status, place, phase, error, answers}` (`answers`: [first, second] once both
-exist, else null); `/arena_vote(user, job_id, choice, vote_id)` (choice first, second, tie or both_bad) ->
+`/arena_answers(user, job_id)` -> `{status, place, phase, error, prompt_id, answers}` (`answers`: [first, second]
+once both exist, else null); `/arena_vote(user, job_id, choice, vote_id)` (choice first, second, tie or both_bad) ->
 `{label_id, first, second}` (the versions' names, first shown and second shown); `/arena_standings()`;
 `/arena_votes_train(on)` (admins).
 """
@@ -106,7 +106,7 @@ def api_arena_start(studio: Studio, user: str, prompt: str, first_version: str |
 
 def api_arena_answers(studio: Studio, user: str, job_id: int, request: gr.Request) -> dict:
     """Where `user`'s arena prompt `job_id` stands: `status` (queued, running, completed, failed), `place` (arena
-    jobs ahead), `phase` ("answer 1/2"), `error` (one line, when it failed) and `answers` ([first, second] once
+    jobs ahead), `phase` ("answers done 1/2"), `error` (one line, when it failed) and `answers` ([first, second] once
     both exist, else null). No version is named before the vote."""
     with user_errors():
         job = own_arena_job(studio.store, _voter(studio, request, user), job_id)
@@ -224,6 +224,11 @@ def progress_line(place: int, phase: str | None) -> str:
     return f"Generating the answers… ({markdown_literal(phase)})" if phase else "Generating the answers…"
 
 
+def pick_heldout(text: str | None) -> str | dict:
+    """A held-out prompt picked: it fills the prompt box (its vote then counts with the held-out figures)."""
+    return text or gr.skip()
+
+
 def ask(studio: Studio, user: str, prompt: str, first: str, second: str, request: gr.Request) -> tuple:
     """Get two answers: the prompt queued, the place shown, polling on; a refusal is one line."""
     try:
@@ -313,7 +318,7 @@ def build(studio: Studio) -> list[Refresh]:
     private = {"api_visibility": "private"}
     buttons = list(ui.votes.values())
     shown = [*Progress.components(ui), *buttons]
-    ui.heldout.change(lambda text: text or gr.skip(), ui.heldout, ui.prompt, queue=False, **private)
+    ui.heldout.change(pick_heldout, ui.heldout, ui.prompt, queue=False, **private)
     ui.ask.click(bind(ask, studio), [ui.user, ui.prompt, ui.first_version, ui.second_version], shown, **private)
     ui.poll.tick(bind(poll, studio), [ui.user, ui.job_id], shown, **private)
     for choice, button in ui.votes.items():

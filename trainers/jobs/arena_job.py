@@ -36,7 +36,7 @@ def wait_turn(store: Store, job: Job, reporter: StoreReporter) -> None:
 
 def run_job(store: Store, job: Job) -> None:
     config = job.config
-    reporter = StoreReporter(store, job.id, phase="answer")
+    reporter = StoreReporter(store, job.id, phase="answers done")
     wait_turn(store, job, reporter)
     prompt = get_prompt(store, config["prompt_id"])
     versions = config["policies"]
