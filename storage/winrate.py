@@ -83,11 +83,13 @@ def queue_winrate_pairs(store: Store, pairs: list[NewPair], marks: list[WinrateM
 
 
 def list_winrate_pairs(store: Store, policy_id: int | None = None) -> list[WinratePair]:
-    """The win-rate pairs (of one judged version, or all), in queue insertion order."""
+    """The win-rate pairs the loop queued (of one judged version, or all; not the arena's votes), in queue insertion
+    order."""
     rows = store.db().execute(
         "SELECT w.pair_id, p.prompt_id, w.policy_id, w.opponent_id, g.policy_id = w.policy_id FROM winrate_pairs w"
         " JOIN pairs p ON p.id = w.pair_id JOIN generations g ON g.id = p.first_id"
-        " WHERE ? IS NULL OR w.policy_id = ? ORDER BY w.pair_id", [policy_id, policy_id])
+        " WHERE (? IS NULL OR w.policy_id = ?) AND p.selector != ? ORDER BY w.pair_id",
+        [policy_id, policy_id, ARENA_SELECTOR])
     return [WinratePair(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows.fetchall()]
 
 

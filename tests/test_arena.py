@@ -13,14 +13,26 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from labeling.annotation import next_pair
+from labeling.annotation import next_pair, update_queue_settings
+from labeling.arena import vote_arena
 from labeling.winrate import winrate_report
-from storage.arena import ARENA_SELECTOR, ARENA_SOURCE, arena_answers, set_arena_votes_train
+from storage.arena import (
+    ARENA_SELECTOR,
+    ARENA_SOURCE,
+    arena_answers,
+    arena_place,
+    arena_prompt,
+    create_arena_job,
+    set_arena_votes_train,
+)
+from storage.errors import Conflict
+from storage.generations import NewGeneration, add_generations
+from storage.jobs import create_job, get_job
 from storage.labels import list_labels, training_labels
 from storage.pairs import get_pair
 from storage.policies import add_policy, list_policies
 from storage.prompts import count_prompts, get_prompt
-from storage.winrate import winrate_judgements
+from storage.winrate import list_winrate_pairs, winrate_judgements
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 240
@@ -84,6 +96,27 @@ def test_a_prompt_gets_two_blind_answers_and_the_vote_is_a_judgement_on_peoples_
     assert label.id not in {lp.label_id for lp in training_labels(demo_store)}  # off by default
     set_arena_votes_train(demo_store, True)
     assert label.id in {lp.label_id for lp in training_labels(demo_store)}
+
+
+def test_a_vote_stays_out_of_the_label_queue_and_the_loops_winrate_pairs_and_jobs_run_beside_training(store):
+    v0 = add_policy(store, "sft")
+    v1 = add_policy(store, "sft", parent_id=v0, round=1)
+    job = create_arena_job(store, "ada", {"prompt_id": arena_prompt(store, "hi"), "policies": [v1, v0],
+                                          "judged": v1, "opponent": v0})
+    with pytest.raises(Conflict, match="still being answered"):
+        create_arena_job(store, "ada", {})
+    assert create_job(store, "loop", {}) > job  # a training job starts beside it
+    assert arena_place(store, create_arena_job(store, "bob", {})) == 1
+    prompt_id = get_job(store, job).config["prompt_id"]
+    add_generations(store, [NewGeneration(prompt_id, text, policy, source=ARENA_SOURCE,
+                                          params={"arena_job": job, "arena_slot": slot})
+                            for slot, (text, policy) in enumerate([("one", v1), ("two", v0)])])
+    update_queue_settings(store, overlap=2)
+    vote = vote_arena(store, "ada", job, "second", "vote-1")
+    assert vote.names == ("v1", "v0")
+    assert next_pair(store, "bob") is None and list_winrate_pairs(store) == []
+    figures = winrate_report(store, rounds=0)
+    assert (figures.own_prompts[0].losses, figures.versions[0].judgements, figures.judgements) == (1, 0, 1)
 
 
 def test_refusals_are_one_line_and_store_nothing(demo_store, serve_studio):
