@@ -77,11 +77,11 @@ def layout() -> ExportLayout:
     return ExportLayout(version, quant, export, state)
 
 
-def show(studio: Studio, request: gr.Request) -> tuple:
+def show_exports(studio: Studio, request: gr.Request) -> tuple:
     choices = version_choices(studio)
     return gr.update(choices=choices, value=choices[0] if choices else None), newest_export(studio, request)
 
 
 def build(studio: Studio, ui: ExportLayout) -> list[Refresh]:
     ui.export.click(bind(start_export, studio), [ui.version, ui.quant], ui.state, api_name="start_export")
-    return [Refresh(bind(show, studio), [], [ui.version, ui.state])]
+    return [Refresh(bind(show_exports, studio), [], [ui.version, ui.state])]

@@ -192,7 +192,7 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(api_leaderboard, studio), api_name="leaderboard")
     ui = layout()
     ui.refresh.click(bind(show_leaderboard, studio), None, Board.components(ui), api_visibility="private")
-    ui.refresh.click(bind(export_panel.show, studio), None, [ui.export.version, ui.export.state],
+    ui.refresh.click(bind(export_panel.show_exports, studio), None, [ui.export.version, ui.export.state],
                      api_visibility="private")
     return [Refresh(bind(show_leaderboard, studio), [], Board.components(ui)), *export_panel.build(studio, ui.export)]
 

@@ -6,7 +6,8 @@ Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see e
 - an annotator holds at most one reservation; asking again returns it (same left side) with a fresh expiry;
 - a pair the annotator already labeled (skips included) is never handed to them again;
 - pairs come newest round first, then by selector score (highest first), then by id;
-- pairs imported with their labels (selector `imported`) never enter the human queue;
+- pairs imported with their labels (selector `imported`) and arena votes (`storage.arena`) never enter the human
+  queue;
 - a pair whose judge verdict trains (the user chose the judge as annotator: `storage.judge_verdicts`) is labelled
   and leaves the queue; a verdict that only suggests takes nothing from it.
 The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.annotation`.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .arena import ARENA_SELECTOR
 from .db import Store
 from .errors import Conflict, NotFound
 from .labels import NewLabel, find_vote, insert_label
@@ -59,12 +61,13 @@ _TAKEN = """
     p.votes + (SELECT count(*) FROM reservations r WHERE r.pair_id = p.id AND r.annotator != :annotator
                AND r.expires > :now)
 """
+_QUEUED = f"p.selector NOT IN ('{IMPORTED}', '{ARENA_SELECTOR}')"  # imported pairs and arena votes are never served
 _UNLABELED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM labels l WHERE l.pair_id = p.id AND l.annotator = :annotator"
                       " AND l.undone IS NULL)")
 
 _NEXT_PAIR = f"""
 SELECT p.id, p.first_id, p.second_id FROM pairs p INDEXED BY pairs_queue_votes
-WHERE p.votes < :overlap AND p.selector != '{IMPORTED}' AND (:selector IS NULL OR p.selector = :selector)
+WHERE p.votes < :overlap AND {_QUEUED} AND (:selector IS NULL OR p.selector = :selector)
   AND {_UNLABELED_BY_THEM} AND {_TAKEN} < :overlap
   AND NOT EXISTS (SELECT 1 FROM judge_verdicts j WHERE j.pair_id = p.id AND j.trains = 1)
 ORDER BY p.round DESC, p.score DESC, p.id
@@ -193,9 +196,9 @@ def open_pairs(store: Store, annotator: str, overlap: int) -> int:
     params = {"annotator": annotator, "overlap": overlap}
     db = store.db()
     wanted = db.execute(f"SELECT count(*) FROM pairs p INDEXED BY pairs_queue_votes"
-                        f" WHERE p.votes < :overlap AND p.selector != '{IMPORTED}'", params).fetchone()[0]
+                        f" WHERE p.votes < :overlap AND {_QUEUED}", params).fetchone()[0]
     theirs = db.execute(f"SELECT count(*) FROM labels l JOIN pairs p ON p.id = l.pair_id WHERE l.annotator = :annotator"
-                        f" AND l.undone IS NULL AND p.votes < :overlap AND p.selector != '{IMPORTED}'",
+                        f" AND l.undone IS NULL AND p.votes < :overlap AND {_QUEUED}",
                         params).fetchone()[0]
     return wanted - theirs
 

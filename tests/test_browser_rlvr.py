@@ -26,7 +26,7 @@ def test_the_reward_form_starts_a_functions_loop_without_the_label_fields(demo_s
     expect(page.get_by_label(N_FIELD, exact=True)).to_be_visible()
     expect(page.locator("#train-schedule")).to_contain_text("labels over 3 rounds")
 
-    page.get_by_text("Advanced settings (JSON, applied on top)").click()
+    page.get_by_text("Advanced settings", exact=True).click()
     page.get_by_label("functions", exact=True).check()
     page.get_by_label(re.compile(r"^math_answer: ")).fill("1")
     page.get_by_role("button", name="Use these rewards").click()

@@ -51,6 +51,7 @@ class JobKind(StrEnum):
     SFT = "sft"
     LOOP = "loop"
     EXPORT = "export"  # a version taken out (trainers.export.job)
+    ARENA = "arena"  # an arena prompt's answers (trainers.jobs.arena_job): runs beside a training job
 
 
 def job_algorithm(job: Job) -> Algorithm | None:
