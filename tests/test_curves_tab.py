@@ -331,7 +331,7 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
                if event == "select" and target in tabs}
     assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Train", "people_default"),
                        ("Curves", "show_jobs"), ("Samples", "show_samples"), ("Leaderboard", "show_leaderboard"),
-                       ("Leaderboard", "show_exports"), ("Data", "show_project"),
+                       ("Leaderboard", "show_exports"), ("Arena", "show_arena"), ("Data", "show_project"),
                        ("Data", "show_references"), ("Data", "on_section"), ("Data", "gold_table"),
                        ("Data", "show_notes"), ("Data", "on_stats"), ("Data", "on_audit"),
                        ("Label", "note_fields"), ("Label", "rationale_field"), ("Label", "show_counts")}
