@@ -1,5 +1,6 @@
 """The audit trail as people read it: rows for the Data tab, and a CSV file (the tab's download,
-`python app.py audit --db PATH --out FILE.csv`). Who acts in a terminal is `cli:<OS user>`.
+`python app.py audit --db PATH --out FILE.csv`). Who acts in a terminal is `cli:<OS user>`; in a studio
+without `--auth`, `local admin (<OS user>)`.
 
 A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return as a formula, and user
 names are chosen by users: in the CSV file such a cell starts with `'`, which makes it text (OWASP's advice on CSV
@@ -25,15 +26,24 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's list: a cell starti
 ACTOR_VARIABLE = "STUDIO_ACTOR"  # set by the studio when it runs a command for a signed-in user (Data tab: init)
 
 
+def os_user() -> str:
+    """The name of the OS user this process runs as (`uid-N` when the uid has none)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (e.g. a container without /etc/passwd entry)
+        return f"uid-{os.getuid()}"
+
+
 def terminal_actor() -> str:
     """Who runs a command in a terminal, for the audit trail: `cli:<OS user>`, or the signed-in user the studio
     runs it for (`STUDIO_ACTOR`)."""
-    if os.environ.get(ACTOR_VARIABLE):
-        return os.environ[ACTOR_VARIABLE]
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):  # no name for this uid (e.g. a container without /etc/passwd entry)
-        return f"cli:uid-{os.getuid()}"
+    return os.environ.get(ACTOR_VARIABLE) or f"cli:{os_user()}"
+
+
+def studio_actor(username: str | None) -> str:
+    """Who acts in the studio, for the audit trail: the signed-in user, or without --auth (a studio on this machine,
+    where anyone at it is an admin) `local admin (<OS user the studio runs as>)`."""
+    return username or f"local admin ({os_user()})"
 
 
 def audit_row(entry: AuditEntry) -> list[str]:

@@ -267,6 +267,15 @@ def sft_arguments(parser: argparse.ArgumentParser):
     return lambda args: sft_cli.run(args, open_store(args))
 
 
+@subcommand("set-root", "make a version a root (the KL reference and SFT side from then on), e.g. an SFT version "
+            "the new-root check kept from anchoring", audit=AuditAction.ROOT_SET)
+def set_root_arguments(parser: argparse.ArgumentParser):
+    from . import root_action
+
+    root_action.add_arguments(parser)
+    return lambda args: root_action.run(args, open_store(args))
+
+
 @subcommand("prompts", "list the prompts by source with their token counts; exclude (or include) prompts or sources",
             audit=AuditAction.PROMPT_EXCLUSIONS_CHANGED, audit_if=prompts_changes_asked)
 def prompts_arguments(parser: argparse.ArgumentParser):
@@ -283,6 +292,15 @@ def export_arguments(parser: argparse.ArgumentParser):
 
     export_cli.add_arguments(parser)
     return export_cli.run
+
+
+@subcommand("export-model", "write a version as a Hugging Face folder with its model card (lineage, judgements, win "
+            "rate)")
+def export_model_arguments(parser: argparse.ArgumentParser):
+    from trainers.entry import export_model_cli
+
+    export_model_cli.add_arguments(parser)
+    return export_model_cli.run
 
 
 @subcommand("add-user", "add a user to an auth file or set a user's password (asked twice; a salted hash is stored)")

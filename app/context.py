@@ -18,10 +18,12 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
+from labeling.text_fields import surrogate_field, surrogate_message
 from storage import Store
 from storage.audit import AuditAction, record_action
 from storage.errors import StudioError
 
+from .audit import studio_actor
 from .auth import AuthFile, Users
 
 
@@ -64,15 +66,19 @@ class Studio:
             return username
         return typed_name
 
+    def is_admin(self, request: gr.Request | None) -> bool:
+        """Whether the request is an admin's: under --auth a user marked `admin`; without --auth, anyone."""
+        return self.users is None or self.users.is_admin(getattr(request, "username", None))
+
     def require_admin(self, request: gr.Request | None) -> None:
         """Under --auth only users marked `admin` in the auth file may run jobs, import, export or edit guidelines."""
-        if self.users is not None and not self.users.is_admin(getattr(request, "username", None)):
+        if not self.is_admin(request):
             raise gr.Error("only an admin can do this; ask a user marked `admin` in the auth file",
                            print_exception=False)  # a refusal, not a crash: no traceback in the terminal
 
     def record(self, request: gr.Request | None, action: AuditAction, **detail) -> None:
-        """Add an admin action to the audit trail, by the logged-in user (`anonymous` without --auth)."""
-        record_action(self.store, getattr(request, "username", None) or "anonymous", action, detail)
+        """Add an admin action to the audit trail, by the logged-in user (`local admin (<OS user>)` without --auth)."""
+        record_action(self.store, studio_actor(getattr(request, "username", None)), action, detail)
 
 
 class View:
@@ -91,16 +97,33 @@ class View:
 def bind(handler: Callable, *leading) -> Callable:
     """`handler(*leading, ...)` as a Gradio listener, e.g. `bind(api_next_pair, studio)`. The rest of its signature,
     its type hints, name and docstring are kept (Gradio reads them to describe the API and to pass the request,
-    which `functools.partial` would hide); a View it returns becomes its values in field order."""
+    which `functools.partial` would hide); a View it returns becomes its values in field order. Every listener and
+    API endpoint refuses text that is no Unicode (`labeling.text_fields`) before the handler runs, naming the field."""
+    signature = inspect.signature(handler)
+    parameters = list(signature.parameters.values())[len(leading):]
 
     @functools.wraps(handler)
     def listener(*args):
+        field = surrogate_field(named_arguments(parameters, args))
+        if field is not None:
+            raise gr.Error(user_message(surrogate_message(field)), print_exception=False)
         result = handler(*leading, *args)
         return result.values() if isinstance(result, View) else result
 
-    signature = inspect.signature(handler)
-    listener.__signature__ = signature.replace(parameters=list(signature.parameters.values())[len(leading):])
+    listener.__signature__ = signature.replace(parameters=parameters)
     return listener
+
+
+def named_arguments(parameters: list[inspect.Parameter], args: tuple) -> dict[str, object]:
+    """Positional arguments by their parameter's name (those of a `*values` parameter as `values[0]`, ...)."""
+    named, rest = {}, list(args)
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            named.update({f"{parameter.name}[{i}]": value for i, value in enumerate(rest)})
+            return named
+        if rest:
+            named[parameter.name] = rest.pop(0)
+    return named
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 words, live refresh while the job runs, the shown data as CSV (each chart exports itself as PNG); API
 `/metrics(job_id, names)`.
 
-The charts themselves are built in `app.charts`. Opening the tab shows the newest job (or the one picked by hand).
+The charts themselves are built in `app.charts`. Opening the tab shows the newest job with data (or the one picked by
+hand).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from storage import jobs as job_rows
 from storage.curves import metric_series
 from storage.generations import eval_samples
 from storage.job_warnings import list_warnings
-from storage.metrics import read_metrics
+from storage.metrics import jobs_with_metrics, read_metrics
 from storage.rounds import list_rounds
 from storage.types import Job
 from trainers.jobs.launcher import reap_orphans
@@ -220,6 +221,14 @@ def write_exports(curves: Curves, choice: str) -> list[str]:
     return [str(p) for p in paths]
 
 
+def opening_job(studio: Studio) -> int | None:
+    """The job the tab opens on: the newest that runs or has data to show (metrics or rounds), not a newer one
+    cancelled or failed before its first step; the newest when none has any."""
+    jobs = job_rows.list_jobs(studio.store)
+    with_data = jobs_with_metrics(studio.store) | {row["job_id"] for row in list_rounds(studio.store)}
+    return next((job.id for job in jobs if job.status.active or job.id in with_data), jobs[0].id if jobs else None)
+
+
 def job_choices(studio: Studio) -> list[tuple[str, int]]:
     reap_orphans(studio.store)  # a job whose process is gone reads as interrupted, never as running
     return [(f"Job {j.id} · {job_kind_label(j)} · {j.status.value}", j.id) for j in job_rows.list_jobs(studio.store)]
@@ -362,10 +371,9 @@ def pick_job(studio: Studio, job_id: int | None, smoothing: float) -> PickedChar
 
 
 def show_jobs(studio: Studio, job_id: int | None, choice: str, smoothing: float) -> JobsAndCharts:
-    """The current list of jobs and the charts of `job_id` (the newest job when it is None or gone)."""
+    """The current list of jobs and the charts of `job_id` (the newest job with data when it is None or gone)."""
     options = job_choices(studio)
-    ids = [value for _, value in options]
-    job_id = job_id if job_id in ids else (ids[0] if ids else None)
+    job_id = job_id if job_id in [value for _, value in options] else opening_job(studio)
     return JobsAndCharts(*show_charts(studio, job_id, choice, smoothing).values(),
                          gr.Dropdown(choices=options, value=job_id))
 

@@ -19,6 +19,7 @@ import gradio as gr
 
 from labeling.demonstration_formats import MAX_DEMONSTRATION_CHARS
 from labeling.demonstrations import SIDES, records_preferences, shown_texts, undo_demonstration, write_demonstration
+from storage.demonstrations import MAX_SECONDS
 
 from .context import Studio, View, bind, markdown_literal, user_errors
 
@@ -119,7 +120,8 @@ def save(studio: Studio, namer: Namer, typed: str, pair_id: int | None, text: st
         name = namer(studio, request, typed)
         if pair_id is None:
             raise gr.Error("no pair is on screen; start labeling first", print_exception=False)
-        seconds = round(time.time() - opened, 1) if opened is not None else None
+        spent = round(time.time() - opened, 1) if opened is not None else None
+        seconds = spent if spent is not None and spent <= MAX_SECONDS else None  # an editor left open overnight
         written = write_demonstration(studio.store, name, pair_id, text or "", None if side == EMPTY else side,
                                       seconds, bool(preferences))
     also = f" and {written.preferences} preference{'s' * (written.preferences != 1)}" if written.preferences else ""
@@ -138,9 +140,10 @@ def undo(studio: Studio, namer: Namer, typed: str, request: gr.Request) -> str:
 def api_submit_demonstration(studio: Studio, namer: Namer, annotator: str, pair_id: int, text: str,
                              edited_from: str, seconds: float | None, record_preferences: bool,
                              request: gr.Request) -> dict:
-    """Store `annotator`'s better answer to the prompt of the pair reserved for them: `edited_from` is `left` or
-    `right` (the response as shown) or `empty`; `seconds` the time spent (or null); with `record_preferences` the
-    answer is also preferred to each response. Returns `demonstration_id` and `preferences` (labels recorded)."""
+    """Store `annotator`'s better answer to the prompt of the pair reserved for them (refused for any other pair):
+    `edited_from` is `left` or `right` (the response as shown) or `empty`; `seconds` the time spent (0 to 86400, or
+    null); with `record_preferences` the answer is also preferred to each response. The same answer to one prompt is
+    refused the second time. Returns `demonstration_id` and `preferences` (labels recorded)."""
     with user_errors():
         written = write_demonstration(studio.store, namer(studio, request, annotator), pair_id, text,
                                       None if edited_from == EMPTY else edited_from, seconds, bool(record_preferences))

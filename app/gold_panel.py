@@ -17,6 +17,8 @@ import gradio as gr
 from labeling.gold import gold_scores, lift_flag, mark_gold, mark_gold_ranking, update_gold_settings
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
+from storage.gold_items import count_gold
+from storage.gold_rankings import count_gold_rankings
 
 from .context import Refresh, Studio, bind, markdown_literal, user_errors
 
@@ -31,14 +33,21 @@ def api_gold_accuracy(studio: Studio) -> list[dict]:
 
 
 def gold_table(studio: Studio) -> str:
+    """How many gold items the store holds, then each annotator's accuracy on them (none until someone other than
+    the label a gold item was marked from judges one)."""
+    pairs, rankings = count_gold(studio.store), count_gold_rankings(studio.store)
+    if not pairs + rankings:
+        return ("No gold items yet (import gold pairs or rankings with `python app.py import-gold`, or mark a label "
+                "below).")
+    held = (f"**{pairs} gold pair{'s' * (pairs != 1)}, {rankings} gold ranking{'s' * (rankings != 1)}**; the Label "
+            "tab serves them among the pairs.")
     scores = gold_scores(studio.store)
     if not scores:
-        return ("No gold judgements yet (import gold pairs or rankings with `python app.py import-gold`, or mark a "
-                "label below).")
+        return f"{held} No annotator has judged one yet (the label a gold item was marked from does not count)."
     rows = "".join(f"| {markdown_literal(s.annotator)} | {s.judged} | {s.correct} | {s.accuracy:.0%} | "
                    f"{'yes' + (', left out of training' if s.left_out else '') if s.flagged else ''} |\n"
                    for s in scores)
-    return HEADERS + rows
+    return f"{held}\n\n{HEADERS}{rows}"
 
 
 def api_mark_gold(studio: Studio, label_id: float, request: gr.Request) -> str:
@@ -47,7 +56,7 @@ def api_mark_gold(studio: Studio, label_id: float, request: gr.Request) -> str:
     with user_errors():
         pair_id = mark_gold(studio.store, _label_id(label_id))
     studio.record(request, AuditAction.GOLD_CHANGED, marked_label=int(label_id), pair=pair_id)
-    return f"Pair {pair_id} is gold now."
+    return f"Label {int(label_id)} is gold now: its pair ({pair_id}) is a gold pair, that label's choice its answer."
 
 
 def api_mark_gold_ranking(studio: Studio, label_id: float, request: gr.Request) -> str:
@@ -56,7 +65,8 @@ def api_mark_gold_ranking(studio: Studio, label_id: float, request: gr.Request) 
     with user_errors():
         ranking_id = mark_gold_ranking(studio.store, _label_id(label_id))
     studio.record(request, AuditAction.GOLD_CHANGED, marked_ranking_label=int(label_id), ranking=ranking_id)
-    return f"Ranking {ranking_id} is gold now."
+    return (f"Ranking verdict {int(label_id)} is gold now: its ranking ({ranking_id}) is a gold ranking, that "
+            "verdict's order its answer.")
 
 
 def _label_id(label_id: float | None) -> int:

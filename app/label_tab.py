@@ -31,6 +31,7 @@ from labeling.annotation import (
     undo_label,
     update_queue_settings,
 )
+from labeling.ranking import rankings_first
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import Conflict, InvalidInput, NotFound
@@ -169,6 +170,7 @@ class LabelLayout:
     change: gr.Button
     counts: gr.Markdown
     guidelines: gr.HTML
+    pair_panel: gr.Column  # the pair and its votes, shown while `pair_shown` (a ranking may come first)
     prompt: gr.HTML
     responses: gr.HTML  # the left and right panes
     votes: dict[Choice, gr.Button]
@@ -182,15 +184,18 @@ class LabelLayout:
     pair_id: gr.State  # the pair on this browser's screen
     vote_id: gr.State  # the id a vote on it carries: a retried click stores it once
     poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
+    ranking_turn: gr.State  # a new token each time no pair is on screen: the ranking panel then serves a ranking
+    pair_shown: gr.State  # no listener outputs the panel itself: an error would cover it, buttons and all
     annotator: gr.BrowserState  # the name this browser labels as, remembered across reloads
     editor: demonstration_editor.EditorLayout | None = None  # a better answer, written or edited (W)
     extras: object = None  # app.judgement_extras.ExtrasLayout (it imports us): strength, rationale, ratings
+    ranking: object = None  # app.ranking_panel.RankingLayout (it imports us): K answers to rank
 
 
 def layout(signed_in: bool) -> LabelLayout:
     """Name box (hidden under --auth), guidelines, the prompt, the responses side by side, vote buttons, undo, the
     plain-text toggle, queue settings."""
-    from . import judgement_extras  # a strength, rationale and ratings with the vote (it imports us)
+    from . import judgement_extras, ranking_panel  # the vote's extras; a ranking in place of the pair (they import us)
     with gr.Column(elem_id="label-tab", elem_classes=[TEXT_SCOPE]):
         with gr.Row(elem_id="label-top"):
             with gr.Row(visible=not signed_in, elem_id="name-entry", scale=3) as name_entry:
@@ -206,20 +211,23 @@ def layout(signed_in: bool) -> LabelLayout:
                                  elem_id="label-progress")
         with gr.Accordion("Guidelines", open=True, elem_id="guidelines"):
             guidelines = gr.HTML(js_on_load=None, elem_id="guidelines-text")
-        prompt = gr.HTML("" if signed_in else NAME_FIRST_HTML, js_on_load=None, elem_id="pair-prompt")
-        responses = gr.HTML(js_on_load=None, elem_id="responses")
-        with gr.Row(elem_id="vote-buttons"):
-            votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120,
-                                       variant="primary" if choice in (Choice.LEFT, Choice.RIGHT) else "secondary")
-                     for choice, label, elem_id in VOTES}
-        extras = judgement_extras.layout()
-        with gr.Row(elem_id="vote-tools"):
-            undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
-            status = gr.Markdown(elem_id="label-status")
-            plain = plain_text_toggle("label-plain")
+        with gr.Column(elem_id="pair-panel") as pair_panel:
+            prompt = gr.HTML("" if signed_in else NAME_FIRST_HTML, js_on_load=None, elem_id="pair-prompt")
+            responses = gr.HTML(js_on_load=None, elem_id="responses")
+            with gr.Row(elem_id="vote-buttons"):
+                votes = {choice: gr.Button(label, size="lg", elem_id=elem_id, min_width=120, variant="primary"
+                                           if choice in (Choice.LEFT, Choice.RIGHT) else "secondary")
+                         for choice, label, elem_id in VOTES}
+            extras = judgement_extras.layout()
+            with gr.Row(elem_id="vote-tools"):
+                undo = gr.Button("↶ Undo last (U)", size="sm", elem_id="vote-undo")
+                status = gr.Markdown(elem_id="label-status")
+                plain = plain_text_toggle("label-plain")
+        ranking = ranking_panel.layout()
         editor = demonstration_editor.layout()
         gr.HTML("Keys: <kbd>1</kbd>/<kbd>←</kbd> left · <kbd>2</kbd>/<kbd>→</kbd> right · <kbd>3</kbd> tie · "
-                "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo" + judgement_extras.KEYS_LEGEND,
+                "<kbd>4</kbd> both bad · <kbd>S</kbd> skip · <kbd>U</kbd> undo · <kbd>W</kbd> write a better answer"
+                + judgement_extras.KEYS_LEGEND,
                 js_on_load=SHORTCUTS_JS, elem_id="label-keys")
         with gr.Accordion("Queue settings (project owner)", open=False, elem_id="queue-settings"):
             guidelines_box = gr.Textbox(label="Guidelines (markdown)", lines=5)
@@ -227,15 +235,15 @@ def layout(signed_in: bool) -> LabelLayout:
                 overlap = gr.Number(label="Annotators per pair (overlap)", precision=0, minimum=1)
                 ttl = gr.Number(label="Reservation time (seconds)", minimum=10)
                 save = gr.Button("Save settings")
-    return LabelLayout(name_entry, name_box, start, name_shown, labeling_as, change, counts, guidelines, prompt,
-                       responses, votes, undo, status, plain, guidelines_box, overlap, ttl, save, gr.State(None),
-                       gr.State(None), gr.Timer(POLL_S, active=False), gr.BrowserState("", **REMEMBERED_NAME), editor,
-                       extras)
+    return LabelLayout(name_entry, name_box, start, name_shown, labeling_as, change, counts, guidelines, pair_panel,
+                       prompt, responses, votes, undo, status, plain, guidelines_box, overlap, ttl, save,
+                       gr.State(None), gr.State(None), gr.Timer(POLL_S, active=False), gr.State(None), gr.State(True),
+                       gr.BrowserState("", **REMEMBERED_NAME), editor, extras, ranking)
 
 
 @dataclass(frozen=True)
 class Screen(View):
-    """What an action leaves on the annotator's screen: the pair (or the empty queue), progress and a status line."""
+    """What an action leaves on screen: the pair (or none: the empty queue, or a ranking's turn), progress, status."""
 
     pair_id: int | None
     vote_id: str | None
@@ -244,6 +252,8 @@ class Screen(View):
     counts: str
     status: str
     poll: gr.Timer
+    pair_shown: bool  # False while a ranking comes first
+    ranking_turn: str | None  # new when no pair is on screen: the ranking panel looks for a ranking (gr.skip: not)
 
 
 def counts_line(studio: Studio, name: str, pair_id: int | None) -> str:
@@ -254,13 +264,24 @@ def counts_line(studio: Studio, name: str, pair_id: int | None) -> str:
     return " · ".join([f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue", *waits])
 
 
-def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = "") -> Screen:
-    """The screen for a shown pair (a new vote id for it), or the empty queue (polling for new pairs)."""
+def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = "", ranking: bool = False) -> Screen:
+    """A shown pair (a new vote id for it); or none: the empty queue (polling), or the pair hidden (`ranking`) for
+    the ranking that comes first; either way a new `ranking_turn`."""
     counts = counts_line(studio, name, shown and shown.pair_id)
     if shown is None:
-        return Screen(None, None, EMPTY_HTML, "", counts, message, gr.Timer(active=True))
+        return Screen(None, None, "" if ranking else EMPTY_HTML, "", counts, message, gr.Timer(active=not ranking),
+                      not ranking, uuid.uuid4().hex)
     return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts,
-                  message + before_vote(studio.store, name, shown.pair_id), gr.Timer(active=False))
+                  message + before_vote(studio.store, name, shown.pair_id), gr.Timer(active=False),
+                  True, gr.skip())
+
+
+def serve(studio: Studio, name: str, message: str = "") -> Screen:
+    """The annotator's next item: room for a ranking while rankings come first (`labeling.ranking.rankings_first`),
+    else their reserved or next pair."""
+    if rankings_first(studio.store, name):
+        return screen(studio, name, None, message, ranking=True)
+    return screen(studio, name, next_pair(studio.store, name), message)
 
 
 def only_status(view: type[View], message: str) -> View:
@@ -296,7 +317,7 @@ def start_labeling(studio: Studio, typed: str, annotator: str | None, request: g
             return only_status(Named, markdown_literal(str(exc)))
         if studio.users is None and not unnamed(studio, annotator) and normal_name(annotator) != name:
             release_pair(studio.store, annotator)
-        shown = screen(studio, name, next_pair(studio.store, name))
+        shown = serve(studio, name)
     return Named(*shown.values(), name, gr.update(visible=False), gr.update(visible=True),
                  f"Labeling as **{markdown_literal(name)}**")
 
@@ -316,14 +337,16 @@ def vote(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | N
     with user_errors():
         name = annotator_name(studio, request, annotator)
         if pair_id is None:
-            return screen(studio, name, next_pair(studio.store, name), "Nothing to vote on yet.")
+            return serve(studio, name, "Nothing to vote on yet.")
+        ranking = rankings_first(studio.store, name)  # the next item is a ranking: no pair is reserved
         try:
-            _, shown = submit_and_next(studio.store, name, pair_id, choice.value, vote_id, **(judgement or {}))
+            _, shown = submit_and_next(studio.store, name, pair_id, choice.value, vote_id, then_pair=not ranking,
+                                       **(judgement or {}))
         except (Conflict, NotFound) as exc:
             gr.Warning(user_message(str(exc)))
-            return screen(studio, name, next_pair(studio.store, name))
+            return serve(studio, name)
         saved = f"Saved: {choice.value.replace('_', ' ')}." + after_vote(studio.store, name, pair_id)  # a judge's
-        return screen(studio, name, shown, saved)
+        return screen(studio, name, shown, saved, ranking)
 
 
 def undo(studio: Studio, annotator: str | None, request: gr.Request) -> Screen:
@@ -340,8 +363,9 @@ def poll_queue(studio: Studio, annotator: str | None, pair_id: int | None, reque
         return gr.skip()
     with user_errors():
         name = annotator_name(studio, request, annotator)
-        shown = None if pair_id is not None else next_pair(studio.store, name)
-    return screen(studio, name, shown, "New pairs arrived.") if shown else gr.skip()
+        ranking = pair_id is None and rankings_first(studio.store, name)  # a loop has queued rankings meanwhile
+        shown = None if pair_id is not None or ranking else next_pair(studio.store, name)
+    return screen(studio, name, shown, "New pairs arrived.", ranking) if shown or ranking else gr.skip()
 
 
 def show_known_annotator(studio: Studio, annotator: str | None, request: gr.Request) -> Named | dict:
@@ -413,7 +437,7 @@ def build(studio: Studio) -> list[Refresh]:
             None, js=FOCUS_PAIR_JS)
     ui.change.click(change_name, ui.annotator, [ui.name_entry, ui.name_box, ui.name_shown], queue=False,
                     api_visibility="private").then(None, js=FOCUS_NAME_JS)
-    from . import judgement_extras
+    from . import judgement_extras, ranking_panel  # they import us
     extras = judgement_extras.build(studio, ui, private)  # the vote buttons, with a strength, rationale, ratings
     ui.undo.click(bind(undo, studio), ui.annotator, shown, **private)
     ui.poll.tick(bind(poll_queue, studio), [ui.annotator, ui.pair_id], shown, **private)
@@ -421,8 +445,7 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(save_queue_settings, studio), api_name="save_queue_settings")
     ui.save.click(bind(on_save_settings, studio), [ui.guidelines_box, ui.overlap, ui.ttl], ui.guidelines,
                   api_visibility="private")
-    from . import ranking_panel  # rankings of K answers (rank_k 3-6): its own panel below the pair (it imports us)
-    rankings = ranking_panel.build(studio, ui.name_box, ui.annotator, ui.start)
+    rankings = ranking_panel.build(studio, ui)  # rankings of K answers (rank_k 3-6), in place of the pair
     return [*rankings, *extras, Refresh(bind(show_known_annotator, studio), [ui.annotator], named, on_open=False),
             Refresh(bind(current_settings, studio), [], Settings.components(ui), on_open=False),
             Refresh(bind(show_counts, studio), [ui.annotator, ui.pair_id], [ui.counts])]

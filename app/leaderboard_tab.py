@@ -19,6 +19,7 @@ from storage.generations import function_scores
 from storage.winrate import winrate_judgements
 from trainers.loop.job_summary import who_judged
 
+from . import export_panel
 from .context import Refresh, Studio, View, bind
 from .function_scores import function_scores_html
 
@@ -145,6 +146,7 @@ class LeaderboardLayout:
     versions: gr.HTML
     board: gr.HTML
     functions: gr.HTML
+    export: export_panel.ExportLayout
 
 
 def layout() -> LeaderboardLayout:
@@ -160,7 +162,8 @@ def layout() -> LeaderboardLayout:
         board = gr.HTML(css_template=CSS, elem_id="leaderboard-board")
         gr.Markdown("### Reward functions on held-out prompts")
         functions = gr.HTML(css_template=CSS, elem_id="leaderboard-functions")
-    return LeaderboardLayout(refresh, versions, board, functions)
+        export = export_panel.layout()
+    return LeaderboardLayout(refresh, versions, board, functions, export)
 
 
 @dataclass(frozen=True)
@@ -189,5 +192,7 @@ def build(studio: Studio) -> list[Refresh]:
     gr.api(bind(api_leaderboard, studio), api_name="leaderboard")
     ui = layout()
     ui.refresh.click(bind(show_leaderboard, studio), None, Board.components(ui), api_visibility="private")
-    return [Refresh(bind(show_leaderboard, studio), [], Board.components(ui))]
+    ui.refresh.click(bind(export_panel.show_exports, studio), None, [ui.export.version, ui.export.state],
+                     api_visibility="private")
+    return [Refresh(bind(show_leaderboard, studio), [], Board.components(ui)), *export_panel.build(studio, ui.export)]
 

@@ -1,5 +1,6 @@
 """The Data tab's Project section: which model each policy version came from, the reward base, the prompts, and (for
-admins, in a store with no project yet) starting one on a model folder, as `python app.py init` does.
+admins, in a store with no project yet) starting one on a model folder, as `python app.py init` does. Folders on this
+machine (each version's, the reward base, the model a project started from) are shown to admins only.
 
 The folder is checked and registered by `python app.py init` run in a subprocess (no shell): the serving process
 never loads torch, and the command's one-line refusal is what the admin sees.
@@ -20,11 +21,12 @@ from storage.policies import list_policies
 from storage.prompts import list_prompts
 from storage.settings import REWARD_BASE_SETTING, get_setting
 
-from .audit import ACTOR_VARIABLE
+from .audit import ACTOR_VARIABLE, studio_actor
 from .context import Refresh, Studio, View, bind, user_message
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_HEADERS = ["version", "store round", "parent", "made from", "folder"]
+FOLDER_HIDDEN = "(admins only)"
 INIT_TIMEOUT_S = 1800  # a big model's pickle conversion or pad fix copies its weights
 
 
@@ -36,7 +38,9 @@ class Project(View):
     policies: list[list]
 
 
-def show_project(studio: Studio) -> Project:
+def show_project(studio: Studio, request: gr.Request) -> Project:
+    """The project; to others than admins without the folders: no path, no note of a root (it names the folder the
+    project started from)."""
     store = studio.store
     versions = list_policies(store)
     if not versions:
@@ -45,10 +49,15 @@ def show_project(studio: Studio) -> Project:
     heldout = sum(p.heldout for p in prompts)
     conversations = sum(p.messages is not None for p in prompts)
     names = version_names(versions)
+    counts = (f"**{len(prompts) - heldout}** training prompts and **{heldout}** held out "
+              f"({conversations} conversations)")
+    if not studio.is_admin(request):
+        rows = [[names[p.id], p.round, names.get(p.parent_id, "—"), "—" if p.parent_id is None else p.note or "",
+                 FOLDER_HIDDEN] for p in reversed(versions)]
+        return Project(f"**SFT policy**: {names[versions[0].id]} · {counts}", rows)
     reward_base = get_setting(store, REWARD_BASE_SETTING) or f"the SFT policy ({names[versions[0].id]})"
     summary = (f"**SFT policy** ({names[versions[0].id]}): `{versions[0].path}` · **reward base**: `{reward_base}` · "
-               f"**{len(prompts) - heldout}** training prompts and **{heldout}** held out "
-               f"({conversations} conversations)")
+               f"{counts}")
     rows = [[names[p.id], p.round, names.get(p.parent_id, "—"), p.note or "", p.path] for p in reversed(versions)]
     return Project(summary, rows)
 
@@ -68,13 +77,13 @@ def on_start_project(studio: Studio, folder: str, allow_pickle: bool, request: g
     if not (folder or "").strip():
         raise gr.Error("type the path of a model folder on this machine (a save_pretrained directory, or a GGUF file)")
     command = [sys.executable, str(ROOT / "app.py"), "init", "--db", str(studio.store.path), "--policy", folder.strip()]
-    actor = {ACTOR_VARIABLE: getattr(request, "username", None) or "anonymous"}  # the audit trail's user
+    actor = {ACTOR_VARIABLE: studio_actor(getattr(request, "username", None))}  # the audit trail's user
     done = subprocess.run(command + (["--allow-pickle"] if allow_pickle else []), cwd=ROOT, capture_output=True,
                           text=True, timeout=INIT_TIMEOUT_S, stdin=subprocess.DEVNULL, env={**os.environ, **actor})
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or ["init failed"]
         raise gr.Error(user_message(lines[-1].removeprefix("error: ")), print_exception=False)
-    return Started(done.stdout.strip().replace("\n", "\n\n"), *show_project(studio).values())
+    return Started(done.stdout.strip().replace("\n", "\n\n"), *show_project(studio, request).values())
 
 
 @dataclass(frozen=True)

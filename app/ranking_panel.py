@@ -3,10 +3,11 @@
 Keys (while the panel shows a ranking and no other box has the focus): a letter puts that answer next in the order
 (best first), `=` ties the next letter with the previous one, Backspace takes the last one back; the order is sent
 as soon as it names every answer (or with Enter / the button). `0` is "all bad", `Z` undoes the last ranking sent
-(its ranking comes back). The panel appears when the annotator starts labeling and rankings are queued (a loop with
-`rank_k` 3 to 6). A rationale box and a 1-7 rating per answer show under the order when the project's `rationale` and
-`ratings` settings ask for them (`optional` or `required`; `app.judgement_extras`, `app.ranking_ratings`); they go
-with the order and clear for the next ranking.
+(its ranking comes back). Rankings come before pairs (`labeling.ranking.rankings_first`): while a loop with `rank_k` 3
+to 6 waits for them, the panel shows one in place of the pair, at the start, after a reload and after a vote on a
+pair; when none is left for the annotator, the pair comes back. A rationale box and a 1-7 rating per answer show
+under the order when the project's `rationale` and `ratings` settings ask for them (`optional` or `required`;
+`app.judgement_extras`, `app.ranking_ratings`); they go with the order and clear for the next ranking.
 
 Public API (gradio_client): `/next_ranking(annotator)`, `/submit_ranking(annotator, ranking_id, order, vote_id)`
 (returns the label id and the next ranking) and `/undo_ranking(annotator)`. A ranking is `{ranking_id, prompt,
@@ -17,18 +18,29 @@ messages, responses, letters, left_in_queue}`; `order` is letters best first wit
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import gradio as gr
 
+from labeling.annotation import release_pair
 from labeling.notes import MAX_RATIONALE_CHARS
-from labeling.ranking import ShownRanking, next_ranking, open_rankings, submit_ranking, undo_ranking
+from labeling.ranking import LETTERS, ShownRanking, next_ranking, open_rankings, submit_ranking, undo_ranking
 from storage.errors import Conflict, NotFound
 from storage.rankings import ranking_size
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message
 from .judgement_extras import rationale_field
-from .label_tab import QUEUE, QUEUE_WORKERS, annotator_name
+from .label_tab import (
+    EMPTY_HTML,
+    QUEUE,
+    QUEUE_WORKERS,
+    LabelLayout,
+    Screen,
+    annotator_name,
+    counts_line,
+    serve,
+    unnamed,
+)
 from .ranking_ratings import given_ratings, rating_fields
 from .ranking_ratings import layout as ratings_layout
 from .render import TEXT_SCOPE, panes_html, text_html
@@ -190,60 +202,97 @@ def ranking_screen(studio: Studio, shown: ShownRanking | None, message: str = ""
                          uuid.uuid4().hex, "", rating_fields(studio, len(shown.responses)))
 
 
-def show_next(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
-    """Start labeling: the annotator's reserved or next ranking (the panel stays hidden when none is queued)."""
+@dataclass(frozen=True)
+class Served(View):
+    """What a ranking action leaves on the Label tab: the panel, and the pair's part of the screen (`label_tab.Screen`:
+    hidden for a ranking, or the pair back when none is left)."""
+
+    ranking: RankingScreen
+    pair: Screen
+
+    @classmethod
+    def components(cls, layout) -> list:  # the Label tab's layout, which holds the panel's
+        return [*RankingScreen.components(layout.ranking), *Screen.components(layout)]
+
+    def values(self) -> tuple:
+        return (*self.ranking.values(), *self.pair.values())
+
+
+def pair_part(**changes) -> Screen:
+    """The pair's part of the screen with only `changes` (the rest as they are)."""
+    return Screen(**{f.name: gr.skip() for f in fields(Screen)} | changes)
+
+
+def take_turn(studio: Studio, annotator: str | None, request: gr.Request) -> Served | dict:
+    """No pair is on the Label tab's screen (a ranking comes first, or the pair queue is empty): the annotator's
+    reserved or next ranking in place of the pair (a gold ranking on their turn or when all else is done), and a pair
+    they held (from before a loop queued rankings) given back, so others take it; with none, the pair's part of the
+    screen shown (the empty queue, polling for new pairs)."""
+    if unnamed(studio, annotator):
+        return gr.skip()
     with user_errors():
-        name = annotator_name(studio, request, typed)
-        return ranking_screen(studio, next_ranking(studio.store, name))
+        name = annotator_name(studio, request, annotator)
+        shown = next_ranking(studio.store, name)
+        if shown is not None:
+            release_pair(studio.store, name)
+    if shown is None:
+        unchanged = RankingScreen(*[gr.skip()] * 8, (gr.skip(),) * len(LETTERS))
+        return Served(unchanged, pair_part(pair_shown=True, prompt=EMPTY_HTML, poll=gr.Timer(active=True)))
+    return Served(ranking_screen(studio, shown), pair_part(pair_shown=False, poll=gr.Timer(active=False)))
 
 
 def send(studio: Studio, order: str, typed: str, ranking_id: int | None, vote_id: str | None, rationale: str | None,
          request: gr.Request, rating_a: int | None = None, rating_b: int | None = None, rating_c: int | None = None,
-         rating_d: int | None = None, rating_e: int | None = None, rating_f: int | None = None) -> RankingScreen:
+         rating_d: int | None = None, rating_e: int | None = None, rating_f: int | None = None) -> Served:
     """Send the order (or all_bad / skip), with its rationale and the ratings of A to F (every answer on screen rated
-    or none), for the ranking on screen and show the next one."""
+    or none), for the ranking on screen and show the next one (`after_send`)."""
     ratings = (rating_a, rating_b, rating_c, rating_d, rating_e, rating_f)
     with user_errors():
         name = annotator_name(studio, request, typed)
         if ranking_id is None:
-            return ranking_screen(studio, next_ranking(studio.store, name), "Nothing to rank yet.")
+            return after_send(studio, name, "Nothing to rank yet.")
         try:
             rated = given_ratings(ratings, ranking_size(studio.store, ranking_id))
             submit_ranking(studio.store, name, ranking_id, order, vote_id, rationale=rationale or None, ratings=rated)
         except (Conflict, NotFound) as exc:
             gr.Warning(user_message(str(exc)))
-            return ranking_screen(studio, next_ranking(studio.store, name))
-        return ranking_screen(studio, next_ranking(studio.store, name), f"Saved: {order.strip() or 'nothing'}.")
+            return after_send(studio, name)
+        return after_send(studio, name, f"Saved: {order.strip() or 'nothing'}.")
 
 
-def undo(studio: Studio, typed: str, request: gr.Request) -> RankingScreen:
+def after_send(studio: Studio, name: str, message: str = "") -> Served:
+    """The panel with the next ranking, and the Label tab's counts; with none left for the annotator, the panel's
+    `message` and the pair back in its place (`label_tab.serve`)."""
+    shown = next_ranking(studio.store, name)
+    if shown is None:
+        return Served(ranking_screen(studio, None, message), serve(studio, name))
+    return Served(ranking_screen(studio, shown, message), pair_part(counts=counts_line(studio, name, None)))
+
+
+def undo(studio: Studio, typed: str, request: gr.Request) -> Served:
+    """Undo the last ranking sent: it comes back in place of the pair."""
     with user_errors():
         name = annotator_name(studio, request, typed)
-        return ranking_screen(studio, undo_ranking(studio.store, name), "Undone: the ranking is back; rank it again.")
+        shown = ranking_screen(studio, undo_ranking(studio.store, name), "Undone: the ranking is back; rank it again.")
+        return Served(shown, pair_part(pair_shown=False, poll=gr.Timer(active=False)))
 
 
-def show_signed_in(studio: Studio, request: gr.Request) -> RankingScreen | dict:
-    """On page load, a signed-in annotator sees their ranking at once (others type a name first)."""
-    return show_next(studio, "", request) if studio.users is not None else gr.skip()
-
-
-def build(studio: Studio, name_box: gr.Textbox, annotator: gr.BrowserState, start: gr.Button) -> list[Refresh]:
-    """The panel, its API endpoints, and its listeners on the Label tab's name box and Start button (the name typed
-    there starts it; the name the tab labels as, `annotator`, goes with every later action); returns the page-load
-    refresh for signed-in annotators."""
+def build(studio: Studio, label: LabelLayout) -> list[Refresh]:
+    """The panel's API endpoints, and its listeners: each time the Label tab has no pair on screen (`ranking_turn`),
+    the annotator's ranking in place of the pair; a ranking sent shows the next one or brings the pair back. The
+    name the tab labels as (`annotator`) goes with every action. Returns the refresh of the rationale box."""
     group = {"concurrency_id": QUEUE, "concurrency_limit": QUEUE_WORKERS}
     gr.api(bind(api_next_ranking, studio), api_name="next_ranking", **group)
     gr.api(bind(api_submit_ranking, studio), api_name="submit_ranking", **group)
     gr.api(bind(api_undo_ranking, studio), api_name="undo_ranking", **group)
-    ui = layout()
-    outputs = RankingScreen.components(ui)
+    ui, annotator, outputs = label.ranking, label.annotator, Served.components(label)
     private = {"api_visibility": "private", **group}
-    start.click(bind(show_next, studio), name_box, outputs, **private)
-    name_box.submit(bind(show_next, studio), name_box, outputs, **private)
+    label.ranking_turn.change(bind(take_turn, studio), annotator, outputs, **private)
+    label.pair_shown.change(lambda shown: gr.update(visible=shown), label.pair_shown, label.pair_panel, queue=False,
+                            api_visibility="private")  # a listener that cannot fail: no error ever covers the pair
     held = [annotator, ui.ranking_id, ui.vote_id, ui.rationale, *ui.ratings]
     ui.submit.click(bind(send, studio), [ui.order, *held], outputs, **private)
     for button, verdict in ((ui.all_bad, "all_bad"), (ui.skip, "skip")):
         button.click(bind(send, studio, verdict), held, outputs, **private)
     ui.undo.click(bind(undo, studio), annotator, outputs, **private)
-    return [Refresh(bind(show_signed_in, studio), [], outputs, on_open=False),
-            Refresh(bind(rationale_field, studio), [], ui.rationale)]
+    return [Refresh(bind(rationale_field, studio), [], ui.rationale)]

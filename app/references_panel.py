@@ -1,5 +1,7 @@
 """The Data tab's Prompt references section: the prompts that carry a reference (the fields a prompt file gave
-beside the prompt, such as `answer`, which reward functions check against), the first REFERENCES_SHOWN of them."""
+beside the prompt, such as `answer`, which reward functions check against), the first REFERENCES_SHOWN of them.
+Admins only (everyone without --auth): a reference is the verifiable answer, and an annotator who saw it would label
+with it; others read how many prompts carry one."""
 
 from __future__ import annotations
 
@@ -25,8 +27,11 @@ class References(View):
     references: list[list]
 
 
-def show_references(studio: Studio) -> References:
+def show_references(studio: Studio, request: gr.Request) -> References:
     total = count_with_reference(studio.store)
+    if total and not studio.is_admin(request):
+        return References(f"**{total}** prompts carry a reference (the answer reward functions check); only admins "
+                          "read them, so that no one labels with the answer in mind.", [])
     if not total:
         return References("No prompt carries a reference: import a file whose rows hold fields beside `prompt` "
                           "(e.g. `{\"prompt\": \"What is 2 + 3?\", \"answer\": \"5\"}`).", [])

@@ -37,6 +37,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
 from labeling.annotation import normal_name
+from labeling.text_fields import surrogate_field, surrogate_message
 
 from .auth import MAX_NAME_CHARS, AuthFile
 from .throttle import LoginThrottle
@@ -129,6 +130,9 @@ class LoginGate:
         name, password = (form.get(key) or "" for key in ("username", "password"))
         if isinstance(name, UploadFile) or isinstance(password, UploadFile):
             return JSONResponse({"detail": "send `username` and `password` as form fields"}, status_code=400)
+        field = surrogate_field({"the user name": name, "the password": password})
+        if field is not None:  # a form in UTF-7 can carry one: no name has it, no hash takes it
+            return JSONResponse({"detail": surrogate_message(field)}, status_code=400)
         name, address = normal_name(name), request.client.host if request.client else ""
         key = name[:MAX_NAME_CHARS + 1]  # longer names cannot exist: they share one count (and bounded memory)
         wait = self.throttle.admit(key, address, time.monotonic())

@@ -27,8 +27,9 @@ from trainers.jobs.sft_data import checked_use
 from trainers.loop.config import settings_from_json
 from trainers.loop.presets import project_preset, project_presets
 from trainers.loop.sft_steps import sft_settings
-from trainers.policy.sft_config import SFTConfig, SFTRun
+from trainers.policy.sft_config import SFTConfig, SFTRun, check_root_demonstrations
 
+from .code_names import refuse_code_names
 from .context import Studio, user_errors
 from .refusals import refusing
 from .train_tab import JobView, config_from_form, job_status_dict, job_view
@@ -45,7 +46,7 @@ def checked_run(studio: Studio, run: SFTRun) -> SFTRun:
     start = get_policy(store, run.policy_id) if run.policy_id is not None else latest_policy(store)
     if start is None:
         raise NotFound(f"the store has no policy to fine-tune; {start_a_project(store)}")
-    checked_use(store, start, run.source)
+    check_root_demonstrations(run.config, run.as_root, len(checked_use(store, start, run.source).used))
     return SFTRun(policy_id=start.id, source=run.source, as_root=run.as_root, settings=run.settings)
 
 
@@ -69,6 +70,7 @@ def check_types(settings: dict) -> None:
 def start(studio: Studio, run: SFTRun, request: gr.Request | None) -> dict:
     """Admins: check `run`, then start an `sft` job; returns its status."""
     studio.require_admin(request)
+    refuse_code_names(studio, {**run.settings, "source": run.source})
     run = checked_run(studio, run)
     reap_orphans(studio.store)
     job_id = start_job(studio.store, JobKind.SFT, asdict(run), None)  # SFT trains in the worker's process
@@ -110,5 +112,7 @@ def on_start_sft(studio: Studio, request: gr.Request, preset_name: str, advanced
     """Run SFT: an `sft` job with the form's SFT settings (those of the loop's `sft_first`), a new root."""
     with user_errors():
         config = config_from_form(project_presets(studio.store), preset_name, advanced_json, *values)
+        studio.require_admin(request)
+        refuse_code_names(studio, config.to_dict())  # the form's every setting, those SFT leaves unused too
         state = start(studio, SFTRun(as_root=True, settings=sft_settings(config, 0)), request)
     return job_view(studio, job_rows.get_job(studio.store, state["job_id"]))

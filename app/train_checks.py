@@ -30,7 +30,7 @@ class Rule:
 
 
 LABELS = {  # the form's fields by their labels on screen (the two of the policy optimiser follow the algorithm)
-    "rounds": "Rounds", "samples_per_prompt": "K: samples per prompt",
+    "rounds": "Rounds", "samples_per_prompt": "K: samples per prompt", "rank_k": "Answers per judgement",
     "labels_per_round": "N: labels in round 1 (then × label_decay)",
     "label_budget": "B: labels of all rounds (blank: from N)", "selector": "Pair selector",
     "ensemble": "Reward ensemble size", "kl_coef": "β: KL coefficient", "reward_lr": "Reward LR",
@@ -41,7 +41,8 @@ LABELS = {  # the form's fields by their labels on screen (the two of the policy
     "on_warning": "On a failure warning", "sft_first": "SFT first: fine-tune on the demonstrations before round 1",
 }
 RULES = {
-    "rounds": Rule(1, whole=True), "samples_per_prompt": Rule(2, whole=True), "labels_per_round": Rule(1, whole=True),
+    "rounds": Rule(1, whole=True), "samples_per_prompt": Rule(2, whole=True), "rank_k": Rule(2, high=6, whole=True),
+    "labels_per_round": Rule(1, whole=True),
     "label_budget": Rule(0, whole=True, optional=True), "policy_iterations": Rule(1, whole=True),
     "ensemble": Rule(1, whole=True), "kl_coef": Rule(0), "reward_lr": Rule(0, above=True),
     "policy_lr": Rule(0, above=True), "reward_epochs": Rule(1, whole=True), "group_size": Rule(2, whole=True),

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import gradio as gr
 
+from labeling.synthetic import ORACLE_NAME
 from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
-from storage.labels import count_labels
+from storage.labels import count_labels, labelled_by_others
 from storage.policies import latest_policy
 from storage.prompts import count_prompts, excluded_prompt_ids
 from trainers.loop.config import (
+    Annotator,
     LoopConfig,
     collects_labels,
     first_round_labels,
@@ -32,7 +34,8 @@ from .context import Studio, markdown_literal
 # the form's LoopConfig fields, in the order it sends them
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "policy_iterations", "selector", "ensemble",
         "kl_coef", "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta",
-        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning", "sft_first")
+        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning", "sft_first",
+        "rank_k")
 LIMIT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
@@ -139,14 +142,31 @@ def fill_preset(name: str, presets: dict[str, LoopConfig] | None = None) -> list
     return [getattr(config, field) for field in FORM]
 
 
+def form_presets(store: Store) -> dict[str, LoopConfig]:
+    """The project's presets as the form offers them: labels from people (`human`) once people have labelled the
+    store, not from the demo's oracle."""
+    presets = project_presets(store)
+    if not labelled_by_others(store, ORACLE_NAME):
+        return presets
+    return {name: config.updated({"annotator": Annotator.HUMAN.value}) for name, config in presets.items()}
+
+
+def people_default(studio: Studio, seen: bool) -> tuple:
+    """Each time the tab opens: the first time this page sees that people have labelled the store (a person has just
+    labelled in the Label tab), "Labels from" turns to people; after that the user's choice stays. Returns the
+    annotator's update and what the page has now seen."""
+    labelled = labelled_by_others(studio.store, ORACLE_NAME)
+    return (Annotator.HUMAN.value if labelled and not seen else gr.skip()), labelled
+
+
 def on_preset(studio: Studio, name: str) -> list:
-    return fill_preset(name, project_presets(studio.store))
+    return fill_preset(name, form_presets(studio.store))
 
 
 def project_form(studio: Studio) -> list:
     """On page load: the preset chosen for the project's model, its values in the form, and why it was chosen."""
     preset = project_preset(studio.store)
-    return [preset.name, *fill_preset(preset.name, project_presets(studio.store)), chosen_line(preset)]
+    return [preset.name, *fill_preset(preset.name, form_presets(studio.store)), chosen_line(preset)]
 
 
 def chosen_line(preset: Preset) -> str:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import gradio as gr
 
 from labeling.selection import Selector
-from labeling.synthetic import DEFAULT_ORACLE
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.audit import AuditAction
@@ -31,30 +30,32 @@ from trainers.loop.config import (
     settings_from_json,
 )
 from trainers.loop.job_summary import job_summary
-from trainers.loop.loop_rewards import refuse_custom_functions
-from trainers.loop.presets import Preset, model_preset, project_preset, project_presets
+from trainers.loop.presets import Preset, loop_config, model_preset, project_preset, project_presets
 from trainers.loop.prompt_use import check_against_store
 from trainers.loop.time_left import time_left
 from trainers.loop.waiting import waiting_for_people
 from trainers.policy.config import Algorithm
 
-from . import reward_form
+from . import reward_form, root_action
+from .code_names import refuse_code_names
 from .context import Refresh, Studio, TabLink, View, bind, markdown_literal, user_errors
-from .judging import check_studio_judge
+from .judging import studio_judge_config
 from .refusals import refusing
 from .train_checks import checked_form, field_label, in_form_words
 from .train_form import (
     FORM,
     chosen_line,
+    form_presets,
     limits_once_idle,
-    lr_label,
     on_algorithm,
     on_preset,
+    people_default,
     project_form,
     run_now_label,
     schedule_text,
     show_limits,
 )
+from .train_words import ADVANCED_HEADING, COUNTS, DOCS_DIR, INFO, RESULT_LEGEND, STARTING, advanced_line
 
 TITLE = "Train"
 LOG_LINES = 12
@@ -91,15 +92,16 @@ def new_jobs_run_on(studio: Studio) -> str:
 
 def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str, *values) -> LoopConfig:
     """The preset (of the project's `presets`), then the form's fields (each checked, by its label), then the advanced
-    JSON on top. A reward learning rate changed in the form counts as given when the JSON switches `reward_lora`."""
-    form = dict(zip(FORM, values, strict=True))
-    settings = {**presets[preset].to_dict(), **checked_form(form)}
+    JSON on top; a reward of the functions alone starts from the preset's RLVR settings and reads no label field. A
+    reward learning rate changed in the form counts as given when the JSON switches `reward_lora`."""
+    on_top = settings_from_json(advanced)
+    form, base = reward_form.form_for_reward(dict(zip(FORM, values, strict=True)), presets[preset], on_top)
+    settings = {**base.to_dict(), **checked_form(form)}
     settings["label_budget"] = settings["label_budget"] or None  # blank or 0: from N
     try:
         config = LoopConfig.from_dict(settings)
     except InvalidInput as exc:
         raise InvalidInput(in_form_words(str(exc), form)) from None
-    on_top = settings_from_json(advanced)
     if config.reward_lr != presets[preset].reward_lr:
         on_top = {"reward_lr": config.reward_lr, **on_top}
     return config.updated(on_top)
@@ -108,11 +110,8 @@ def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str,
 def start(studio: Studio, kind: JobKind, config: LoopConfig, request: gr.Request | None) -> dict:
     """Admins: check the settings against the store, then start a job of `kind`; returns its status."""
     studio.require_admin(request)
-    if config.oracle != DEFAULT_ORACLE:  # `module:function` names code the worker would import and run
-        raise InvalidInput(f"the oracle {config.oracle[:80]!r} is not allowed from the studio; it names code to "
-                           f"run, so only {DEFAULT_ORACLE} may be used here")
-    refuse_custom_functions(config)  # a `module:function` reward function is code to run too: command line only
-    check_studio_judge(config, studio.judge)  # a judge's path or URL only from the command line (app.judging)
+    refuse_code_names(studio, config.to_dict())  # `module:function` in any setting: code to run, command line only
+    config = studio_judge_config(config, studio.judge)  # a judge's path or URL only from the command line
     store = studio.store
     check_against_store(config, store)
     kind = policy_job_kind(config) if kind == JobKind.POLICY else kind  # "Run DPO now" starts a dpo job
@@ -146,7 +145,7 @@ def api_start_loop(studio: Studio, config_json: str, request: gr.Request) -> dic
     """Start the human-preference loop with a JSON object of settings on top of the project's preset (the demo's
     settings, or the real-model ones chosen from its model: see the Train tab); returns the job status."""
     with user_errors():
-        config = project_preset(studio.store).config.updated(settings_from_json(config_json))
+        config = loop_config(project_preset(studio.store).config, settings_from_json(config_json))
         return start(studio, JobKind.LOOP, config, request)
 
 
@@ -213,10 +212,16 @@ class TrainLayout:
     chosen: gr.Markdown  # which preset the project's model gets, and why
     schedule: gr.Markdown  # the labels each round collects with the form's counts
     to_leaderboard: gr.Button  # under a finished job's result card: opens the Leaderboard tab (app.ui wires it)
+    rank_k: gr.Number  # answers per judgement: 2 queues pairs, 3-6 rankings
 
     @property
     def form(self) -> list:
         return [getattr(self, name) for name in FORM]
+
+
+def number(defaults: LoopConfig, name: str, **options) -> gr.Number:
+    """A number field of the form: its value, its label and its sentence."""
+    return gr.Number(getattr(defaults, name), label=field_label(name, defaults.algorithm), info=INFO[name], **options)
 
 
 def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
@@ -230,36 +235,46 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     defaults = presets[preset.name]
     chosen = gr.Markdown(chosen_line(preset), elem_id="train-preset-chosen")
     with gr.Row():
-        preset = gr.Dropdown(list(presets), value=preset.name, label="Preset")
-        annotator = gr.Radio([a.value for a in Annotator], value=defaults.annotator, label="Labels from")
-        selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector")
+        preset = gr.Dropdown(list(presets), value=preset.name, label="Preset", info=INFO["preset"])
+        annotator = gr.Radio([a.value for a in Annotator], value=defaults.annotator, label="Labels from",
+                             info=INFO["annotator"])
         algorithm = gr.Radio([a.value for a in Algorithm], value=defaults.algorithm, label="Policy optimiser",
-                             elem_id="train-algorithm")
+                             elem_id="train-algorithm", info=INFO["algorithm"])
     with gr.Row():
         # no minimum or maximum on the fields: `train_checks` refuses a value naming the field (Gradio would not)
-        counts = [gr.Number(getattr(defaults, name), label=field_label(name, defaults.algorithm), precision=0)
-                  for name in ("rounds", "samples_per_prompt", "labels_per_round", "label_budget",
-                               "policy_iterations", "ensemble")]
-    with gr.Row():
-        kl_coef = gr.Number(defaults.kl_coef, label="β: KL coefficient")
-        reward_lr = gr.Number(defaults.reward_lr, label="Reward LR")
-        policy_lr = gr.Number(defaults.policy_lr, label=lr_label(defaults.algorithm))
-        reward_epochs = gr.Number(defaults.reward_epochs, label="Reward epochs", precision=0)
-        group_size = gr.Number(defaults.group_size, label="G: GRPO responses per prompt", precision=0,
-                               elem_id="train-group-size")
-        dpo_beta = gr.Number(defaults.dpo_beta, label="DPO β (its KL anchor)", elem_id="train-dpo-beta")
-    with gr.Row():
-        label_decay = gr.Number(defaults.label_decay, label="Label decay (each later round × this)")
-        audit_share = gr.Number(defaults.audit_share, label="Audit share of labels")
-        reward_patience = gr.Number(defaults.reward_patience, label="Reward early-stop patience (0: off)", precision=0)
-        reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label="Warm-start the reward model")
-        on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning, label="On a failure warning")
-        sft_first = gr.Checkbox(defaults.sft_first, label=field_label("sft_first", defaults.algorithm))
+        counts = [number(defaults, name, precision=0) for name in COUNTS]
+        rank_k = gr.Number(defaults.rank_k, label=field_label("rank_k", defaults.algorithm), precision=0,
+                           info="2: annotators pick the better of two answers; 3 to 6: they rank that many answers "
+                                "to one prompt, best first (at most K).", elem_id="train-rank-k")
+        sft_first = gr.Checkbox(defaults.sft_first, label=field_label("sft_first", defaults.algorithm),
+                                info=INFO["sft_first"])
     schedule = gr.Markdown(schedule_text(defaults.rounds, defaults.labels_per_round, defaults.label_budget,
                                          defaults.label_decay), elem_id="train-schedule")
-    with gr.Accordion("Advanced settings (JSON, applied on top)", open=False):
-        advanced = gr.Code("{}", language="json", label="Any LoopConfig field, e.g. {\"seed\": 1, \"lora\": true}")
-        reward_form.build(advanced)
+    with gr.Accordion(ADVANCED_HEADING, open=False, elem_id="train-advanced"):
+        gr.Markdown(advanced_line(), elem_id="train-advanced-docs")
+        with gr.Row():
+            selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector",
+                                info=INFO["selector"])
+            ensemble = number(defaults, "ensemble", precision=0)
+            on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning,
+                                  label="On a failure warning", info=INFO["on_warning"])
+        with gr.Row():
+            kl_coef, reward_lr, policy_lr = (number(defaults, name) for name in ("kl_coef", "reward_lr", "policy_lr"))
+            reward_epochs = number(defaults, "reward_epochs", precision=0)
+            group_size = number(defaults, "group_size", precision=0, elem_id="train-group-size")
+            dpo_beta = number(defaults, "dpo_beta", elem_id="train-dpo-beta")
+        with gr.Row():
+            label_decay, audit_share = number(defaults, "label_decay"), number(defaults, "audit_share")
+            reward_patience = number(defaults, "reward_patience", precision=0)
+            reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label=field_label("reward_warm_start", ""),
+                                            info=INFO["reward_warm_start"])
+        gr.Markdown(INFO["advanced"], elem_id="train-advanced-json-info")
+        advanced = gr.Code("{}", language="json", label="Advanced settings as JSON")
+        reward_form.build(advanced, schedule, dict(
+            zip(COUNTS, counts, strict=True), ensemble=ensemble, annotator=annotator, selector=selector,
+            algorithm=algorithm, kl_coef=kl_coef, reward_lr=reward_lr, policy_lr=policy_lr,
+            reward_epochs=reward_epochs, group_size=group_size, dpo_beta=dpo_beta, label_decay=label_decay,
+            audit_share=audit_share, reward_patience=reward_patience, reward_warm_start=reward_warm_start))
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Run SFT on the demonstrations"),
@@ -269,10 +284,10 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     to_leaderboard = gr.Button("Open the Leaderboard →", size="sm", visible=False, elem_id="train-to-leaderboard")
     progress = gr.HTML()  # the link right under the result card, above the bar
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
-    return TrainLayout(preset, annotator, selector, algorithm, *counts, kl_coef, reward_lr, policy_lr, reward_epochs,
-                       group_size, dpo_beta, label_decay, audit_share, reward_patience, reward_warm_start, on_warning,
-                       sft_first, advanced, *buttons, limits, status, progress, logs, gr.Timer(POLL_S, active=False),
-                       chosen, schedule, to_leaderboard)
+    return TrainLayout(preset, annotator, selector, algorithm, *counts, ensemble, kl_coef, reward_lr, policy_lr,
+                       reward_epochs, group_size, dpo_beta, label_decay, audit_share, reward_patience,
+                       reward_warm_start, on_warning, sft_first, advanced, *buttons, limits, status, progress, logs,
+                       gr.Timer(POLL_S, active=False), chosen, schedule, to_leaderboard, rank_k)
 
 
 @dataclass(frozen=True)
@@ -308,14 +323,18 @@ def job_view(studio: Studio, job: Job | None) -> JobView:
     result = None if job.status.active else job_summary(studio.store, job)
     if state["phase"] and result is None:
         line += f" — {markdown_literal(state['phase'])}"
+    elif job.status is JobStatus.QUEUED:
+        line += f" — {STARTING}"
     paced = job.status.active and waiting_for_people(job) is None  # people's pace is not the job's: no estimate
     left = seconds_left(studio, job, state) if paced else None
     line += f" — {time_line(state['elapsed_s'], state['progress'], paced, left)}"
     line += f"\n\nTrains on {markdown_literal(state['runs_on'])}."
     if result is not None:  # the result card in place of the phase, which ended
         line += f"\n\n**Result:** {markdown_literal(result)}. The **Leaderboard** tab ranks every version:"
+        line += f"\n\n{RESULT_LEGEND}" if " vs SFT " in result or "oracle score" in result else ""
     if state["error"]:
         line += f"\n\n❌ {markdown_literal(state['error'])}"
+    line += root_action.root_warning_lines(studio.store, job.id)  # an SFT version not made the root
     if job.status is JobStatus.PAUSED:
         line += "\n\n⚠ The loop paused on a failure warning (the Curves tab shows it); **Resume** continues past it."
     bar = f'<progress max="1" value="{state["progress"] or 0.0:.3f}" style="width:100%"></progress>'
@@ -339,6 +358,8 @@ def seconds_left(studio: Studio, job: Job, state: dict) -> float | None:
         return time_left(state["elapsed_s"], state["progress"])
     start = job.started or job.created
     ends = [row["created"] - start for row in list_rounds(studio.store, job.id)]
+    if any(end < 0 for end in ends):  # rounds of a run before a resume (`started` moved on): the pace alone
+        return time_left(state["elapsed_s"], state["progress"])
     return time_left(state["elapsed_s"], state["progress"], job.config.get("rounds", LoopConfig().rounds), ends)
 
 
@@ -403,8 +424,9 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     gr.api(bind(api_resume_job, studio), api_name="resume_job")
     gr.api(bind(api_job_status, studio), api_name="job_status")
     gr.api(bind(sft_action.api_start_sft, studio), api_name="start_sft")
+    gr.set_static_paths([DOCS_DIR])  # the advanced heading links to the docs (read-only, behind the login)
 
-    ui = layout(new_jobs_run_on(studio), project_preset(studio.store), project_presets(studio.store))
+    ui = layout(new_jobs_run_on(studio), project_preset(studio.store), form_presets(studio.store))
     shown, settings, private = JobView.components(ui), [ui.preset, ui.advanced, *ui.form], {"api_visibility": "private"}
     ui.preset.change(bind(on_preset, studio), ui.preset, ui.form, **private)
     ui.algorithm.change(on_algorithm, ui.algorithm, [ui.run_policy, ui.policy_iterations, ui.policy_lr], **private)
@@ -418,11 +440,14 @@ def build(studio: Studio) -> list[Refresh | TabLink]:
     for button, kind in job_buttons:
         button.click(bind(on_start, studio, kind), settings, shown, **private)
     ui.run_sft.click(bind(sft_action.on_start_sft, studio), settings, shown, **private)
+    root_action.build(studio)  # Make root, under the job buttons
     ui.stop.click(bind(on_stop, studio), None, shown, **private)
     ui.resume.click(bind(on_resume, studio), None, shown, **private)
     ui.timer.tick(bind(newest_job, studio), None, shown, **private).then(
         bind(limits_once_idle, studio), limits, ui.limits, **private)  # the poll that sees a job end
+    people_seen = gr.State(False)  # whether this page has seen people's labels in the store
     return [Refresh(bind(newest_job, studio), [], shown),
+            Refresh(bind(people_default, studio), [people_seen], [ui.annotator, people_seen]),
             Refresh(bind(project_form, studio), [], [ui.preset, *ui.form, ui.chosen], on_open=False),
             Refresh(bind(show_limits, studio), limits, [ui.limits]),
             TabLink(ui.to_leaderboard, "Leaderboard")]

@@ -13,13 +13,13 @@ import gradio as gr
 
 from storage import Store
 
-from . import curves_tab, data_tab, label_tab, leaderboard_tab, samples_tab, train_tab
+from . import arena_tab, curves_tab, data_tab, label_tab, leaderboard_tab, samples_tab, train_tab
 from .auth import AuthFile, Users
 from .context import Refresh, Studio, TabLink
 from .limits import MAX_UPLOAD_MB
 
 # modules with TITLE and build(studio), in display order
-TABS: list = [label_tab, train_tab, curves_tab, samples_tab, leaderboard_tab, data_tab]
+TABS: list = [label_tab, train_tab, curves_tab, samples_tab, leaderboard_tab, arena_tab, data_tab]
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "studio.css"
 # the tab a browser last opened, kept in its localStorage so a reload reopens it (no secret: a fixed key outlives a
 # restart of the server)

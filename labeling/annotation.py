@@ -217,12 +217,12 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
 def submit_and_next(store: Store, annotator: str, pair_id: int, choice: str, vote_id: str,
                     decision_ms: int | None = None, rng: random.Random | None = None,
                     strength: str | None = None, rationale: str | None = None,
-                    ratings: list[int] | None = None) -> tuple[int, ShownPair | None]:
+                    ratings: list[int] | None = None, then_pair: bool = True) -> tuple[int, ShownPair | None]:
     """`submit_label` then `next_pair` in one transaction (one disk sync): the next pair comes with the
-    acknowledgement. Nothing is stored when either fails."""
+    acknowledgement (none, and none reserved, without `then_pair`). Nothing is stored when either fails."""
     with store.write():
         label_id = submit_label(store, annotator, pair_id, choice, vote_id, decision_ms, strength, rationale, ratings)
-        return label_id, next_pair(store, annotator, rng)
+        return label_id, next_pair(store, annotator, rng) if then_pair else None
 
 
 def undo_label(store: Store, annotator: str) -> ShownPair | None:

@@ -31,7 +31,7 @@ from storage.prompts import get_prompt
 from storage.settings import get_setting
 from storage.types import Prompt
 
-from .annotation import check_annotator, next_pair
+from .annotation import check_annotator, check_pair_id, next_pair
 from .demonstration_formats import check_demonstration_text
 
 SIDES = ("left", "right")
@@ -85,17 +85,19 @@ def _preferences(store: Store, pair_id: int, text: str) -> list[Preference]:
 def write_demonstration(store: Store, annotator: str, pair_id: int, text: str, edited_from: str | None = None,
                         seconds: float | None = None, record_preferences: bool = False) -> WrittenDemonstration:
     """Store the annotator's better answer to pair `pair_id`'s prompt (edited from its `left` or `right` response as
-    shown to them, or written from nothing: None), all in one transaction."""
+    shown to them, or written from nothing: None), all in one transaction. The pair must be the one reserved for them
+    (on their screen), whether they edit or write from nothing; the same answer to one prompt is stored once."""
     annotator = check_annotator(annotator)
     check_demonstration_text(text, "your answer")
     if edited_from is not None and edited_from not in SIDES:
         raise InvalidInput(f"edited_from must be left, right or empty, not {str(edited_from)[:20]!r}")
+    pair_id = check_pair_id(pair_id)
+    shown = shown_texts(store, annotator, pair_id)
     pair = get_pair(store, pair_id)
     generation_id = None
     if edited_from is not None:
-        original = shown_texts(store, annotator, pair_id)[edited_from]
         texts = get_generations(store, [pair.first_id, pair.second_id])
-        generation_id = next(i for i in (pair.first_id, pair.second_id) if texts[i].text == original)
+        generation_id = next(i for i in (pair.first_id, pair.second_id) if texts[i].text == shown[edited_from])
     now = time.time()
     with store.write():
         demo_id = add_demonstration(store, NewDemonstration(pair.prompt_id, text, annotator, LABEL_TAB, pair_id,

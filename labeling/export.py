@@ -217,7 +217,7 @@ def _soft_row(row: LabeledPair, conversational: bool) -> dict:
             "target": row.outcome.target(), "margin": row.margin}
 
 
-def _write_atomically(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+def _write_atomically(path: Path, rows: list[dict], schema: pa.Schema | None) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         if path.suffix.lower() == ".parquet":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -76,6 +77,7 @@ def new_prompt(value, where: str, reference: dict | None = None) -> NewPrompt:
     if reference is not None:
         check_text(json.dumps(reference, ensure_ascii=False), "the reference (the row's other fields)",
                    MAX_REFERENCE_CHARS, where)
+        check_reference_values(reference, where)
     if isinstance(value, list):
         turns = check_conversation(value, where)
         if not any(turn["content"].strip() for turn in turns):
@@ -111,6 +113,22 @@ def check_text(text: str, what: str, limit: int, where: str) -> None:
         raise InvalidInput(f"{where}: {what} has {len(text)} characters, over the limit of {limit}; shorten it")
     if "\x00" in text:
         raise InvalidInput(f"{where}: {what} holds a NUL character (\\x00 or \\u0000), which is no text; remove it")
+
+
+def check_reference_values(value, where: str, name: str = "") -> None:
+    """InvalidInput naming `where` and the field when a reference holds a number that is not finite (NaN, Infinity:
+    no JSON, and no answer a reward function can compare) or a NUL character, in a value or a field's name."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(f"{where}: the reference's `{name}` is {value}, not a finite number; give a number or text")
+    if isinstance(value, str) and "\x00" in value:
+        shown = name.replace("\x00", "\\x00")
+        raise InvalidInput(f"{where}: the reference's `{shown}` holds a NUL character (\\x00 or \\u0000), which is "
+                           "no text; remove it")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        inner = f"{name}[{key}]" if isinstance(value, list) else f"{name}.{key}" if name else str(key)
+        check_reference_values(key, where, inner)
+        check_reference_values(item, where, inner)
 
 
 def _values(path: Path) -> Iterator[tuple[str, object, dict | None]]:

@@ -3,10 +3,12 @@ standard library's HTTP client.
 
 The key, when the server wants one, is read from the environment variable the admin names (`--judge-key-env VAR`)
 when the client is made, kept in memory only and sent as `Authorization: Bearer`: it is never stored, logged, shown
-in an error or exported. The client asks for log-probabilities (`logprobs`, `top_logprobs`) so the verdict token's
-probabilities give the confidence; a server that refuses them (HTTP 400) is asked again without, once. A timeout, an
-HTTP error, a server's refusal (`finish_reason: content_filter`, a `refusal` message) come back as a failed `Reply`,
-counted by the caller, never guessed.
+in an error or exported, and goes to no other address: a redirect is never followed (`labeling.judge_http`, which also
+gives each request one deadline, `timeout_s`, from connecting to the last byte, and reads at most `max_mb` of an
+answer; a redirect or a larger answer stops the run in one line). The client asks for log-probabilities (`logprobs`,
+`top_logprobs`) so the verdict token's probabilities give the confidence; a server that refuses them (HTTP 400) is
+asked again without, once. A timeout, an HTTP error, a server's refusal (`finish_reason: content_filter`, a `refusal`
+message) come back as a failed `Reply`, counted by the caller, never guessed.
 
     client = EndpointClient("http://127.0.0.1:8000/v1", model="qwen2.5-7b-instruct", key_env="JUDGE_KEY")
     reply = client.complete([{"role": "user", "content": "..."}])
@@ -14,20 +16,21 @@ counted by the caller, never guessed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
 import re
-import socket
-import urllib.error
-import urllib.request
+import urllib.parse
 from dataclasses import dataclass, field
 
 from storage.errors import InvalidInput
 
 from .judge import LETTERS, Reply, Status, letter_probs
+from .judge_http import post_json, shown
 
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = 60.0  # each request's deadline, connection to last byte
+DEFAULT_MAX_MB = 1.0  # the largest answer read
 DEFAULT_MAX_TOKENS = 1024
 TOP_LOGPROBS = 5
 _VERDICT_END = re.compile(r"\[\[\s*([ABC])$")
@@ -44,6 +47,15 @@ def completions_url(base: str) -> str:
     if base.endswith("/chat/completions"):
         return base
     return f"{base}/chat/completions" if base.endswith("/v1") else f"{base}/v1/chat/completions"
+
+
+def names_host(url: str) -> bool:
+    """Does the URL name a host (and a valid port, if any)?"""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        return False
 
 
 def read_key(key_env: str | None) -> str | None:
@@ -68,6 +80,7 @@ class EndpointClient:
     model: str
     key_env: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    max_mb: float = DEFAULT_MAX_MB
     max_tokens: int = DEFAULT_MAX_TOKENS
     logprobs: bool = True
     _key: str | None = field(default=None, init=False, repr=False)
@@ -79,7 +92,12 @@ class EndpointClient:
             raise InvalidInput("an endpoint judge needs --judge-model NAME (the model the server serves)")
         if not self.timeout_s > 0:
             raise InvalidInput(f"the judge's timeout must be positive, got {self.timeout_s}")
+        if not self.max_mb > 0:
+            raise InvalidInput(f"the judge's largest answer (--judge-max-mb) must be positive, got {self.max_mb}")
         self.url = completions_url(self.url)
+        if not names_host(self.url):
+            raise InvalidInput(f"the judge endpoint {shown(self.url)!r} names no host and port to call; give "
+                               "http(s)://HOST[:PORT]/v1")
         self._key = read_key(self.key_env)
 
     @property
@@ -101,19 +119,19 @@ class EndpointClient:
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                payload = json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            return Reply(f"HTTP {exc.code} from the judge endpoint", failure=Status.ERROR), logprobs and exc.code == 400
-        except (TimeoutError, socket.timeout):
+            status, data = post_json(self.url, json.dumps(body).encode(), headers, self.timeout_s,
+                                     int(self.max_mb * 1_000_000))
+        except TimeoutError:
             return Reply(f"no answer within {self.timeout_s:g} s", failure=Status.TIMEOUT), False
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                return Reply(f"no answer within {self.timeout_s:g} s", failure=Status.TIMEOUT), False
-            return Reply(f"cannot reach the judge endpoint: {exc.reason}", failure=Status.ERROR), False
-        except (ValueError, UnicodeDecodeError):
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            return Reply(f"cannot reach the judge endpoint: {shown(str(exc) or type(exc).__name__)}",
+                         failure=Status.ERROR), False
+        if status >= 400:
+            return Reply(f"HTTP {status} from the judge endpoint", failure=Status.ERROR), logprobs and status == 400
+        try:
+            payload = json.loads(data.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return Reply("the judge endpoint's answer is not JSON", failure=Status.ERROR), False
         return read_completion(payload), False
 

@@ -14,6 +14,7 @@ from typing import Callable
 from storage import Store
 from storage.errors import InvalidInput
 
+from .judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
 from .synthetic import DEFAULT_ORACLE, OracleAnnotator
 
 
@@ -38,7 +39,12 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-template", default=None, metavar="FILE",
                         help="judge prompt template (default: the shipped MT-Bench pairwise one, "
                              "assets/judge_pairwise.md)")
-    parser.add_argument("--judge-timeout", type=float, default=60.0, help="seconds an endpoint may take to answer")
+    parser.add_argument("--judge-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                        help="seconds an endpoint judge has for each answer, connection to last byte (default: "
+                             "%(default)g)")
+    parser.add_argument("--judge-max-mb", type=float, default=DEFAULT_MAX_MB, metavar="MB",
+                        help="the largest answer read from an endpoint judge; a larger one stops the run "
+                             "(default: %(default)g)")
     parser.add_argument("--min-confidence", type=float, default=0.0,
                         help="verdicts at least this confident train; the others are left to people (default 0)")
     parser.add_argument("--suggest-only", action="store_true",

@@ -4,6 +4,10 @@ one line decompresses to gigabytes costs no more memory than a line at the limit
 
     for line_no, line in bounded_lines(stream):      # line is None when over the limit (its bytes were skipped)
         value = json_value(line)                      # the JSON value, or an UnreadableRow saying why not
+
+A JSON escape may spell half of a UTF-16 pair alone (`"\\ud800"`): Python reads it as a lone surrogate, which no
+UTF-8 text (nor SQLite, nor a tokenizer) can hold, so such a line is unreadable too, naming the field
+(`labeling.text_fields`, the check the served studio makes too).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from .text_fields import surrogate_field
+
 MAX_LINE_BYTES = 16 * 2**20  # a row at the studio's limits (20,000 + 2 x 100,000 characters) takes at most ~3 MB
 _SKIP_BYTES = 2**20  # the rest of an overlong line is read and dropped this much at a time
+ROW = "row"  # the name a row's fields are found under (`labeling.text_fields`)
 
 
 @dataclass(frozen=True)
@@ -48,10 +55,18 @@ def json_value(line: bytes | None) -> object:
     if line is None:
         return too_long()
     try:
-        return json.loads(line.decode("utf-8"))
+        value = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return UnreadableRow("not valid UTF-8; re-save the file as UTF-8")
     except json.JSONDecodeError as exc:
         return UnreadableRow(f"not valid JSON ({exc.msg}); one JSON object per line")
     except RecursionError:
         return UnreadableRow("nested too deeply for a JSON row (lists or objects inside one another); flatten it")
+    if b"\\ud" in line.lower():  # only a \uD800-\uDFFF escape makes a surrogate (a pair of them, one character)
+        field = surrogate_field({ROW: value})  # `row` (a field's name), `row.completion`, `row.messages[1].content`
+        if field is not None:
+            where = (f"the field `{field.removeprefix(ROW + '.')}`" if field != ROW
+                     else "a field's name" if isinstance(value, dict) else "the row")
+            return UnreadableRow(f"{where} holds a lone surrogate (a \\ud800-\\udfff escape, half of a UTF-16 pair), "
+                                 "which is no text; fix or remove the escape")
+    return value

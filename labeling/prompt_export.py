@@ -50,12 +50,19 @@ def export_prompts(store: Store, path: str | Path, heldout: bool = False) -> Pro
         raise InvalidInput(f"nothing to export: the store has no {kind} prompts; import some with import-prompts")
     conversational = any(prompt.messages is not None for prompt in prompts)
     rows = [prompt_row(prompt, conversational) for prompt in prompts]
-    names = list(dict.fromkeys(name for row in rows for name in row))
-    rows = [{name: row.get(name) for name in names} for row in rows]  # every row the same columns (null if absent)
-    try:
-        schema = pa.Table.from_pylist(rows).schema
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise InvalidInput(f"the references' fields differ in type from prompt to prompt ({first_line(exc)[:120]}); "
-                           "export to .jsonl instead") from None
+    schema = _parquet_schema(rows) if path.suffix.lower() == ".parquet" else None
+    if schema is not None:
+        rows = [{name: row.get(name) for name in schema.names} for row in rows]
     _write_atomically(path, rows, schema)
     return PromptExport(path, len(rows), sum(prompt.reference is not None for prompt in prompts))
+
+
+def _parquet_schema(rows: list[dict]) -> pa.Schema:
+    """The one schema of every row's columns (a column a row lacks is null there), or InvalidInput when a field's
+    type differs from prompt to prompt (JSON lines hold each row as imported, so they take any mix)."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    try:
+        return pa.Table.from_pylist([{name: row.get(name) for name in names} for row in rows]).schema
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InvalidInput(f"the references' fields differ in type from prompt to prompt, which Parquet cannot hold "
+                           f"({first_line(exc)[:120]}); export to a .jsonl file instead") from None

@@ -22,6 +22,7 @@ from itertools import combinations
 
 from storage import Store, rankings
 from storage.errors import InvalidInput
+from storage.gold_rankings import holds_ranking_reservation
 from storage.labels import LabeledPair
 from storage.notes import add_ranking_note
 from storage.rankings import ALL_BAD, RANKED, SKIP, LabeledRanking
@@ -174,6 +175,13 @@ def undo_ranking(store: Store, annotator: str) -> ShownRanking | None:
 
 def open_rankings(store: Store, annotator: str) -> int:
     return rankings.open_rankings(store, check_annotator(annotator), queue_settings(store).overlap)
+
+
+def rankings_first(store: Store, annotator: str) -> bool:
+    """Does the Label tab serve `annotator` a ranking before any pair: they hold one, or a queued ranking still wants
+    their verdict (a loop with `rank_k` 3 to 6 waits for it)? Pairs come after, as the people's queue has them."""
+    annotator = check_annotator(annotator)
+    return holds_ranking_reservation(store, annotator, time.time()) or open_rankings(store, annotator) > 0
 
 
 def _shown(reserved: rankings.ReservedRanking | None) -> ShownRanking | None:

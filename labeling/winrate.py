@@ -10,8 +10,9 @@ the queue, so neither place, id nor anything shown tells them apart. Their label
 
 The figures (`winrate_report`), computed from the current labels whenever asked, so they update as labels arrive:
 per version, win / tie / loss against the SFT root with the Wilson 95% interval (ties half) and the length-controlled
-win rate; and a leaderboard of Bradley-Terry strengths of every version from all the win-rate judgements, with
-bootstrap intervals (`labeling.winrate_stats` holds the math).
+win rate, on held-out prompts and, apart, on people's own prompts (the arena's votes, split by the prompt's source);
+and a leaderboard of Bradley-Terry strengths of every version from all the win-rate judgements, with bootstrap
+intervals (`labeling.winrate_stats` holds the math).
 
     pairs = make_winrate_pairs(version_samples, sft_samples, n=24, seed=7, round=3)
     placed = place_in_queue(pairs, open_places(store, 100), within=100, round=3)
@@ -23,7 +24,7 @@ from __future__ import annotations
 import random
 import re
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -174,12 +175,14 @@ class Standing:
 
 @dataclass(frozen=True)
 class WinrateReport:
-    """Every version after the SFT root against it (in version order), and the leaderboard (strongest first,
-    versions without a strength last)."""
+    """Every version after the SFT root against it (in version order) on held-out prompts, the same on people's own
+    prompts (the arena's: never pooled with the held-out figures), and the leaderboard from all of them (strongest
+    first, versions without a strength last)."""
 
     versions: list[VersionFigures]
     leaderboard: list[Standing]
     judgements: int
+    own_prompts: list[VersionFigures] = field(default_factory=list)  # arena votes on people's own prompts, apart
 
     def latest(self) -> VersionFigures | None:
         """The newest version's figures (None when the store holds only the SFT policy)."""
@@ -229,6 +232,9 @@ def winrate_report(store: Store, rounds: int = BOOTSTRAP_ROUNDS) -> WinrateRepor
         return WinrateReport([], [], 0)
     names, judgements = version_names(policies), winrate_judgements(store)
     root = root_policy(store, policies[-1])
-    versions = [version_figures(p, names[p.id], judgements, root_policy(store, p).id) for p in policies
-                if p.id != root_policy(store, p).id]
-    return WinrateReport(versions, leaderboard(policies, names, judgements, root.id, rounds), len(judgements))
+    heldout, own = [j for j in judgements if not j.own_prompt], [j for j in judgements if j.own_prompt]
+    later = [p for p in policies if p.id != root_policy(store, p).id]
+    versions = [version_figures(p, names[p.id], heldout, root_policy(store, p).id) for p in later]
+    own_prompts = [version_figures(p, names[p.id], own, root_policy(store, p).id) for p in later]
+    return WinrateReport(versions, leaderboard(policies, names, judgements, root.id, rounds), len(judgements),
+                         own_prompts)

@@ -5,6 +5,8 @@ A judgement's result for the version judged is 1 (preferred), 0 (the other respo
 
 - `win_rate`: wins, ties and losses, the win rate with ties counted half, and its 95% **Wilson score interval** over
   the n judgements (Wilson 1927; it stays inside [0, 1] and is sound at small n, where the normal interval is not).
+- `difference_interval`: Newcombe's interval of the difference of two proportions from their Wilson intervals (a
+  reward function's held-out pass rate before and after a round: `trainers.loop.pass_rates`).
 - `length_controlled`: the win rate with answer length regressed out, Chatbot Arena's "style control": a logistic
   (Bradley-Terry) fit P(version preferred) = sigmoid(theta + gamma x d), d = (len_v - len_o) / (len_v + len_o) the
   pair's relative length difference; the length-controlled win rate is sigmoid(theta), the win rate of two answers of
@@ -81,6 +83,16 @@ def wilson_interval(score: float, n: int, z: float = Z95) -> tuple[float, float]
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def difference_interval(score_a: float, n_a: int, score_b: float, n_b: int, z: float = Z95) -> tuple[float, float]:
+    """Newcombe's 95% interval (his "hybrid score" method 10, 1998) of the difference p_b - p_a of two independent
+    proportions, from each one's Wilson interval [l, u]: d - sqrt((p_b - l_b)^2 + (u_a - p_a)^2) to
+    d + sqrt((u_b - p_b)^2 + (p_a - l_a)^2)."""
+    p_a, p_b = score_a / n_a, score_b / n_b
+    (low_a, high_a), (low_b, high_b) = wilson_interval(score_a, n_a, z), wilson_interval(score_b, n_b, z)
+    d = p_b - p_a
+    return d - math.hypot(p_b - low_b, high_a - p_a), d + math.hypot(high_b - p_b, p_a - low_a)
 
 
 def win_rate(results: Sequence[float]) -> WinRate:

@@ -29,6 +29,7 @@ class AuditAction(str, enum.Enum):
     AUDIT_EXPORTED = "audit_exported"
     GOLD_IMPORTED = "gold_imported"
     GOLD_CHANGED = "gold_changed"  # a pair marked gold, a flag lifted, the gold settings
+    ROOT_SET = "root_set"  # a version made a root by hand (set-root, the Train tab's Make root)
 
 
 @dataclass(frozen=True)

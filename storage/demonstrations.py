@@ -26,6 +26,7 @@ from .prompts import stored_messages
 LABEL_TAB = "label"  # written or edited by a person in the Label tab
 SYNTHETIC = "synthetic"  # written by the synthetic demonstrator (tests and benches)
 IMPORT_PREFIX = "import:"  # + the import's name
+MAX_SECONDS = 24 * 3600  # the most time one demonstration is taken to have cost (a day); more is no person's
 
 
 @dataclass(frozen=True)
@@ -90,16 +91,39 @@ _INSERT = ("INSERT INTO demonstrations (prompt_id, text, author, source, pair_id
 
 def add_demonstration(store: Store, demo: NewDemonstration, now: float | None = None) -> int:
     """Store one demonstration and return its id. The prompt must exist; the pair (when given) must be one of its
-    pairs and the response it was edited from one of that pair's two (or one of the prompt's when no pair is given).
+    pairs and the response it was edited from one of that pair's two (or one of the prompt's when no pair is given);
+    the time spent from 0 to MAX_SECONDS. A person's answer already stored for the prompt (Label tab, current) is
+    refused (Conflict): the same text stored twice would train twice.
     """
     now = time.time() if now is None else now
-    if demo.seconds is not None and not demo.seconds >= 0:
-        raise InvalidInput(f"the time spent on a demonstration must be 0 s or more, not {demo.seconds}")
+    _check_seconds(demo.seconds)
     with store.write() as db:
         if db.execute("SELECT 1 FROM prompts WHERE id = ?", [demo.prompt_id]).fetchone() is None:
             raise NotFound(f"prompt {demo.prompt_id} does not exist; write the demonstration for a stored prompt")
         _check_origin(db, demo)
+        if demo.source == LABEL_TAB:
+            _check_new(db, demo)
         return _insert(db, demo, now)
+
+
+def _check_seconds(seconds: object) -> None:
+    """InvalidInput unless `seconds` is None or a number of seconds a person could spend: 0 to MAX_SECONDS."""
+    if seconds is None:
+        return
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    if not number or not 0 <= seconds <= MAX_SECONDS:
+        shown = seconds if number else repr(seconds)[:40]
+        raise InvalidInput(f"the time spent on a demonstration must be from 0 to {MAX_SECONDS} seconds (a day), not "
+                           f"{shown}; send the seconds the answer took, or null")
+
+
+def _check_new(db: Database, demo: NewDemonstration) -> None:
+    """Conflict when the author's current answers to the prompt hold this text already."""
+    row = db.execute("SELECT id FROM demonstrations WHERE prompt_id = ? AND author = ? AND source = ? AND text = ?"
+                     " AND undone IS NULL", [demo.prompt_id, demo.author, demo.source, demo.text]).fetchone()
+    if row is not None:
+        raise Conflict(f"{demo.author} saved this answer to the prompt already (demonstration {row[0]}); nothing was "
+                       "stored: write a different answer, or vote on the pair")
 
 
 def _check_origin(db: Database, demo: NewDemonstration) -> None:

@@ -42,7 +42,7 @@ def mark_gold(store: Store, label_id: int) -> int:
             raise InvalidInput(f"label {label_id} is {'undone' if undone else outcome.replace('_', ' ')}; a gold "
                                "answer is first, second or tie of a current label")
         if db.execute("SELECT 1 FROM gold_items WHERE pair_id = ?", [pair_id]).fetchone():
-            raise Conflict(f"pair {pair_id} is gold already")
+            raise Conflict(f"label {label_id}'s pair ({pair_id}) is gold already")
         db.execute("INSERT INTO gold_items (pair_id, answer, origin_label_id, source, created) VALUES (?, ?, ?, ?, ?)",
                    [pair_id, outcome, label_id, "marked", time.time()])
     return pair_id

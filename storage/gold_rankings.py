@@ -76,7 +76,7 @@ def mark_gold_ranking(store: Store, label_id: int) -> int:
             raise InvalidInput(f"ranking verdict {label_id} is {what}; a gold order is a current verdict that ranks "
                                "at least two answers apart")
         if db.execute("SELECT 1 FROM gold_rankings WHERE ranking_id = ?", [ranking_id]).fetchone():
-            raise Conflict(f"ranking {ranking_id} is gold already")
+            raise Conflict(f"ranking verdict {label_id}'s ranking ({ranking_id}) is gold already")
         db.execute("INSERT INTO gold_rankings (ranking_id, tiers, origin_label_id, source, created)"
                    " VALUES (?, ?, ?, ?, ?)", [ranking_id, tiers, label_id, "marked", time.time()])
     return ranking_id

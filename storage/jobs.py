@@ -11,6 +11,7 @@ from .job_warnings import acknowledge_warnings
 from .types import Job, JobStatus
 
 ACTIVE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
+BESIDE_TRAINING = "arena"  # the job kind that runs beside a training job (`storage.arena`: an arena's answers)
 
 
 def _row(row: dict) -> Job:
@@ -21,10 +22,12 @@ def _row(row: dict) -> Job:
 
 
 def create_job(store: Store, kind: str, config: dict, launch: dict | None = None) -> int:
-    """Queue a job; refused while another job of this store is queued or running (one training job at a time).
+    """Queue a job; refused while another job of this store is queued or running (one training job at a time; an
+    arena's answers run beside it, `storage.arena`).
     `launch`: how its training phases run (an accelerate config, described); None: in its worker process."""
     with store.write() as db:
-        busy = db.execute("SELECT id, kind, pid FROM jobs WHERE status IN (?, ?) LIMIT 1", list(ACTIVE)).fetchone()
+        busy = db.execute("SELECT id, kind, pid FROM jobs WHERE status IN (?, ?) AND kind != ? LIMIT 1",
+                          [*ACTIVE, BESIDE_TRAINING]).fetchone()
         if busy:
             process = f" in process {busy[2]}" if busy[2] else ""
             raise Conflict(f"job {busy[0]} ({busy[1]}) is still running{process}; stop it (Ctrl-C in its terminal, "
@@ -42,8 +45,11 @@ def get_job(store: Store, job_id: int) -> Job:
     return _row(rows[0])
 
 
-def list_jobs(store: Store, limit: int = 100) -> list[Job]:
-    return [_row(r) for r in store.db().query("SELECT * FROM jobs ORDER BY id DESC LIMIT ?", [limit])]
+def list_jobs(store: Store, limit: int = 100, with_arena: bool = False) -> list[Job]:
+    """The newest jobs first; the arena's (`storage.arena`, answers to people's prompts) only when asked: the Train
+    and Curves tabs follow training jobs."""
+    kinds = "" if with_arena else f"WHERE kind != '{BESIDE_TRAINING}' "
+    return [_row(r) for r in store.db().query(f"SELECT * FROM jobs {kinds}ORDER BY id DESC LIMIT ?", [limit])]
 
 
 def claim_job(store: Store, job_id: int, pid: int) -> Job:
@@ -105,21 +111,24 @@ def requeue_job(store: Store, job_id: int) -> Job:
     """Offer a stopped, failed, interrupted or paused job to a worker again (resume), if no other job is active.
     Resuming a paused job acknowledges its warnings: it does not pause again for them.
 
-    Its heartbeat is set to now: a queued job's worker is given from then on (not from `created`) to claim it.
+    Its heartbeat is set to now: a queued job's worker is given from then on (not from `created`) to claim it. Its
+    `started` moves on by the time it stood stopped, so the time since `started` is the time it has run.
     """
     job = get_job(store, job_id)
     if job.status.active or job.status is JobStatus.COMPLETED:
         raise Conflict(f"job {job_id} is {job.status.value}; only a cancelled, failed, interrupted or paused job can "
                        "resume")
     with store.write() as db:
-        busy = db.execute("SELECT id FROM jobs WHERE status IN (?, ?) AND id != ?", [*ACTIVE, job_id]).fetchone()
+        busy = db.execute("SELECT id FROM jobs WHERE status IN (?, ?) AND id != ? AND kind != ?",
+                          [*ACTIVE, job_id, BESIDE_TRAINING]).fetchone()
         if busy:
             raise Conflict(f"job {busy[0]} is still running; stop it or wait for it before resuming job {job_id}")
         now = time.time()
         if job.status is JobStatus.PAUSED:
             acknowledge_warnings(db, job_id, now)
-        db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ? WHERE id = ?",
-                   [JobStatus.QUEUED.value, now, job_id])
+        db.execute("UPDATE jobs SET status = ?, cancel_requested = 0, pid = NULL, heartbeat = ?,"
+                   " started = started + (? - coalesce(finished, ?)), finished = NULL WHERE id = ?",
+                   [JobStatus.QUEUED.value, now, now, now, job_id])
     return get_job(store, job_id)
 
 

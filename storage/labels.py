@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
+from .arena import ARENA_SELECTOR, arena_votes_train
 from .db import Store
 from .gold import NOT_GOLD, left_out_annotators
 from .judge_verdicts import judge_training_rows
@@ -81,6 +82,15 @@ def count_labels(store: Store, include_skips: bool = True, evaluation: bool = Tr
     return store.db().execute(f"SELECT count(*) FROM labels l WHERE undone IS NULL{extra}").fetchone()[0]
 
 
+def labelled_by_others(store: Store, synthetic: str) -> bool:
+    """Whether anyone but the annotator named `synthetic` (the oracle) gave a current label or ranking, skips aside:
+    people have labelled this store."""
+    return store.db().execute(
+        "SELECT EXISTS (SELECT 1 FROM labels WHERE undone IS NULL AND outcome != 'skip' AND annotator != ?)"
+        " OR EXISTS (SELECT 1 FROM ranking_labels WHERE undone IS NULL AND outcome != 'skip' AND annotator != ?)",
+        [synthetic, synthetic]).fetchone()[0] == 1
+
+
 @dataclass(frozen=True)
 class LabeledPair:
     """A current label joined with its texts: a reward-model training example, or an exported row."""
@@ -105,11 +115,14 @@ class LabeledPair:
 def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPair]:
     """The labels that train: every current label (skips only when asked) with prompt, both responses and margin, in
     label order, but none on a win-rate pair (those judge policy versions: they never train or validate a reward
-    model, nor train DPO), none on a gold pair (those check annotators) and none of an annotator flagged by their gold
-    accuracy when `gold_exclude_flagged` is on. Every trainer reads its labels here, and so does the export (its files
-    train models). After them, a judge's verdicts that train (`storage.judge_verdicts`: the user chose the judge as
-    annotator), as annotator `judge:<name>` with negative ids, on pairs no person labelled."""
+    model, nor train DPO; an arena vote trains only where the admin allows it, `storage.arena`), none on a gold pair
+    (those check annotators) and none of an annotator flagged by their gold accuracy when `gold_exclude_flagged` is
+    on. Every trainer reads its labels here, and so does the export (its files train models). After them, a judge's
+    verdicts that train (`storage.judge_verdicts`: the user chose the judge as annotator), as annotator
+    `judge:<name>` with negative ids, on pairs no person labelled."""
     skips = "" if include_skips else " AND l.outcome != 'skip'"
+    arena = f" OR pr.selector = '{ARENA_SELECTOR}'" if arena_votes_train(store) else ""  # the admin allows it
+    evaluation = f"({_NOT_EVALUATION}{arena})"
     left_out = sorted(left_out_annotators(store))  # flagged by their gold accuracy (storage.gold), when asked
     skips += f" AND {NOT_GOLD}" + (f" AND l.annotator NOT IN ({', '.join('?' * len(left_out))})" if left_out else "")
     rows = store.db().query(
@@ -121,7 +134,7 @@ def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPa
         JOIN prompts p ON p.id = pr.prompt_id
         JOIN generations g1 ON g1.id = pr.first_id
         JOIN generations g2 ON g2.id = pr.second_id
-        WHERE l.undone IS NULL AND {_NOT_EVALUATION}{skips}
+        WHERE l.undone IS NULL AND {evaluation}{skips}
         ORDER BY l.id
         """, left_out
     )

@@ -46,3 +46,8 @@ def last_step(store: Store, job_id: int, prefix: str = "") -> int | None:
     row = store.db().execute("SELECT max(step) FROM metrics WHERE job_id = ? AND name LIKE ?",
                              [job_id, prefix + "%"]).fetchone()
     return row[0]
+
+
+def jobs_with_metrics(store: Store) -> set[int]:
+    """The jobs that logged at least one metric."""
+    return {row[0] for row in store.db().execute("SELECT DISTINCT job_id FROM metrics")}

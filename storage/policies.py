@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from .db import Store
-from .errors import NotFound
+from .errors import Conflict, NotFound
 from .settings import REWARD_BASE_SETTING, get_setting
 from .types import Policy
 
@@ -24,6 +24,18 @@ def set_trained_from(store: Store, policy_id: int, trained_from: int) -> None:
     KL reference); `root_policy` does not follow this link."""
     with store.write() as db:
         db.execute("UPDATE policies SET trained_from = ? WHERE id = ?", [trained_from, policy_id])
+
+
+def make_root(store: Store, policy_id: int) -> None:
+    """Make version `policy_id` a root of its own (`root_policy` stops at it), its parent kept as `trained_from`;
+    Conflict when it already is a root."""
+    with store.write() as db:
+        row = db.execute("SELECT parent_id FROM policies WHERE id = ?", [policy_id]).fetchone()
+        if row is None:
+            raise NotFound(f"policy version {policy_id} does not exist; see the list of policy versions")
+        if row[0] is None:
+            raise Conflict(f"policy id {policy_id} is already a root; nothing to change")
+        db.execute("UPDATE policies SET trained_from = parent_id, parent_id = NULL WHERE id = ?", [policy_id])
 
 
 def trained_from(store: Store, policy_id: int) -> int | None:

@@ -6,7 +6,8 @@ Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see e
 - an annotator holds at most one reservation; asking again returns it (same left side) with a fresh expiry;
 - a pair the annotator already labeled (skips included) is never handed to them again;
 - pairs come newest round first, then by selector score (highest first), then by id;
-- pairs imported with their labels (selector `imported`) never enter the human queue;
+- pairs imported with their labels (selector `imported`) and arena votes (`storage.arena`) never enter the human
+  queue;
 - a pair belongs to what queued it (a loop job's round, or the people's queue): people are served every open pair, a
   loop's synthetic annotator only its own job's (`job_id`);
 - a pair whose judge verdict trains (the user chose the judge as annotator: `storage.judge_verdicts`) is labelled
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .arena import ARENA_SELECTOR
 from .db import Store
 from .errors import Conflict, NotFound
 from .labels import NewLabel, find_vote, insert_label
@@ -61,12 +63,13 @@ _TAKEN = """
     p.votes + (SELECT count(*) FROM reservations r WHERE r.pair_id = p.id AND r.annotator != :annotator
                AND r.expires > :now)
 """
+_QUEUED = f"p.selector NOT IN ('{IMPORTED}', '{ARENA_SELECTOR}')"  # imported pairs and arena votes are never served
 _UNLABELED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM labels l WHERE l.pair_id = p.id AND l.annotator = :annotator"
                       " AND l.undone IS NULL)")
 
 _NEXT_PAIR = f"""
 SELECT p.id, p.first_id, p.second_id FROM pairs p INDEXED BY pairs_queue_votes
-WHERE p.votes < :overlap AND p.selector != '{IMPORTED}' AND (:selector IS NULL OR p.selector = :selector)
+WHERE p.votes < :overlap AND {_QUEUED} AND (:selector IS NULL OR p.selector = :selector)
   AND (:job IS NULL OR p.job_id = :job)
   AND {_UNLABELED_BY_THEM} AND {_TAKEN} < :overlap
   AND NOT EXISTS (SELECT 1 FROM judge_verdicts j WHERE j.pair_id = p.id AND j.trains = 1)
@@ -187,9 +190,9 @@ def release_reservations(store: Store, annotator: str) -> int:
 
 
 def labeled_since(store: Store, annotator: str, since: float) -> int:
-    """Current labels (skips included) the annotator gave since a time."""
-    return store.db().execute("SELECT count(*) FROM labels WHERE annotator = ? AND created >= ? AND undone IS NULL",
-                              [annotator, since]).fetchone()[0]
+    """Current labels the annotator gave since a time (a skip is no label)."""
+    return store.db().execute("SELECT count(*) FROM labels WHERE annotator = ? AND created >= ? AND undone IS NULL"
+                              " AND outcome != 'skip'", [annotator, since]).fetchone()[0]
 
 
 def open_pairs(store: Store, annotator: str, overlap: int) -> int:
@@ -197,9 +200,9 @@ def open_pairs(store: Store, annotator: str, overlap: int) -> int:
     params = {"annotator": annotator, "overlap": overlap}
     db = store.db()
     wanted = db.execute(f"SELECT count(*) FROM pairs p INDEXED BY pairs_queue_votes"
-                        f" WHERE p.votes < :overlap AND p.selector != '{IMPORTED}'", params).fetchone()[0]
+                        f" WHERE p.votes < :overlap AND {_QUEUED}", params).fetchone()[0]
     theirs = db.execute(f"SELECT count(*) FROM labels l JOIN pairs p ON p.id = l.pair_id WHERE l.annotator = :annotator"
-                        f" AND l.undone IS NULL AND p.votes < :overlap AND p.selector != '{IMPORTED}'",
+                        f" AND l.undone IS NULL AND p.votes < :overlap AND {_QUEUED}",
                         params).fetchone()[0]
     return wanted - theirs
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .arena import ARENA_SELECTOR, ARENA_SOURCE
 from .db import Store
 from .pairs import NewPair, add_pairs
 from .preferences import IMPORTED
@@ -57,6 +58,7 @@ class WinrateJudgement:
     version_first: bool
     policy_tokens: int | None
     opponent_tokens: int | None
+    own_prompt: bool = False  # on a prompt a person typed in the arena (source `arena`), not a held-out one
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,13 @@ def queue_winrate_pairs(store: Store, pairs: list[NewPair], marks: list[WinrateM
 
 
 def list_winrate_pairs(store: Store, policy_id: int | None = None) -> list[WinratePair]:
-    """The win-rate pairs (of one judged version, or all), in queue insertion order."""
+    """The win-rate pairs the loop queued (of one judged version, or all; not the arena's votes), in queue insertion
+    order."""
     rows = store.db().execute(
         "SELECT w.pair_id, p.prompt_id, w.policy_id, w.opponent_id, g.policy_id = w.policy_id FROM winrate_pairs w"
         " JOIN pairs p ON p.id = w.pair_id JOIN generations g ON g.id = p.first_id"
-        " WHERE ? IS NULL OR w.policy_id = ? ORDER BY w.pair_id", [policy_id, policy_id])
+        " WHERE (? IS NULL OR w.policy_id = ?) AND p.selector != ? ORDER BY w.pair_id",
+        [policy_id, policy_id, ARENA_SELECTOR])
     return [WinratePair(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows.fetchall()]
 
 
@@ -95,15 +99,17 @@ def winrate_judgements(store: Store) -> list[WinrateJudgement]:
     """Every current non-skip label on a win-rate pair, in label order."""
     rows = store.db().execute(
         "SELECT l.id, l.pair_id, l.annotator, w.policy_id, w.opponent_id, l.outcome, g1.policy_id = w.policy_id,"
-        " g1.token_count, g2.token_count FROM labels l"
+        " g1.token_count, g2.token_count, pr.source = ? FROM labels l"
         " JOIN winrate_pairs w ON w.pair_id = l.pair_id JOIN pairs p ON p.id = l.pair_id"
+        " JOIN prompts pr ON pr.id = p.prompt_id"
         " JOIN generations g1 ON g1.id = p.first_id JOIN generations g2 ON g2.id = p.second_id"
-        " WHERE l.undone IS NULL AND l.outcome != 'skip' ORDER BY l.id")
+        " WHERE l.undone IS NULL AND l.outcome != 'skip' ORDER BY l.id", [ARENA_SOURCE])
     judgements = []
     for r in rows.fetchall():
         version_first = bool(r[6])
         tokens = (r[7], r[8]) if version_first else (r[8], r[7])
-        judgements.append(WinrateJudgement(r[0], r[1], r[2], r[3], r[4], Outcome(r[5]), version_first, *tokens))
+        judgements.append(WinrateJudgement(r[0], r[1], r[2], r[3], r[4], Outcome(r[5]), version_first, *tokens,
+                                            bool(r[9])))
     return judgements
 
 
@@ -111,7 +117,8 @@ def open_places(store: Store, limit: int) -> list[QueuePlace]:
     """The first `limit` pairs of the queue that nobody labeled yet (imported pairs are never queued), in the order
     the queue serves them."""
     rows = store.db().execute(
-        f"SELECT id, round, score FROM pairs p WHERE p.votes = 0 AND p.selector != '{IMPORTED}'"
+        f"SELECT id, round, score FROM pairs p WHERE p.votes = 0"
+        f" AND p.selector NOT IN ('{IMPORTED}', '{ARENA_SELECTOR}')"
         " ORDER BY p.round DESC, p.score DESC, p.id LIMIT ?", [max(0, limit)])
     return [QueuePlace(*r) for r in rows.fetchall()]
 

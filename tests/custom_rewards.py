@@ -46,3 +46,13 @@ def slow(completions, **kwargs):
 def hangs(completions, **kwargs):
     time.sleep(3600)
     return [0.0] * len(completions)
+
+
+def huge(completions, **kwargs):
+    """Finite in Python, inf in float32."""
+    return [1e308] * len(completions)
+
+
+def beyond_float32(completions, **kwargs):
+    """Just past float32's largest value (about 3.4e38)."""
+    return [1e39 if i % 2 else 0.0 for i in range(len(completions))]

@@ -246,7 +246,7 @@ def test_progress_counts_todays_labels_and_open_pairs(store, queue_pairs):
     submit_label(store, "alice", shown.pair_id, "skip", vote())
     shown = next_pair(store, "alice")
     submit_label(store, "alice", shown.pair_id, "left", vote())
-    assert (progress(store, "alice").labeled_today, progress(store, "alice").left_in_queue) == (2, 1)
+    assert (progress(store, "alice").labeled_today, progress(store, "alice").left_in_queue) == (1, 1)  # no skip
     assert progress(store, "bob").left_in_queue == 2  # alice's skipped pair is still open for bob
 
 

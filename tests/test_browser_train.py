@@ -31,11 +31,11 @@ def test_grpo_chosen_and_run_from_the_train_tab(demo_store, serve_studio, browse
 
     page.locator("#train-algorithm").get_by_label("grpo").check()
     expect(page.get_by_role("button", name="Run GRPO now")).to_be_visible()  # the button names the optimiser,
+    page.get_by_text("Advanced settings", exact=True).click()  # (the rates and G fold under it)
     expect(page.get_by_label("GRPO LR", exact=True)).to_be_visible()  # and so do the policy settings' labels
     page.locator("#train-group-size input").fill("2")
     for label, value in FORM.items():
         page.get_by_label(label, exact=True).fill(str(value))
-    page.get_by_text("Advanced settings (JSON, applied on top)").click()
     editor = page.locator(".cm-content").first
     editor.click()
     page.keyboard.press("Control+A")
@@ -80,6 +80,7 @@ def test_a_refused_start_names_the_field_in_a_message_that_goes_away(demo_store,
     page.get_by_role("button", name="Start loop").click()
     expect(page.get_by_text("Rounds is required")).to_be_visible()
     page.get_by_label("Rounds", exact=True).fill("2")
+    page.get_by_text("Advanced settings", exact=True).click()  # the rates fold under it
     page.get_by_label("Reward LR", exact=True).fill("-1")
     page.get_by_role("button", name="Train reward model now").click()
     expect(page.get_by_text("Reward LR must be above 0, got -1")).to_be_visible()

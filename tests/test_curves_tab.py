@@ -307,6 +307,19 @@ def test_opening_the_curves_tab_shows_the_jobs_of_now(store):
     assert [value for _, value in kept.job.choices] == [newer, run["job_id"]]
 
 
+def test_the_curves_tab_opens_on_the_newest_job_with_data_not_a_cancelled_empty_one(store):
+    from app.context import Studio
+    from app.curves_tab import ALL, DEFAULT_SMOOTHING, show_jobs
+
+    studio = Studio(store)
+    run = fill_synthetic_run(store, rounds=1, reward_steps=2, policy_iterations=2)
+    empty = job_rows.create_job(store, "loop", {})
+    job_rows.finish_job(store, empty, JobStatus.CANCELLED)  # cancelled before its first step: nothing to chart
+    opened = show_jobs(studio, None, ALL, DEFAULT_SMOOTHING)
+    assert opened.job.value == run["job_id"] and f"**Job {run['job_id']}**" in opened.status
+    assert [value for _, value in opened.job.choices] == [empty, run["job_id"]]  # still listed, to pick by hand
+
+
 def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store):
     import gradio as gr
 
@@ -316,8 +329,9 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
     tabs = {block_id: block.label for block_id, block in blocks.blocks.items() if isinstance(block, gr.Tab)}
     on_open = {(tabs[target], fn.name) for fn in blocks.fns.values() for target, event in fn.targets
                if event == "select" and target in tabs}
-    assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Curves", "show_jobs"),
-                       ("Samples", "show_samples"), ("Leaderboard", "show_leaderboard"), ("Data", "show_project"),
+    assert on_open == {("Train", "newest_job"), ("Train", "show_limits"), ("Train", "people_default"),
+                       ("Curves", "show_jobs"), ("Samples", "show_samples"), ("Leaderboard", "show_leaderboard"),
+                       ("Leaderboard", "show_exports"), ("Data", "show_project"),
                        ("Data", "show_references"), ("Data", "on_section"), ("Data", "gold_table"),
                        ("Data", "show_notes"), ("Data", "on_stats"), ("Data", "on_audit"),
                        ("Label", "note_fields"), ("Label", "rationale_field"), ("Label", "show_counts")}

@@ -2,8 +2,9 @@
 line inside a `.jsonl.gz` of a few hundred KB is refused (or skipped with skip_invalid) while the importing process
 grows by well under 150 MB, for prompts and preferences alike; a Parquet file whose one value decodes to 300 MB is
 decoded in a child process of capped memory and refused in one line. Damaged Parquet files are one line too, and
-Parquet rows are called `row N`. Memory grown is a fresh subprocess's peak RSS during the import (VmHWM, reset
-through /proc/self/clear_refs) over its RSS before it (psutil)."""
+Parquet rows are called `row N`. A lone surrogate escaped in JSON (`"\\ud800"`) is a bad row naming its field, for
+every import command (exit 2, nothing stored). Memory grown is a fresh subprocess's peak RSS during the import
+(VmHWM, reset through /proc/self/clear_refs) over its RSS before it (psutil)."""
 
 import gzip
 import json
@@ -16,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from labeling.importing import import_prompt_file
-from labeling.lines import MAX_LINE_BYTES
+from labeling.lines import MAX_LINE_BYTES, UnreadableRow, json_value
 from labeling.preference_import import import_preference_file
-from storage import InvalidInput
+from storage import InvalidInput, Store
 from storage.labels import list_labels
 from storage.prompts import list_prompts
 
@@ -153,3 +154,28 @@ def test_a_line_nested_too_deeply_for_the_json_parser_is_an_invalid_row(store, t
     assert import_preference_file(store, path, "deep", skip_invalid=True).summary().startswith(
         "Imported 1 labeled pairs (0 already there). Skipped 1 invalid row: line 1. First problem: line 1: nested "
         "too deeply")
+
+
+@pytest.mark.parametrize("command,good,field", [
+    ("import-prompts", {"prompt": "Fine."}, "prompt"),
+    ("import-demonstrations", {"prompt": "Fine.", "completion": "Yes."}, "completion"),
+    ("import-preferences", GOOD_ROW, "rejected"),
+    ("import-gold", GOOD_ROW, "rejected"),
+])
+def test_a_lone_surrogate_is_one_line_naming_the_field_and_row_with_nothing_stored(tmp_path, command, good, field):
+    path = tmp_path / "surrogate.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, field: "half a pair: \ud800"}) + "\n")
+    db = tmp_path / "s.db"
+    done = subprocess.run([sys.executable, str(ROOT / "app.py"), command, "--db", str(db), str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"surrogate.jsonl line 2: the field `{field}` holds a lone surrogate" in done.stderr
+    assert not db.exists() or list_prompts(Store(db)) == []
+
+
+def test_a_lone_surrogate_deep_in_a_row_is_named_and_a_pair_of_escapes_is_text():
+    row = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "\udfff"}]})
+    assert json_value(row.encode()) == UnreadableRow(
+        "the field `messages[1].content` holds a lone surrogate (a \\ud800-\\udfff escape, half of a UTF-16 pair), "
+        "which is no text; fix or remove the escape")
+    assert json_value(json.dumps({"prompt": "a smile \U0001F600"}).encode()) == {"prompt": "a smile \U0001F600"}

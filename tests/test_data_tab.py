@@ -40,10 +40,38 @@ def test_imports_exports_and_statistics(store, tmp_path):
     assert data_tab.Stats.components(SimpleNamespace(table="t", summary="s")) == ["t", "s"]  # /annotator_stats order
 
 
+def test_marking_a_label_gold_names_that_label_and_the_table_counts_the_gold_item_at_once(store, queue_pairs):
+    from app import gold_panel
+    from labeling.annotation import next_pair, submit_label, undo_label
+
+    studio = Studio(store)
+    [pair_id] = queue_pairs([("p", "good", "bad")])
+    submit_label(store, "alice", next_pair(store, "alice").pair_id, "left", "v1")
+    undo_label(store, "alice")
+    label_id = submit_label(store, "alice", pair_id, "right", "v2")
+    assert label_id != pair_id  # label 2 on pair 1: the message names what was clicked, the label
+    assert gold_panel.gold_table(studio).startswith("No gold items yet")
+    said, table = gold_panel.on_mark(studio, label_id, None)
+    assert said.startswith(f"Label {label_id} is gold now: its pair ({pair_id}) is a gold pair")
+    assert table.startswith("**1 gold pair, 0 gold rankings**") and "No gold" not in table
+    with pytest.raises(gr.Error, match=f"label {label_id}'s pair \\({pair_id}\\) is gold already"):
+        gold_panel.on_mark(studio, label_id, None)
+
+
+def test_without_auth_the_audit_trail_names_the_local_admin_by_their_os_user(store, tmp_path, monkeypatch):
+    import getpass
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "zoe")
+    (tmp_path / "p.txt").write_text("one\n")
+    data_tab.on_import_prompts(Studio(store), str(tmp_path / "p.txt"), False, None)
+    [entry] = list_actions(store)
+    assert entry.actor == "local admin (zoe)"
+
+
 def test_the_project_section_shows_each_policy_versions_source(demo_store):
     from app.project_panel import show_project
 
-    shown = show_project(Studio(demo_store))
+    shown = show_project(Studio(demo_store), None)
     assert "**SFT policy** (v0)" in shown.project_summary and "100** training prompts and **20** held out" in \
         shown.project_summary
     assert [row[:3] for row in shown.policies] == [["v0", 0, "—"]]
@@ -53,7 +81,7 @@ def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_lin
     from app.project_panel import on_start_project, show_project
 
     studio = Studio(store, USERS)
-    assert show_project(studio).project_summary.startswith("No project yet")
+    assert show_project(studio, OWNER).project_summary.startswith("No project yet")
     with pytest.raises(gr.Error, match="only an admin"):
         on_start_project(studio, str(tiny_qwen_dir), False, ALICE)
     with pytest.raises(gr.Error, match=f"model directory {tmp_path / 'nope'} does not exist") as refused:

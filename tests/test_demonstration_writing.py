@@ -74,3 +74,62 @@ def test_the_api_writes_and_undoes_a_demonstration(store, queue_pairs, serve_stu
     assert client.predict("ada", api_name="/undo_demonstration") == {"demonstration_id": 1,
                                                                      "text": "A wonderful film."}
     assert list_demonstrations(store) == [] and training_labels(store) == []
+
+
+@pytest.fixture
+def two_annotators(store, queue_pairs, serve_studio, tmp_path):
+    """Two pairs queued and a studio under --auth: ada and bob annotate; returns (ada's client, bob's, pair ids)."""
+    from gradio_client import Client
+
+    from tests.helpers import hashed_auth_file
+
+    pair_ids = queue_pairs([("the movie was", " dull .", " fine ."), ("the meal was", " cold .", " warm .")])
+    users = hashed_auth_file(tmp_path / "users.txt", {"ada": "ada-pw", "bob": "bob-pw"})
+    url = serve_studio(store, users).local_url
+    return (Client(url, auth=("ada", "ada-pw"), verbose=False), Client(url, auth=("bob", "bob-pw"), verbose=False),
+            pair_ids)
+
+
+def test_a_demonstration_from_nothing_needs_the_pair_reserved_for_its_author(store, two_annotators):
+    ada, bob, _ = two_annotators
+    adas = ada.predict("ada", api_name="/next_pair")["pair_id"]
+    for answer in ("empty", "left"):  # another's pair: refused whether written from nothing or edited
+        with pytest.raises(Exception, match=f"pair {adas} is no longer reserved for you"):
+            bob.predict("bob", adas, "A better answer.", answer, 5.0, True, api_name="/submit_demonstration")
+    ada.predict("ada", adas, "left", "vote-1", api_name="/submit_label")
+    with pytest.raises(Exception, match=f"pair {adas} is no longer reserved for you"):  # labelled: no longer hers
+        ada.predict("ada", adas, "A better answer.", "empty", 5.0, True, api_name="/submit_demonstration")
+    assert list_demonstrations(store) == []
+    assert [label.annotator for label in list_labels(store)] == ["ada"]  # no `edits:` preference either
+
+
+def test_one_annotators_same_answer_to_one_prompt_is_stored_once(store, two_annotators):
+    _, bob, _ = two_annotators
+    bobs = bob.predict("bob", api_name="/next_pair")["pair_id"]
+    first = bob.predict("bob", bobs, "A better answer.", "empty", 5.0, True, api_name="/submit_demonstration")
+    assert first == {"demonstration_id": 1, "preferences": 2}
+    for _ in range(3):
+        with pytest.raises(Exception, match="bob saved this answer to the prompt already \\(demonstration 1\\)"):
+            bob.predict("bob", bobs, "A better answer.", "empty", 5.0, True, api_name="/submit_demonstration")
+    assert [d.id for d in list_demonstrations(store)] == [1] and len(training_labels(store)) == 2
+    other = bob.predict("bob", bobs, "Another answer.", "empty", 5.0, False, api_name="/submit_demonstration")
+    assert other["demonstration_id"] == 2  # a different answer is another demonstration
+    bob.predict("bob", api_name="/undo_demonstration")
+    bob.predict("bob", api_name="/undo_demonstration")
+    assert bob.predict("bob", bobs, "A better answer.", "empty", 5.0, False,
+                       api_name="/submit_demonstration")["demonstration_id"] == 3  # undone: may be written again
+
+
+def test_the_time_spent_is_what_a_person_spends(store, queue_pairs, serve_studio):
+    from gradio_client import Client
+
+    [pair_id] = queue_pairs([("the movie was", " dull .", " fine .")])
+    client = Client(serve_studio(store).local_url, verbose=False)
+    client.predict("ada", api_name="/next_pair")
+    with pytest.raises(Exception, match="must be from 0 to 86400 seconds \\(a day\\), not 1e\\+308"):
+        client.predict("ada", pair_id, "A better answer.", "empty", 1e308, False, api_name="/submit_demonstration")
+    for seconds in (float("inf"), float("nan"), 86_400.5, -1.0, "12"):
+        with pytest.raises(InvalidInput, match="must be from 0 to 86400 seconds"):
+            write_demonstration(store, "ada", pair_id, "A better answer.", seconds=seconds)
+    assert list_demonstrations(store) == []
+    assert write_demonstration(store, "ada", pair_id, "A better answer.", seconds=86_400.0).id == 1

@@ -50,7 +50,7 @@ def test_rows_it_points_to_are_checked(store, pair):
         add_demonstration(store, NewDemonstration(1, "x", "ada", LABEL_TAB, pair_id=pair_id, generation_id=99))
     with pytest.raises(NotFound, match="not a response to prompt 2"):
         add_demonstration(store, NewDemonstration(2, "x", "ada", LABEL_TAB, generation_id=g1))
-    with pytest.raises(InvalidInput, match="0 s or more"):
+    with pytest.raises(InvalidInput, match="from 0 to 86400 seconds"):
         add_demonstration(store, NewDemonstration(1, "x", "ada", LABEL_TAB, seconds=-1))
     assert count_demonstrations(store) == 0
 

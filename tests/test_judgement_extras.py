@@ -105,10 +105,10 @@ def test_the_ranking_panel_sends_its_rationale_and_clears_it(store):
     update_note_modes(store, rationale="off")
     assert not judgement_extras.rationale_field(studio)["visible"]
     update_note_modes(store, rationale="required")
-    shown = ranking_panel.show_next(studio, "alice", None)
+    shown = ranking_panel.take_turn(studio, "alice", None).ranking
     with pytest.raises(gr.Error, match="asks a rationale"):
         ranking_panel.send(studio, "BAC", "alice", shown.ranking_id, shown.vote_id, "", None)
-    after = ranking_panel.send(studio, "BAC", "alice", shown.ranking_id, shown.vote_id, " B is bold ", None)
+    after = ranking_panel.send(studio, "BAC", "alice", shown.ranking_id, shown.vote_id, " B is bold ", None).ranking
     assert after.rationale == "" and after.status == "Saved: BAC."
     [note] = list_notes(store)
     assert (note.kind, note.rationale) == ("ranking", "B is bold")
@@ -118,12 +118,12 @@ def test_the_ranking_panel_sends_a_rating_per_answer_every_one_or_none_and_clear
     queue_rankings(store, [("Review 1.", ["A great film.", "A dull film.", "A fine film."]),
                            ("Review 2.", ["Good.", "Bad.", "Fine.", "Awful."])])
     studio = Studio(store)
-    shown = ranking_panel.show_next(studio, "alice", None)
+    shown = ranking_panel.take_turn(studio, "alice", None).ranking
     assert [field["visible"] for field in shown.ratings] == [True] * 3 + [False] * 3  # K = 3: A, B, C
     with pytest.raises(gr.Error, match="rate every answer .* or none; C not rated"):
         ranking_panel.send(studio, "ABC", "alice", shown.ranking_id, shown.vote_id, "", None, 7, 2)
     assert list_notes(store) == []
-    after = ranking_panel.send(studio, "ACB", "alice", shown.ranking_id, shown.vote_id, "", None, 7, 2, 5)
+    after = ranking_panel.send(studio, "ACB", "alice", shown.ranking_id, shown.vote_id, "", None, 7, 2, 5).ranking
     assert after.status == "Saved: ACB." and [field["visible"] for field in after.ratings] == [True] * 4 + [False] * 2
     assert all(field["value"] is None for field in after.ratings)  # cleared for the next ranking
     [note] = list_notes(store)

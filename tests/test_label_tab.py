@@ -51,6 +51,26 @@ def test_the_api_handlers_reserve_store_and_undo(store, queue_pairs):
         label_tab.api_submit_label(studio, "bob", shown["pair_id"], "left", "vote-2", None)
 
 
+def test_a_skip_is_not_counted_as_labeled_today(store, queue_pairs):
+    queue_pairs([("p1", "a1", "b1"), ("p2", "a2", "b2")])
+    studio = Studio(store)
+    shown = label_tab.api_next_pair(studio, "alice", None)
+    skipped = label_tab.api_submit_label(studio, "alice", shown["pair_id"], "skip", "vote-1", None)
+    assert skipped["next"]["labeled_today"] == 0
+    voted = label_tab.api_submit_label(studio, "alice", skipped["next"]["pair_id"], "left", "vote-2", None)
+    assert voted["next"]["labeled_today"] == 1
+    assert label_tab.counts_line(studio, "alice", None).startswith("**1** labeled today")
+
+
+def test_the_key_legend_names_every_key_w_included():
+    with gr.Blocks() as blocks:
+        label_tab.layout(signed_in=False)
+    [legend] = [block.value for block in blocks.blocks.values() if getattr(block, "elem_id", None) == "label-keys"]
+    for key in ("1", "2", "3", "4", "S", "U", "W"):
+        assert f"<kbd>{key}</kbd>" in legend
+    assert "<kbd>W</kbd> write a better answer" in legend
+
+
 def test_a_conversation_shows_as_turns_and_the_api_adds_its_messages(store, queue_pairs):
     turns = [{"role": "system", "content": "Answer in *markdown*."}, {"role": "user", "content": "<b>Sort</b> this."}]
     queue_pairs([(turns, "```py\nsorted(x)\n```", "| a |\n|---|\n| 1 |")])
@@ -198,9 +218,9 @@ def test_a_view_fills_the_layout_components_of_its_field_names(store):
     with gr.Blocks():
         ui = label_tab.layout(signed_in=False)
     assert label_tab.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.responses, ui.counts,
-                                              ui.status, ui.poll]
-    screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None)
-    assert screen.values() == (1, "v", "p", "lr", "c", "s", None)
+                                              ui.status, ui.poll, ui.pair_shown, ui.ranking_turn]
+    screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None, True, "t")
+    assert screen.values() == (1, "v", "p", "lr", "c", "s", None, True, "t")
     assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
     assert ui.prompt.value == label_tab.NAME_FIRST_HTML  # a line, not a blank band, where the pair will be
     with gr.Blocks():

@@ -17,7 +17,6 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from trainers.loop.config import LoopConfig, job_settings
-from trainers.loop.loop_rewards import refuse_custom_functions
 from trainers.loop.rounds import Loop
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -86,8 +85,3 @@ def test_the_policy_job_of_a_loop_carries_its_reward():
     config = LoopConfig.from_dict({"reward": "functions", "reward_functions": LENGTH})
     assert job_settings("ppo", config)["reward_functions"] == LENGTH
 
-
-def test_custom_functions_are_refused_before_a_loop_starts_from_the_browser():
-    config = LoopConfig.from_dict({"reward": "functions", "reward_functions": [{"name": "os:getcwd"}]})
-    with pytest.raises(InvalidInput, match="names code to run, which only the command line may do"):
-        refuse_custom_functions(config)

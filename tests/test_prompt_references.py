@@ -1,7 +1,9 @@
-"""Prompt references: extra fields kept at import (training and held-out), one reference per text, the prompts
-export, and the Data tab's section."""
+"""Prompt references: extra fields kept at import (training and held-out), one reference per text, NaN, Infinity and
+NUL refused naming the row, the prompts export (as imported in JSON lines, mixed types too), and the Data tab's
+section."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from app.context import Studio
 from app.references_panel import show_references
 from labeling.importing import import_prompt_file
 from labeling.prompt_export import export_prompts
@@ -85,6 +88,35 @@ def test_the_prompts_export_writes_references_and_imports_back(store, tmp_path, 
     assert held.rows == 1
 
 
+@pytest.mark.parametrize("line,refused", [
+    ('{"prompt": "b", "answer": NaN}', "line 2: the reference's `answer` is nan, not a finite number"),
+    ('{"prompt": "b", "answer": {"steps": [1, -Infinity]}}', "line 2: the reference's `answer.steps[1]` is -inf"),
+    ('{"prompt": "b", "answer": "8\\u0000"}', "line 2: the reference's `answer` holds a NUL character"),
+    ('{"prompt": "b", "ans\\u0000wer": "8"}', "line 2: the reference's `ans\\x00wer` holds a NUL character"),
+])
+def test_nan_infinity_and_nul_in_a_reference_are_refused_naming_the_row(store, tmp_path, line, refused):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "a", "answer": 1.5}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match=re.escape(refused)):
+        import_prompt_file(store, path)
+    assert count_prompts(store) == 0
+
+
+def test_references_of_mixed_types_export_to_jsonl_as_imported_and_parquet_refuses_in_one_line(store, tmp_path):
+    rows = [{"prompt": "What is 2+3?", "answer": "5"}, {"prompt": "What is 4+4?", "answer": 8},
+            {"prompt": "Say hi", "level": [1, 2]}]
+    import_prompt_file(store, jsonl(tmp_path / "in.jsonl", rows))
+    store.close()
+    out = tmp_path / "m.jsonl"
+    done = run_app("export", "--db", str(store.path), "--format", "prompts", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line) for line in out.read_text().splitlines()] == rows
+    done = run_app("export", "--db", str(store.path), "--format", "prompts", "--out", "m.parquet", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "differ in type from prompt to prompt, which Parquet cannot hold" in done.stderr
+    assert not (tmp_path / "m.parquet").exists()
+
+
 def test_the_export_cli_writes_prompts_and_refuses_heldout_with_labels(store, tmp_path):
     import_prompt_file(store, jsonl(tmp_path / "in.jsonl", [{"prompt": "What is 2 + 3?", "answer": "5"}]))
     store.close()
@@ -98,13 +130,9 @@ def test_the_export_cli_writes_prompts_and_refuses_heldout_with_labels(store, tm
 
 
 def test_the_data_tab_shows_the_references(store, tmp_path):
-    class FakeStudio:
-        pass
-
-    studio = FakeStudio()
-    studio.store = store
-    assert "No prompt carries a reference" in show_references(studio).reference_summary
+    studio = Studio(store)  # without --auth: everyone is an admin
+    assert "No prompt carries a reference" in show_references(studio, None).reference_summary
     import_prompt_file(store, jsonl(tmp_path / "p.jsonl", [{"prompt": "What is 2 + 3?", "answer": "5"}]))
-    shown = show_references(studio)
+    shown = show_references(studio, None)
     assert "**1** prompts carry a reference" in shown.reference_summary
     assert shown.references[0][1:] == ["training", "What is 2 + 3?", '{"answer": "5"}']

@@ -1,8 +1,11 @@
 """`python app.py train-reward` (trainers/entry/reward_cli.py): it trains, registers and prints the validation
-metrics; a bad input fails before any job or store change."""
+metrics; a bad input fails before any job or store change; stopped by SIGTERM it exits 143 with its resume line,
+which `status` prints too, and `--resume` trains the job again to its end."""
 
 import argparse
+import dataclasses
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,21 +13,27 @@ from pathlib import Path
 import pytest
 
 from storage import StudioError
-from storage.jobs import list_jobs
+from storage.jobs import create_job, finish_job, get_job, list_jobs
+from storage.metrics import read_metrics
 from storage.policies import add_policy
 from storage.reward_models import list_reward_models
 from storage.types import JobStatus
+from tests.helpers import wait_for
 from tests.reward_helpers import fill_store, snapshot
 from trainers.entry import reward_cli
+from trainers.reward.config import RewardConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
 def app(*args):
     """`python app.py ARGS` in a subprocess, as a user runs it."""
-    root = Path(__file__).resolve().parent.parent
-    return subprocess.run([sys.executable, str(root / "app.py"), *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args], capture_output=True, text=True, timeout=300,
+                          env=ENV)
 
 
 def test_train_reward_command_trains_registers_and_prints_validation_metrics(store, tiny_gpt2_dir, corpus_sentences):
@@ -50,3 +59,25 @@ def test_train_reward_command_bad_input_fails_before_any_job_or_store_change(sto
     assert list_jobs(store) == [] and snapshot(store) == ([], [], None)
     with pytest.raises(StudioError, match="epochs must be positive"):  # checked before the store is even opened
         reward_cli.run(parser.parse_args(["--epochs", "0"]), lambda args: pytest.fail("the store was opened"))
+
+
+def test_a_reward_job_stopped_by_sigterm_exits_143_says_how_to_resume_and_resumes(store, tiny_gpt2_dir,
+                                                                                   corpus_sentences):
+    fill_store(store, tiny_gpt2_dir, corpus_sentences, 60)
+    train = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "train-reward", "--db", str(store.path),
+                              "--epochs", "1000", "--lr", "1e-3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=ENV)
+    wait_for(lambda: train.poll() is not None or read_metrics(store, 1, names=["reward/loss"]), timeout=300)
+    train.send_signal(signal.SIGTERM)
+    out, err = train.communicate(timeout=120)
+    assert train.returncode == 143 and get_job(store, 1).status is JobStatus.CANCELLED, err[-2000:]
+    assert out.splitlines()[-1] == "reward job 1: cancelled; resume with --resume 1"
+    assert f"  resume: python app.py train-reward --resume 1 --db {store.path}" in app(
+        "status", "--db", str(store.path)).stdout.splitlines()
+    stopped = create_job(store, "reward", dataclasses.asdict(RewardConfig(epochs=1, learning_rate=1e-3)))
+    finish_job(store, stopped, JobStatus.CANCELLED)  # a short one to resume (job 1 has 1000 epochs to go)
+    resumed = app("train-reward", "--db", str(store.path), "--resume", str(stopped), "--epochs", "7")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming reward job {stopped} with its settings" in resumed.stdout
+    assert get_job(store, stopped).status is JobStatus.COMPLETED and get_job(store, stopped).config["epochs"] == 1
+    assert [m.job_id for m in list_reward_models(store)] == [stopped]

@@ -10,8 +10,8 @@ V1 = VersionFigures(2, "v1", 1, 24, 12, 6, 6, 0.625, 0.43, 0.79, 0.62, 0.41, 0.8
 def test_a_round_reads_as_one_line_with_its_numbers_rounded():
     assert round_line(2, 3, "v2", SUMMARY, oracle_before=0.5312, judged=V1) == (
         "round 2/3 done: v2 · 30 labels · reward val. accuracy 91% · RM score +0.42 · KL 1.20 · oracle score "
-        "0.53 → 0.81 · v1 vs SFT 62% [43%, 79%] (24 judgements)")
-    assert round_line(2, 3, "v2", SUMMARY, judged=V1, judged_by="the oracle annotator").endswith(
+        "0.53 → 0.81 · v2 vs SFT pending (v1: 62% [43%, 79%], 24 judgements)")  # v2's pairs are judged after
+    assert round_line(2, 3, "v1", SUMMARY, judged=V1, judged_by="the oracle annotator").endswith(
         "oracle score 0.81 · v1 vs SFT 62% [43%, 79%] (24 judgements by the oracle annotator)")  # who judged
 
 

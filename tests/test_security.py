@@ -177,7 +177,7 @@ def test_requests_reach_no_file_the_studio_did_not_hand_out(studio, store, tmp_p
 def test_a_loop_config_cannot_name_code_to_run(studio, store):
     _, url = studio
     owner = Client(url, auth=("owner", "owner-pw"), verbose=False)
-    with pytest.raises(Exception, match="oracle 'os:system' is not allowed from the studio"):
+    with pytest.raises(Exception, match="oracle 'os:system' names code to run, which only the command line may do"):
         owner.predict(json.dumps({"oracle": "os:system"}), api_name="/start_loop")
     with pytest.raises(Exception, match="'os:system' names code to run, which only the command line may do"):
         owner.predict(json.dumps({"reward": "functions", "reward_functions": [{"name": "os:system"}]}),

@@ -33,7 +33,7 @@ def studio(store, monkeypatch):
     return studio
 
 
-def write_demonstrations(store, n: int = 3, author: str = "alice") -> None:
+def write_demonstrations(store, n: int = 4, author: str = "alice") -> None:
     for prompt in list_prompts(store)[:n]:
         add_demonstration(store, NewDemonstration(prompt.id, "A warm, well-paced film.", author, "written"))
 

@@ -1,8 +1,12 @@
 """`python app.py sft` and the sft job on a store: demonstrations imported, SFT registered merged as a new root (the
 reference from then on) that loads with AutoModelForCausalLM, refusals in one line before any job, too-long
-demonstrations left out and counted, a stopped or killed job resumed to the end."""
+demonstrations left out and counted, a stopped or killed job resumed to the end; one stopped by SIGINT or SIGTERM
+exits 130 or 143 (as shells report) with its resume line, which `status` prints too."""
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ from storage.jobs import claim_job, create_job, finish_job, get_job, list_jobs
 from storage.metrics import read_metrics
 from storage.policies import list_policies, root_policy, trained_from
 from storage.types import JobStatus
+from tests.helpers import wait_for
 from tests.policy_helpers import PROMPTS, CancelAt, cli
 from trainers.jobs.sft_job import run_sft, state_dir
 from trainers.models.loading import load_policy
@@ -20,6 +25,7 @@ from trainers.policy.sft_config import SFTRun
 from trainers.reporting import JobCancelled
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ["--epochs", "2", "--batch-size", "4", "--learning-rate", "5e-3", "--heldout-share", "0.25"]
 
 
@@ -106,3 +112,19 @@ def test_a_killed_sft_job_resumes_from_its_last_complete_checkpoint_to_the_end(d
     assert get_job(store, job_id).status is JobStatus.COMPLETED
     assert sorted(r["step"] for r in read_metrics(store, job_id, names=["sft/loss"])) == [1, 2, 3, 4]
     assert len(list_policies(store)) == 2 and not folder.exists()
+
+
+def test_an_sft_stopped_by_sigterm_exits_143_and_status_says_how_to_resume(demo_store):
+    store, sig = demo_store, signal.SIGTERM  # SIGINT goes the same way (130): tests/test_loop_stopping.py
+    sft = subprocess.Popen([sys.executable, "app.py", "sft", "--db", str(store.path), *SETTINGS, "--epochs", "500"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_for(lambda: sft.poll() is not None or read_metrics(store, 1, names=["sft/loss"]), timeout=300)
+    sft.send_signal(sig)
+    out, err = sft.communicate(timeout=120)
+    assert get_job(store, 1).status is JobStatus.CANCELLED, err[-2000:]
+    assert sft.returncode == 143  # as shells report a process SIGTERM ended, not 0
+    assert out.splitlines()[-1].startswith("sft job 1: cancelled at ") and out.endswith("; resume with --resume 1\n")
+    status = subprocess.run([sys.executable, "app.py", "status", "--db", str(store.path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert f"  resume: python app.py sft --resume 1 --db {store.path}" in status.stdout.splitlines()

@@ -63,6 +63,9 @@ def test_sft_each_round_trains_on_the_demonstrations_stored_since_the_last_step(
 def test_sft_first_without_demonstrations_is_refused_before_any_job(demo_store):
     with pytest.raises(InvalidInput, match="sft_first needs demonstrations, and the store has none"):
         check_against_store(LoopConfig.from_dict({**DPO_TINY, "sft_first": True}), demo_store)
+    add_demonstrations(demo_store, 3)  # a full fine-tune as a new root needs 4
+    with pytest.raises(InvalidInput, match="needs at least 4 demonstrations, and the store has 3"):
+        check_against_store(LoopConfig.from_dict({**DPO_TINY, "sft_first": True}), demo_store)
 
 
 def test_the_sft_learning_rate_is_the_demos_or_follows_lora():
@@ -82,6 +85,9 @@ def test_a_base_model_with_demonstrations_is_offered_sft_first(demo_store):
 
     assert sft_offer(LoopConfig(), demo_store) is None  # no demonstrations yet
     add_demonstrations(demo_store, 3)
-    assert "the policy has no chat template (a base model) and the store holds 3 demonstrations: sft_first " \
+    assert sft_offer(LoopConfig(), demo_store) is None  # fewer than a full fine-tune as a new root needs
+    import_demonstrations(demo_store, [ImportedDemonstration(list_prompts(demo_store, heldout=False)[3].text,
+                                                             " a fine film .")], "writers")
+    assert "the policy has no chat template (a base model) and the store holds 4 demonstrations: sft_first " \
            "(--sft-first)" in sft_offer(LoopConfig(), demo_store)
     assert sft_offer(LoopConfig(sft_first=True), demo_store) is None

@@ -1,6 +1,7 @@
 """A loop started in the studio (`/start_loop`, the Train tab) may name only the judge `serve` was started with:
 never another model folder or URL; `serve --judge` is checked before anything is served."""
 
+import argparse
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ import pytest
 from app import train_tab
 from app.auth import Users
 from app.cli import main
+from app.judging import add_serve_judge_arguments, served_judge
 from storage import jobs as job_rows
 from tests.helpers import workerless_studio
 
@@ -55,3 +57,22 @@ def test_serve_checks_its_judge_before_serving(tmp_path, capsys, monkeypatch):
     assert "UNSET_SERVE_KEY holds no key" in capsys.readouterr().err and not db.exists()
     assert main(["serve", "--db", str(db), "--judge-model", "m"]) == 2
     assert "go with --judge" in capsys.readouterr().err
+
+
+def test_a_studio_loop_takes_serves_judge_timeout_and_answer_cap(studio, store, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_serve_judge_arguments(parser)
+    served = served_judge(parser.parse_args(["--judge", SERVED["judge"], "--judge-model", "qwen",
+                                             "--judge-timeout", "3", "--judge-max-mb", "0.5"]))
+    settings = {**SMALL, "annotator": "judge", "judge": SERVED["judge"], "judge_model": "qwen"}
+    with pytest.raises(gr.Error, match="judge_timeout may only be set to the judge serve was started with"):
+        train_tab.api_start_loop(replace(studio, judge=served), json.dumps({**settings, "judge_timeout": 600}), OWNER)
+    assert job_rows.list_jobs(store) == []
+    train_tab.api_start_loop(replace(studio, judge=served), json.dumps(settings), OWNER)
+    [job] = job_rows.list_jobs(store)
+    assert (job.config["judge_timeout"], job.config["judge_max_mb"]) == (3, 0.5)  # what its worker opens the judge with
+    db = tmp_path / "s.db"
+    for limit in ("--judge-timeout", "--judge-max-mb"):
+        assert main(["serve", "--db", str(db), "--judge", SERVED["judge"], "--judge-model", "m", limit, "0"]) == 2
+        err = capsys.readouterr().err
+        assert "must be positive" in err and len(err.strip().splitlines()) == 1 and not db.exists()

@@ -17,6 +17,7 @@ from app import train_form, train_tab
 from app.auth import Users
 from app.refusals import unchanged
 from app.train_checks import field_label
+from labeling.annotation import next_pair, submit_label
 from storage import jobs as job_rows
 from storage.policies import add_policy, latest_policy
 from storage.rounds import add_round
@@ -40,7 +41,7 @@ def studio(store, monkeypatch):
 def test_start_loop_checks_the_settings_and_starts_a_job_for_admins_only(studio, store):
     with pytest.raises(gr.Error, match="only an admin"):
         train_tab.api_start_loop(studio, json.dumps(SMALL), ALICE)
-    with pytest.raises(gr.Error, match="oracle 'os:system' is not allowed from the studio"):
+    with pytest.raises(gr.Error, match="oracle 'os:system' names code to run, which only the command line may do"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "oracle": "os:system"}), OWNER)
     with pytest.raises(gr.Error, match="prompts_per_round is 17 but only 16 training prompts can be used"):
         train_tab.api_start_loop(studio, json.dumps({**SMALL, "prompts_per_round": 17}), OWNER)
@@ -110,6 +111,46 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
 
 
+def test_labels_come_from_people_by_default_once_a_person_has_labelled(studio, store, queue_pairs):
+    def labels_from() -> str:
+        return train_form.project_form(studio)[1 + train_form.FORM.index("annotator")]
+
+    def label(annotator: str, choice: str) -> None:
+        submit_label(store, annotator, next_pair(store, annotator).pair_id, choice, f"{annotator}-{choice}")
+
+    queue_pairs([("p", "a", "b"), ("q", "c", "d"), ("r", "e", "f")])
+    assert labels_from() == "oracle"  # a fresh store: the preset's oracle, to try the loop out
+    label("oracle", "left")
+    label("alice", "skip")
+    assert labels_from() == "oracle"  # the oracle's labels and a skip are no person's labels
+    assert train_form.people_default(studio, False) == (gr.skip(), False)
+    label("alice", "right")
+    assert labels_from() == "human"
+    # a page open while alice labelled: the Train tab, opened again, turns to people once, then keeps the user's choice
+    assert train_form.people_default(studio, False) == ("human", True)
+    assert train_form.people_default(studio, True) == (gr.skip(), True)
+    assert train_form.on_preset(studio, "real model (LoRA)")[train_form.FORM.index("annotator")] == "human"
+
+
+def test_a_queued_job_says_its_worker_is_starting(studio, store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    assert "queued** — starting the worker: loading torch" in train_tab.newest_job(studio).status  # why it waits
+    job_rows.claim_job(store, job_id, os.getpid())
+    assert "starting the worker" not in train_tab.newest_job(studio).status
+
+
+def test_a_resumed_job_counts_only_its_running_time(studio, store):
+    job_id = job_rows.create_job(store, "ppo", {})
+    started = job_rows.claim_job(store, job_id, os.getpid()).started
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    ran = job_rows.get_job(store, job_id).finished - started
+    time.sleep(1.0)  # the job stands stopped
+    job_rows.requeue_job(store, job_id)
+    job_rows.claim_job(store, job_id, os.getpid())
+    job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
+    assert train_tab.job_status_dict(studio, job_rows.get_job(store, job_id))["elapsed_s"] < ran + 0.5
+
+
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("rounds", None, "Rounds is required"),
     ("rounds", 0.0, "Rounds must be at least 1, got 0"),
@@ -125,6 +166,27 @@ def test_each_field_is_checked_by_its_label_before_any_job_row(studio, store, fi
     with pytest.warns(UserWarning, match=f"^{message}$"):
         assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(train_tab.JobView)
     assert job_rows.list_jobs(store) == []
+
+
+def test_answers_per_judgement_in_the_form_is_rank_k_pairs_or_a_ranking_and_7_is_refused_in_one_line(studio, store):
+    values = train_form.fill_preset("demo")
+    field = train_form.FORM.index("rank_k")
+    assert field_label("rank_k", "ppo") == "Answers per judgement" and values[field] == 2
+    values[train_form.FORM.index("labels_per_round")] = 8.0  # 8 prompts give 8 rankings of their 4 samples
+    settings = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8})
+    assert train_tab.config_from_form({"demo": LoopConfig()}, "demo", settings, *values).rank_k == 2  # pairs
+    values[field] = 4.0  # as gr.Number sends it
+    train_tab.on_start(studio, "loop", OWNER, "demo", settings, *values)
+    [job] = job_rows.list_jobs(store)
+    assert job.config["rank_k"] == 4  # rankings of 4 answers
+    values[field] = 7.0
+    with pytest.warns(UserWarning, match="^Answers per judgement must be at most 6, got 7$"):
+        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(train_tab.JobView)
+    values[field] = 5.0  # more than K (samples per prompt): the settings' own check, in the form's words
+    with pytest.warns(UserWarning, match='^"Answers per judgement" must be 2 \\(pairs\\) to 6 and at most '
+                                         '"K: samples per prompt" \\(4\\), got 5$'):
+        train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
+    assert job_rows.list_jobs(store) == [job]
 
 
 def test_a_settings_check_across_fields_names_the_fields_by_their_labels(studio, store):
@@ -201,7 +263,8 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
-                                         "SFT first: fine-tune on the demonstrations before round 1"]
+                                         "SFT first: fine-tune on the demonstrations before round 1",
+                                         "Answers per judgement"]
     assert ui.run_policy.value == "Run PPO now"
     button, iterations, lr = train_form.on_algorithm("grpo")  # the labels follow the chosen optimiser
     assert (button.value, iterations.label, lr.label) == ("Run GRPO now", "M: GRPO iterations", "GRPO LR")
@@ -402,6 +465,17 @@ def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows
     assert "judging" not in done.status
     assert f"**Result:** job {job_id} (loop) completed: made v1 in 1 round" in done.status
     assert done.to_leaderboard == gr.update(visible=True)  # the card's link to the Leaderboard tab
+
+
+def test_a_result_card_says_what_its_oracle_score_and_win_rate_mean(store):
+    from app.context import Studio
+    from tests.helpers import fill_synthetic_run
+
+    fill_synthetic_run(store, rounds=2, reward_steps=2, policy_iterations=2)
+    card = train_tab.newest_job(Studio(store)).status
+    assert "oracle score" in card and "vs SFT" in card
+    assert "*Oracle score*: the demo's synthetic scorer's mean score" in card
+    assert "*vs SFT*: the share of blind pairs" in card
 
 
 def test_the_limits_are_shown_again_when_the_poll_sees_the_job_end(demo_store):

@@ -27,11 +27,13 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
     AutoModelForCausalLM,
     BertConfig,
     BertForMaskedLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
@@ -63,6 +65,14 @@ LLAMA_CHAT_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
 )
+GEMMA_SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>")
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}{%- for message in messages %}"
+    "{{- '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\\n'"
+    " + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
+)
 _VOCAB_SIZE = 384
 _SIZES = dict(hidden_size=64, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256)
@@ -80,6 +90,18 @@ def _bpe(specials: tuple[str, ...], bos: str | None = None) -> Tokenizer:
         bos_id = tokenizer.token_to_id(bos)
         tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
                                                                  special_tokens=[(bos, bos_id)])
+    return tokenizer
+
+
+def _sentencepiece_bpe(specials: tuple[str, ...]) -> Tokenizer:
+    """A SentencePiece-style BPE (Gemma's and Llama-2's): spaces as `▁`, byte fallback to `<0xNN>` tokens, no
+    pre-tokenizer; trained on the demo corpus, its first ids `specials`."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    trainer = trainers.BpeTrainer(vocab_size=600, min_frequency=2, show_progress=False,
+                                  special_tokens=[*specials, *(f"<0x{i:02X}>" for i in range(256))])
+    tokenizer.train_from_iterator([t.replace(" ", "\u2581") for t in build_corpus(500, seed=0)], trainer=trainer)
     return tokenizer
 
 
@@ -125,6 +147,18 @@ def build_tiny_llama(out_dir: str | Path, reserved: bool = True, end_of_text: bo
                          bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=[tokenizer.convert_tokens_to_ids(t) for t in ends], **_SIZES)
     return _save(LlamaForCausalLM(config), tokenizer, list(ends), Path(out_dir))
+
+
+def build_tiny_gemma3(out_dir: str | Path) -> Path:
+    """A Gemma 3 (text) chat model in `out_dir` with a SentencePiece-style tokenizer as Gemma's: Gemma's turn tokens,
+    EOS `<end_of_turn>`, BOS from the template."""
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=_sentencepiece_bpe(GEMMA_SPECIALS), bos_token="<bos>", eos_token="<end_of_turn>",
+        pad_token="<pad>", unk_token="<unk>", chat_template=GEMMA_CHAT_TEMPLATE, clean_up_tokenization_spaces=False)
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=len(tokenizer), sliding_window=32, bos_token_id=tokenizer.bos_token_id,
+                              eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **_SIZES)
+    return _save(Gemma3ForCausalLM(config), tokenizer, ["<end_of_turn>", "<eos>"], Path(out_dir))
 
 
 def make_pickle_only(src: Path, dst: Path) -> Path:

@@ -32,14 +32,15 @@ def check_args(args: argparse.Namespace) -> JudgeTemplate:
     if not args.judge_timeout > 0:
         raise InvalidInput(f"--judge-timeout must be positive, got {args.judge_timeout}")
     template = JudgeTemplate.load(args.judge_template)
-    check_judge(args.judge, args.judge_model, args.judge_key_env, args.judge_timeout)
+    check_judge(args.judge, args.judge_model, args.judge_key_env, args.judge_timeout, args.judge_max_mb)
     return template
 
 
 def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> int:
     template = check_args(args)
     store = open_store(args)
-    client = open_judge(args.judge, store.data_dir, args.judge_model, args.judge_key_env, args.judge_timeout)
+    client = open_judge(args.judge, store.data_dir, args.judge_model, args.judge_key_env, args.judge_timeout,
+                        args.judge_max_mb)
     done = judge_queue(store, client, template, args.n, trains=not args.suggest_only,
                        min_confidence=args.min_confidence,
                        progress=lambda i, total: print(f"  judged {i}/{total}", file=sys.stderr))

@@ -26,8 +26,10 @@ from storage.types import JobStatus
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.launcher import open_job_here, reap_orphans, requeue
 from ..jobs.layer import JobKind
-from ..loop.config import LoopConfig, settings_from_json
+from ..jobs.stopping import stopped_exit_code
+from ..loop.config import LoopConfig, collects_labels, settings_from_json
 from ..loop.job_summary import job_summary
+from ..loop.loop_rewards import rlvr_line
 from .options import add_options, given_options
 from .terminal_progress import TerminalProgress
 
@@ -45,11 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, preset: LoopConfig | None = None) -> LoopConfig:
     """The options given, then the JSON settings on top; the rest keeps the project's preset (`preset`; the demo's
-    LoopConfig defaults when None)."""
+    LoopConfig defaults when None), or its RLVR settings when the reward is the functions alone."""
+    from ..loop.presets import loop_config
+
     given = given_options(args, LoopConfig)
     if given.get("selector") == Selector.DISAGREEMENT and "ensemble" not in given:
         given["ensemble"] = DISAGREEMENT_ENSEMBLE
-    return (preset or LoopConfig()).updated({**given, **settings_from_json(args.config)})
+    return loop_config(preset or LoopConfig(), {**given, **settings_from_json(args.config)})
 
 
 def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
@@ -65,7 +69,10 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     config = config_from_args(args, preset.config)
     check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
-    print(f"labels: {config.schedule} (audit pairs included)")
+    if collects_labels(config):  # a loop on the reward functions alone collects none
+        print(f"labels: {config.schedule} (audit pairs included)")
+    else:
+        print(rlvr_line(config))
     print(start_line(store, config))
     if (offer := sft_offer(config, store)) is not None:
         print(offer)
@@ -134,4 +141,6 @@ def report_end(store: Store, job_id: int, status: JobStatus) -> int:
     elif status.resumable:
         print(f"loop job {job_id} stopped at {job_rows.get_job(store, job_id).phase or 'its start'}; continue it with "
               f"{resume_command(store, job_id)}")
-    return 0 if status in (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.PAUSED) else 1
+    if status is JobStatus.CANCELLED:
+        return stopped_exit_code()  # 130 after Ctrl-C, 143 after SIGTERM; 0 after the Train tab's Stop
+    return 0 if status in (JobStatus.COMPLETED, JobStatus.PAUSED) else 1

@@ -28,6 +28,7 @@ from storage.types import Job, JobStatus
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
+from ..jobs.stopping import stopped_exit_code
 from ..loop.config import LoopConfig
 from ..policy.config import Algorithm, PolicyConfig, PolicyRun
 from ..reporting import Reporter
@@ -173,6 +174,6 @@ def report_unfinished(name: str, job: Job) -> int:
     """The last line of a job that did not complete: where it stopped and how to resume, or its error."""
     if job.status is JobStatus.CANCELLED:
         print(f"{name} job {job.id}: cancelled at {job.phase or 'its start'}; resume with --resume {job.id}")
-        return 0
+        return stopped_exit_code()  # 130 after Ctrl-C, 143 after SIGTERM; 0 after the Train tab's Stop
     print(f"{name} job {job.id}: {job.status.value}: {job.error.splitlines()[-1]}", file=sys.stderr)
     return 1

@@ -6,24 +6,28 @@ with a progress bar; bad input fails in one line before the job is created. Opti
 the project's loop preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short
 names are aliases: `--lr` for `--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model
 starts from), `--drop-both-bad` for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the
-launcher (the training under `accelerate launch`) and follows it here. Imports nothing heavy at module level (app.py
-builds its parser from here).
+launcher (the training under `accelerate launch`) and follows it here. `--resume JOB` trains a stopped or failed
+reward job again with its settings (from its start: a reward model keeps no state between steps worth resuming, and
+the labels are read as they stand). Imports nothing heavy at module level (app.py builds its parser from here).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from typing import Callable
 
 from storage import Store
 from storage import jobs as job_rows
+from storage.errors import InvalidInput
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import open_job_here
+from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
+from ..jobs.stopping import stopped_exit_code
 from ..loop.config import LoopConfig, reward_settings
 from ..reporting import Reporter
 from ..reward.config import RewardConfig
@@ -38,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, RewardConfig, skip=SKIPPED, aliases=ALIASES)
     parser.add_argument("--drop-both-bad", dest="both_bad_as_tie", action="store_false", default=None,
                         help="leave 'both bad' labels out: the same as --no-both-bad-as-tie")
+    parser.add_argument("--resume", type=int, default=None, metavar="JOB",
+                        help="train a stopped or failed reward job again, with its settings, from its start")
     add_accelerate_option(parser)
 
 
@@ -76,13 +82,18 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
 
     config_from_args(args).check()  # a bad option: one line before the store is opened
     store = open_store(args)
-    preset = project_preset(store)
-    config = config_from_args(args, preset.config)
+    if args.resume is not None:
+        config = resumed_config(store, args.resume)
+        settings_line = f"resuming reward job {args.resume} with its settings (it trains again from its start)"
+    else:
+        preset = project_preset(store)
+        config, settings_line = config_from_args(args, preset.config), preset.line
     config.check()
     check_reward_inputs(store, config)
-    print(preset.line)  # stdout: a bad input stays one line on stderr
+    print(settings_line)  # stdout: a bad input stays one line on stderr
     if args.accelerate_config is not None:
-        job = launch_and_follow(store, JobKind.REWARD, dataclasses.asdict(config), args.accelerate_config)
+        job = launch_and_follow(store, JobKind.REWARD, dataclasses.asdict(config), args.accelerate_config,
+                                resume=args.resume)
         if job.status is not JobStatus.COMPLETED:
             return report_unfinished(store, job.id, job.status)
         from storage.reward_models import list_reward_models
@@ -91,7 +102,10 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
         print(f"reward job {job.id}: trained on {members[0].labels_used} labels")
         print_members([(m.id, m.path, m.metrics) for m in members])
         return 0
-    job = open_job_here(store, JobKind.REWARD, dataclasses.asdict(config))
+    if args.resume is not None:
+        job = job_rows.claim_job(store, requeue(store, args.resume).id, os.getpid())
+    else:
+        job = open_job_here(store, JobKind.REWARD, dataclasses.asdict(config))
     job_id = job.id
     bar = ProgressBar()
     results = []
@@ -107,11 +121,20 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
     return 0
 
 
+def resumed_config(store: Store, job_id: int) -> RewardConfig:
+    """The settings reward job `job_id` ran with, to train it again; a job of another kind is one line."""
+    job = job_rows.get_job(store, job_id)
+    if job.kind != JobKind.REWARD:
+        raise InvalidInput(f"job {job.id} is a {job.kind} job, not a reward job; give the id of a reward job")
+    return RewardConfig(**job.config)
+
+
 def report_unfinished(store: Store, job_id: int, status: JobStatus) -> int:
-    print(f"reward job {job_id}: {status.value}")
+    resume = f"; resume with --resume {job_id}" if status.resumable else ""
+    print(f"reward job {job_id}: {status.value}{resume}")
     if status in (JobStatus.FAILED, JobStatus.INTERRUPTED):
         print(job_rows.get_job(store, job_id).error.splitlines()[-1], file=sys.stderr)
-    return 0 if status is JobStatus.CANCELLED else 1
+    return stopped_exit_code() if status is JobStatus.CANCELLED else 1
 
 
 def print_members(members: list[tuple[int, str, dict]]) -> None:

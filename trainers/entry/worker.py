@@ -25,7 +25,8 @@ from storage.policies import list_policies
 from storage.reward_models import list_reward_models
 from storage.types import Job, JobStatus
 
-from ..jobs import dpo_job, policy_job, reward_job, sft_job
+from ..export import job as export_job
+from ..jobs import arena_job, dpo_job, policy_job, reward_job, sft_job
 from ..jobs.layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
 from ..jobs.phase_launch import PhaseFailed, PhaseInterrupted, check_machine
 from ..jobs.stopping import stop_on_signals
@@ -39,6 +40,8 @@ RUNNERS: dict[JobKind, Runner] = {  # what a worker runs for each kind of job
     JobKind.DPO: dpo_job.run_job,
     JobKind.SFT: sft_job.run_job,
     JobKind.LOOP: rounds.run_job,
+    JobKind.EXPORT: export_job.run_job,
+    JobKind.ARENA: arena_job.run_job,
 }
 HEARTBEAT_S = 2.0
 # What a worker killed mid-write leaves in the data folder: a policy saved under a temporary name before its rename
@@ -86,7 +89,7 @@ def sweep_partial_checkpoints(store: Store) -> list[Path]:
 
 def run_job(store: Store, job: Job, runner: Runner | None = None) -> JobStatus:
     """Run a claimed job (with its kind's runner, or `runner(store, job)`) and record how it ended."""
-    removed = sweep_partial_checkpoints(store)
+    removed = sweep_partial_checkpoints(store) if job.kind != JobKind.ARENA else []  # it runs beside training
     if removed:
         job_rows.add_log(store, job.id, f"removed {len(removed)} partial checkpoint(s) left by a stopped worker")
     heartbeat = Heartbeat(store, job.id)

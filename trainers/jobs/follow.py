@@ -1,7 +1,8 @@
 """`--accelerate-config FILE` on `loop`, `ppo` and `train-reward`: the job goes through the launcher (its training
 phases run under `accelerate launch`, as the Train tab's jobs do under `serve --accelerate-config`) and the terminal
 follows it from the store: the number of processes, a progress bar with the job's phase, how it ended. Ctrl-C asks
-the job to stop (it ends `cancelled` within one step, resumable); a second Ctrl-C leaves it running.
+the job to stop (it ends `cancelled` within one step, resumable, and the command exits 130); a second Ctrl-C leaves
+it running.
 
     add_accelerate_option(parser)
     job = launch_and_follow(store, JobKind.POLICY, settings, args.accelerate_config, resume=args.resume)
@@ -10,6 +11,7 @@ the job to stop (it ends `cancelled` within one step, resumable); a second Ctrl-
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -20,6 +22,7 @@ from storage.types import Job
 from .launch_config import read_launch_config
 from .launcher import reap_orphans, resume_job, start_job, stop_job
 from .layer import JobKind
+from .stopping import note_stop_signal
 
 POLL_S = 0.5
 
@@ -53,6 +56,7 @@ def follow_job(store: Store, job_id: int) -> Job:
     bar = tqdm(total=1000, desc=f"job {job_id}", unit="‰", file=sys.stderr,
                bar_format="{l_bar}{bar}| {elapsed} {postfix}")
     stopping = False
+    note_stop_signal(None)
     try:
         while True:
             try:
@@ -63,6 +67,7 @@ def follow_job(store: Store, job_id: int) -> Job:
                     bar.write(f"left job {job_id} running; python app.py serve shows it, and stops it")
                     raise
                 stopping = True
+                note_stop_signal(signal.SIGINT)
                 stop_job(store, job_id)
                 bar.write(f"stopping job {job_id}: it ends within one step (Ctrl-C again to leave it running)")
     finally:

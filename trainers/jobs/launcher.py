@@ -18,6 +18,7 @@ from pathlib import Path
 
 from storage import Store
 from storage import jobs as job_rows
+from storage.arena import arena_prompt, create_arena_job
 from storage.errors import InvalidInput
 from storage.types import Job, JobStatus
 
@@ -54,6 +55,16 @@ def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config
         raise InvalidInput(f"unknown job kind {kind!r}; choose one of {', '.join(JobKind)}")
     launch = read_launch_config(accelerate_config).to_dict() if accelerate_config is not None else None
     job_id = job_rows.create_job(store, JobKind(kind).value, config, launch)
+    launch_worker(store, job_id)
+    return job_id
+
+
+def start_arena_job(store: Store, user: str, prompt_text: str, config: dict) -> int:
+    """Store an arena prompt (`storage.arena`) and queue its answers for `user` in one transaction (refused while
+    `user` has answers on the way), then launch the worker; it runs beside any training job."""
+    with store.write():
+        config = {**config, "prompt_id": arena_prompt(store, prompt_text)}
+        job_id = create_arena_job(store, user, config)
     launch_worker(store, job_id)
     return job_id
 
@@ -111,7 +122,7 @@ def reap_orphans(store: Store, now: float | None = None) -> list[int]:
     """Mark jobs whose worker is gone (dead pid, stale heartbeat, never claimed) interrupted; returns their ids."""
     now = time.time() if now is None else now
     orphans = []
-    for job in job_rows.list_jobs(store):
+    for job in job_rows.list_jobs(store, with_arena=True):
         if job.status is JobStatus.RUNNING:
             stale = job.heartbeat is None or now - job.heartbeat > STALE_AFTER_S
             if stale or not pid_alive(job.pid):

@@ -13,6 +13,7 @@ process uses `JobKind` from here.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import traceback
 import uuid
@@ -49,6 +50,8 @@ class JobKind(StrEnum):
     DPO = "dpo"
     SFT = "sft"
     LOOP = "loop"
+    EXPORT = "export"  # a version taken out (trainers.export.job)
+    ARENA = "arena"  # an arena prompt's answers (trainers.jobs.arena_job): runs beside a training job
 
 
 def job_algorithm(job: Job) -> Algorithm | None:
@@ -131,8 +134,16 @@ def staging_path(store: Store, folder: str = POLICIES_FOLDER, prefix: str = STAG
 
 
 def register_policy(store: Store, staged: Path, parent_id: int | None, round: int, note: str) -> int:
-    """Rename a complete policy directory (saved into `staged` by the trainer) to its final name beside it and
-    register it; returns the new policy version's id."""
+    """Check that every weight of the complete policy directory (saved into `staged` by the trainer) is finite, rename
+    it to its final name beside it and register it; returns the new policy version's id. Non-finite weights:
+    NonFiniteWeights, the folder removed, nothing registered."""
+    from ..models.finite import check_finite_weights  # torch: only where a policy is registered, never in the UI
+
+    try:
+        check_finite_weights(staged)
+    except Exception:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     final = staged.parent / f"{POLICY_PREFIX}{round}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     os.rename(staged, final)
     return add_policy(store, str(final), parent_id=parent_id, round=round, note=note)

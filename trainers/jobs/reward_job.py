@@ -374,6 +374,8 @@ def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: lis
     examples = plan.train + plan.val
     pairs = [e for e in plan.val if isinstance(e, PreferenceExample)]
     raw = torch.tensor([scores[json.dumps(p), r] for p, r in zip(prompts, responses, strict=True)])  # (N,)
+    raw = raw[~raw.isnan()]  # NaN: a text over the model's context, not scored (none fit: no normalisation)
+    norm_mean, norm_std = (raw.mean().item(), max(raw.std(unbiased=False).item(), 1e-6)) if len(raw) else (0.0, 1.0)
     lead = torch.tensor([scores[json.dumps(e.prompt), e.first] - scores[json.dumps(e.prompt), e.second]
                          for e in pairs])
     first_probability = dict(zip((str(e.pair_id) for e in pairs), torch.sigmoid(lead).tolist(), strict=True))
@@ -382,8 +384,8 @@ def _finish_member(out_dir: Path, plan: RewardPlan, k: int, member_examples: lis
         "seen_label_ids": plan.seen_label_ids, "replayed": plan.replayed,
         "member_label_ids": [e.label_id for e in member_examples],
         "val_pair_ids": sorted({e.unit for e in plan.val}, key=unit_order), "val_first_probability": first_probability,
-        "metrics": metrics, "norm_mean": raw.mean().item(), "norm_std": max(raw.std(unbiased=False).item(), 1e-6),
-        "norm_samples": len(responses), "norm_source": source, "policy_id": plan.policy_id,
+        "metrics": metrics, "norm_mean": norm_mean, "norm_std": norm_std,
+        "norm_samples": len(raw), "norm_source": source, "policy_id": plan.policy_id,
         "ensemble_index": k, "ensemble_size": len(plan.staged), "config": plan.config,
     }
     (out_dir / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")

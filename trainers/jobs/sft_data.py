@@ -17,6 +17,7 @@ from storage.errors import InvalidInput
 from storage.types import Policy
 
 from ..models.chat_format import ChatFormat, listed, model_context
+from ..policy.sft_config import MIN_ROOT_DEMONSTRATIONS
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,18 @@ def demonstration_use(store: Store, policy_path: str, author: str | None = None,
                             context)
 
 
-def check_sft_first(sft_first: bool, store: Store) -> None:
-    """Refuse, in one line before any job, a loop's `sft_first` on a store without demonstrations."""
-    if sft_first and count_demonstrations(store) == 0:
+def check_sft_first(sft_first: bool, store: Store, lora: bool = False) -> None:
+    """Refuse, in one line before any job, a loop's `sft_first` on a store without demonstrations, or (a full
+    fine-tune, not `lora`) with fewer than a new root needs (`MIN_ROOT_DEMONSTRATIONS`)."""
+    count = count_demonstrations(store) if sft_first else None
+    if count == 0:
         raise InvalidInput("sft_first needs demonstrations, and the store has none; write some in the Label tab (W) "
                            f"or import them (python app.py import-demonstrations --db {store.path} FILE), or turn "
                            "sft_first off")
+    if count is not None and not lora and count < MIN_ROOT_DEMONSTRATIONS:
+        raise InvalidInput(f"sft_first fine-tunes every weight into a new root, which needs at least "
+                           f"{MIN_ROOT_DEMONSTRATIONS} demonstrations, and the store has {count}; write more, train "
+                           "LoRA (lora), or turn sft_first off")
 
 
 def checked_use(store: Store, start: Policy, author: str | None, since: float | None = None) -> DemonstrationUse:

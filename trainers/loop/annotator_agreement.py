@@ -40,8 +40,11 @@ def record_annotator_agreement(store: Store, job_id: int, scorer: RewardScorer |
         first_preferred = [stored[p.pair_id] > 0.5 for p in decided]
     else:
         scorer = scorer or RewardScorer.from_store(store)
-        first_preferred = (scorer.preference_probabilities([p.prompt for p in decided], [p.first for p in decided],
-                                                           [p.second for p in decided]).mean(0) > 0.5).tolist()
+        probabilities = scorer.preference_probabilities([p.prompt for p in decided], [p.first for p in decided],
+                                                        [p.second for p in decided]).mean(0)
+        known = ~probabilities.isnan()  # NaN: a pair too long for the reward model's context (it trained on none)
+        decided = [p for p, fits in zip(decided, known.tolist(), strict=True) if fits]
+        first_preferred = (probabilities[known] > 0.5).tolist()
     agree, total = defaultdict(int), defaultdict(int)
     for pair, model_first in zip(decided, first_preferred, strict=True):
         total[pair.annotator] += 1

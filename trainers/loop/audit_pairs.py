@@ -2,8 +2,9 @@
 most confidently (`labeling.audit_pairs` says which, where they go and how agreement is counted).
 
 A candidate pair's P(first better) is the mean over the current (newest) reward model's members of
-`trainers.reward.scorer.pair_probabilities`. Without a reward model (round 1) or with `share` 0 the round
-has no audit pairs.
+`trainers.reward.scorer.pair_probabilities`; a pair with a side too long for the reward model's context (as its
+tokenizer reads the texts) is no candidate. Without a reward model (round 1) or with `share` 0 the round has no audit
+pairs.
 
     queue_round_pairs(store, regular, samples, prompts_by_id, share=0.1, labels=100, round=g)
 """
@@ -31,15 +32,15 @@ def pick_audit_pairs(store: Store, samples: Sequence[Generation], prompts: Mappi
     members = latest_reward_models(store)
     if n < 1 or not members:
         return [], None
-    from ..reward.scorer import RewardScorer, pair_probabilities
+    from ..reward.scorer import RewardScorer, fitting_pairs, pair_probabilities
 
     queued = [(p.first_id, p.second_id) for p in list_pairs(store)] + [(p.first_id, p.second_id) for p in taken]
     candidates = candidate_pairs(samples, exclude=queued)
     if not candidates:
         return [], members[0].id
     scorer = RewardScorer.from_store(store, device=default_device())
-    probs = pair_probabilities(scorer, candidates, prompts).mean(0)  # (P,): the members' mean
-    return most_confident(candidates, probs.astype(float), n, round), members[0].id
+    candidates, probs = fitting_pairs(candidates, pair_probabilities(scorer, candidates, prompts))
+    return most_confident(candidates, probs.mean(0).astype(float), n, round), members[0].id  # the members' mean
 
 
 def queue_round_pairs(store: Store, regular: list[NewPair], samples: Sequence[Generation],

@@ -11,8 +11,10 @@ from enum import StrEnum
 from typing import ClassVar
 
 from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
+from labeling.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
 from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
+from labeling.text_fields import refuse_surrogates
 from labeling.winrate import version_number
 from storage.errors import InvalidInput
 
@@ -103,6 +105,12 @@ class LoopConfig:
         "help": "environment variable holding an endpoint judge's key (the key itself is never stored)"})
     judge_template: str | None = field(default=None, metadata={
         "help": "judge prompt template file (default: the shipped pairwise one, assets/judge_pairwise.md)"})
+    judge_timeout: float | None = field(default=None, metadata={
+        "help": f"seconds an endpoint judge has for each answer, connection to last byte (None: {DEFAULT_TIMEOUT_S:g}; "
+                "a studio loop takes serve's --judge-timeout)"})
+    judge_max_mb: float | None = field(default=None, metadata={
+        "help": f"the largest answer read from an endpoint judge, in MB (None: {DEFAULT_MAX_MB:g}; a studio loop "
+                "takes serve's --judge-max-mb)"})
     judge_threshold: float = field(default=0.0, metadata={
         "help": "hybrid: the judge's verdicts at least this confident train, its unsure pairs go to people "
                 "(judge_people); 0: every verdict trains (RLAIF)"})
@@ -212,7 +220,8 @@ class LoopConfig:
     rm_weight: float = field(default=1.0, metadata={"help": "the reward model's weight beside reward_functions"})
 
     def __post_init__(self):
-        if self.label_budget is not None:
+        labels = collects_labels(self)  # a reward of the functions alone: no label, pair or queue setting is read
+        if self.label_budget is not None and labels:
             if not isinstance(self.label_budget, int) or self.label_budget < max(1, self.rounds):
                 raise InvalidInput(f"label_budget must be at least 1 label per round ({self.rounds}), got "
                                    f"{self.label_budget}")
@@ -226,17 +235,15 @@ class LoopConfig:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"{f.name} must be a finite number, got {value}")
-        positive = ("rounds", "prompts_per_round", "labels_per_round", "reward_epochs", "reward_batch_size",
-                    "policy_iterations", "policy_batch_size", "policy_mini_batches", "policy_epochs",
-                    "response_length", "ensemble", "eval_prompts", "eval_samples", "dpo_batch_size")
+        positive = ("rounds", "reward_epochs", "reward_batch_size", "policy_iterations", "policy_batch_size",
+                    "policy_mini_batches", "policy_epochs", "response_length", "ensemble", "eval_prompts",
+                    "eval_samples", "dpo_batch_size") + (("prompts_per_round", "labels_per_round") if labels else ())
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("reward_lr", "reward_continue_lr_scale", "policy_lr", "temperature", "sft_epochs"):
             if not getattr(self, name) > 0:
                 raise InvalidInput(f"{name} must be positive, got {getattr(self, name)}")
-        if self.samples_per_prompt < 2:
-            raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {self.samples_per_prompt}")
         if self.queue_reserve < 0 or self.kl_coef < 0:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
         if self.reward_patience < 0:
@@ -244,8 +251,6 @@ class LoopConfig:
         if self.reward_training not in {t.value for t in RewardTraining} or self.reward_replay < 0:
             raise InvalidInput(f"reward_training must be one of {', '.join(RewardTraining)} and reward_replay 0 or "
                                f"more, got {self.reward_training!r} and {self.reward_replay}")
-        if not 0 < self.label_decay <= 1:
-            raise InvalidInput(f"label_decay must be in (0, 1], got {self.label_decay}")
         if self.policy_batch_size % self.policy_mini_batches:
             whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
             raise InvalidInput(f"policy_mini_batches ({self.policy_mini_batches}) must divide policy_batch_size "
@@ -265,34 +270,10 @@ class LoopConfig:
             raise InvalidInput(f"sft_lr must be positive or null, got {self.sft_lr}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
-        if self.annotator not in {a.value for a in Annotator}:
-            raise InvalidInput(f"annotator must be one of {', '.join(Annotator)}, got {self.annotator!r}")
-        check_judge_settings(self)
-        if self.selector not in {s.value for s in Selector}:
-            raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {self.selector!r}")
-        if self.selector == Selector.DISAGREEMENT and self.ensemble < 2:
-            raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
-        if not 2 <= self.rank_k <= min(6, self.samples_per_prompt):
-            raise InvalidInput(f"rank_k must be 2 (pairs) to 6 and at most samples_per_prompt "
-                               f"({self.samples_per_prompt}), got {self.rank_k}")
-        most_pairs = self.prompts_per_round * math.comb(self.samples_per_prompt, self.rank_k)
-        if self.labels_per_round > most_pairs:
-            raise InvalidInput(f"labels_per_round is {self.labels_per_round} but a round queues at most "
-                               f"{most_pairs} pairs (prompts_per_round x K(K-1)/2); lower it or raise "
-                               "prompts_per_round")
-        if not 0 <= self.audit_share <= 0.5:
-            raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got "
-                               f"{self.audit_share}")
-        if not 0 < self.audit_min_agreement < 1:
-            raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {self.audit_min_agreement}")
         if self.on_warning not in {o.value for o in OnWarning}:
             raise InvalidInput(f"on_warning must be one of {', '.join(OnWarning)}, got {self.on_warning!r}")
-        evaluated = self.eval_prompts * self.eval_samples
-        for name in ("winrate_pairs", "winrate_previous"):
-            if not 0 <= getattr(self, name) <= evaluated:
-                raise InvalidInput(f"{name} is {getattr(self, name)} but each version has eval_prompts x eval_samples "
-                                   f"= {evaluated} evaluation samples to pair; use 0 to {evaluated}, or raise "
-                                   "eval_prompts or eval_samples")
+        if labels:
+            check_label_settings(self)
         if ":" not in self.oracle:
             raise InvalidInput(f"oracle must be `module:function`, got {self.oracle!r}")
         check_loop_reward(self)
@@ -348,6 +329,41 @@ class LoopConfig:
         return asdict(self)
 
 
+def check_label_settings(config: LoopConfig) -> None:
+    """The settings of a loop that collects labels fit together: K, the label schedule and queue, the annotator, the
+    selector, the audit and win-rate pairs (a loop on the reward functions alone reads none of them)."""
+    if config.samples_per_prompt < 2:
+        raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {config.samples_per_prompt}")
+    if not 0 < config.label_decay <= 1:
+        raise InvalidInput(f"label_decay must be in (0, 1], got {config.label_decay}")
+    if config.annotator not in {a.value for a in Annotator}:
+        raise InvalidInput(f"annotator must be one of {', '.join(Annotator)}, got {config.annotator!r}")
+    check_judge_settings(config)
+    if config.selector not in {s.value for s in Selector}:
+        raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {config.selector!r}")
+    if config.selector == Selector.DISAGREEMENT and config.ensemble < 2:
+        raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
+    if not 2 <= config.rank_k <= min(6, config.samples_per_prompt):
+        raise InvalidInput(f"rank_k must be 2 (pairs) to 6 and at most samples_per_prompt "
+                           f"({config.samples_per_prompt}), got {config.rank_k}")
+    most_pairs = config.prompts_per_round * math.comb(config.samples_per_prompt, config.rank_k)
+    if config.labels_per_round > most_pairs:
+        raise InvalidInput(f"labels_per_round is {config.labels_per_round} but a round queues at most "
+                           f"{most_pairs} pairs (prompts_per_round x K(K-1)/2); lower it or raise "
+                           "prompts_per_round")
+    if not 0 <= config.audit_share <= 0.5:
+        raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got "
+                           f"{config.audit_share}")
+    if not 0 < config.audit_min_agreement < 1:
+        raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {config.audit_min_agreement}")
+    evaluated = config.eval_prompts * config.eval_samples
+    for name in ("winrate_pairs", "winrate_previous"):
+        if not 0 <= getattr(config, name) <= evaluated:
+            raise InvalidInput(f"{name} is {getattr(config, name)} but each version has eval_prompts x eval_samples "
+                               f"= {evaluated} evaluation samples to pair; use 0 to {evaluated}, or raise "
+                               "eval_prompts or eval_samples")
+
+
 def check_judge_settings(config: LoopConfig) -> None:
     """The judge settings fit together: a judge named for annotator judge, a threshold in [0, 1], people who exist."""
     if config.annotator == Annotator.JUDGE and not config.judge:
@@ -356,6 +372,9 @@ def check_judge_settings(config: LoopConfig) -> None:
         raise InvalidInput("judge_threshold and judge_min_agreement must be between 0 and 1")
     if config.judge_people not in (Annotator.HUMAN, Annotator.ORACLE):
         raise InvalidInput(f"judge_people must be human or oracle, got {config.judge_people!r}")
+    if any(value is not None and not value > 0 for value in (config.judge_timeout, config.judge_max_mb)):
+        raise InvalidInput(f"judge_timeout and judge_max_mb must be positive or null, got {config.judge_timeout} and "
+                           f"{config.judge_max_mb}")
 
 
 def settings_from_json(text: str) -> dict:
@@ -370,6 +389,7 @@ def settings_from_json(text: str) -> dict:
                            "object of settings") from None
     if not isinstance(values, dict):
         raise InvalidInput("the loop config must be a JSON object of settings")
+    refuse_surrogates({"settings": values})
     return values
 
 

@@ -12,7 +12,9 @@ once (by this job, an earlier one, or a killed worker) is never sampled again: i
 
 from __future__ import annotations
 
+import math
 import random
+from typing import Callable
 
 import numpy as np
 
@@ -26,6 +28,8 @@ from .config import LoopConfig
 from .prompt_use import prompt_use
 
 EVAL_SEED = 12345
+BATCH_TOKENS = 64 * 48  # response tokens of a batch at most (`eval_batch_rows`)
+Progress = Callable[[int, int], None]
 
 
 def evaluation_prompts(store: Store, config: LoopConfig, budget: PromptBudget | None = None) -> list[Prompt]:
@@ -38,21 +42,31 @@ def evaluation_prompts(store: Store, config: LoopConfig, budget: PromptBudget | 
     return [p for p in heldout if p.id in chosen]
 
 
-def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool) -> float | None:
+def evaluate_policy(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool,
+                    progress: Progress | None = None) -> float | None:
     """The mean oracle score of `policy`'s evaluation samples (None without an oracle), drawing them if the version
-    has none yet."""
-    stored = ensure_eval_samples(store, policy, config, with_oracle)
+    has none yet (`progress(done, total)` hears the samples drawn)."""
+    stored = ensure_eval_samples(store, policy, config, with_oracle, progress)
     values = [sample["oracle"] for sample in stored if "oracle" in sample]
     return float(np.mean(values)) if with_oracle and values else None
 
 
-def ensure_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool) -> list[dict]:
+def ensure_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool,
+                        progress: Progress | None = None) -> list[dict]:
     """The version's evaluation samples: the stored ones, else newly drawn."""
-    return eval_samples(store, policy.id) or draw_eval_samples(store, policy, config, with_oracle)
+    return eval_samples(store, policy.id) or draw_eval_samples(store, policy, config, with_oracle, progress)
 
 
-def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool) -> list[dict]:
-    """Sample the evaluation prompts with `policy`; store the samples and their scores in one transaction."""
+def eval_batch_rows(config: LoopConfig) -> int:
+    """The rows sampled at once: 64 (the generator's batch), fewer for answers longer than 48 tokens, so that
+    progress is reported every few seconds on a CPU (SmolLM2-135M on 2 cores: a batch in well under 10 s)."""
+    return max(8, min(64, BATCH_TOKENS // config.response_length))
+
+
+def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_oracle: bool,
+                      progress: Progress | None = None) -> list[dict]:
+    """Sample the evaluation prompts with `policy` (`progress(samples drawn, samples)` after each batch); store the
+    samples and their scores in one transaction."""
     from labeling.synthetic import load_scorer
 
     from ..models.generation import HFGenerator
@@ -64,7 +78,8 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
         return []
     generator = HFGenerator(load_sampler_policy(policy.path, config.bf16), load_tokenizer(policy.path))
     groups = generator.generate([p.content for p in prompts], config.eval_samples, config.response_length,
-                                config.temperature, config.top_p, seed=EVAL_SEED, top_k=config.top_k)
+                                config.temperature, config.top_p, seed=EVAL_SEED, top_k=config.top_k,
+                                batch_size=eval_batch_rows(config), progress=progress)
     rows = [NewGeneration(prompt.id, s.text, policy_id=policy.id, token_count=s.num_tokens, seed=EVAL_SEED,
                           ended_with_eos=s.ended_with_eos, source=EVAL_SOURCE)
             for prompt, group in zip(prompts, groups, strict=True) for s in group]
@@ -74,7 +89,8 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
         scorer = RewardScorer.from_store(store, device=default_device())
         rewards = scorer.score([p for p, _ in texts], [t for _, t in texts])
         for named, reward in zip(scores, rewards.tolist(), strict=True):
-            named["reward"] = reward
+            if not math.isnan(reward):  # NaN: too long for the reward model's context, so not scored (no score)
+                named["reward"] = reward
     if with_oracle:
         oracle = load_scorer(config.oracle)
         for named, (_, text) in zip(scores, texts, strict=True):

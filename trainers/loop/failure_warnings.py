@@ -93,7 +93,8 @@ def winrate_findings(store: Store, job_id: int, config: LoopConfig, first_round:
     if newest is None or newest.id == root.id or newest.round < first_round:
         return []
     name = version_names(policies)[newest.id]
-    figures = version_figures(newest, name, winrate_judgements(store), root.id)
+    heldout = [j for j in winrate_judgements(store) if not j.own_prompt]  # arena votes are reported apart
+    figures = version_figures(newest, name, heldout, root.id)
     score = phase_of(store, job_id, config, newest.round, first_round).series.get("score", [])
     if len(score) < 2:
         return []

@@ -1,5 +1,6 @@
 """What a loop job achieved, in one line: the versions it made, the newest one's win rate against the SFT policy with
-its interval and who judged it, the oracle's held-out score before and after, and its failure warnings. The end of
+its interval and who judged it, the oracle's held-out score before and after, each reward function's held-out pass
+rate before and after (with the intervals: `trainers.loop.pass_rates`), and its failure warnings. The end of
 `python app.py loop`, `status` and the Train tab's result card show it. Torch-free: the serving process imports it.
 
     job 1 (loop) completed: made v1–v3 in 3 rounds · v3 vs SFT 81% [70%, 89%] (48 judgements by the oracle
@@ -20,6 +21,8 @@ from storage.rounds import list_rounds
 from storage.types import Job
 from storage.winrate import winrate_judgements
 
+from .pass_rates import change_text, function_labels, pass_rates
+
 
 def who_judged(annotators: list[str]) -> str:
     """Who gave these judgements: "the oracle annotator", "people (2 annotators)", or "people and the oracle
@@ -32,6 +35,19 @@ def who_judged(annotators: list[str]) -> str:
     if not counts[ORACLE_NAME]:
         return by_people
     return f"people and the oracle annotator ({counts['people']} and {counts[ORACLE_NAME]})"
+
+
+def pass_rate_changes(store: Store, job: Job, rounds: list[dict]) -> list[str]:
+    """Each of the loop's reward functions' held-out pass rate on the version its first round trained from and on its
+    newest version, with their intervals and the change's."""
+    labels = function_labels(job.config)
+    if not labels:
+        return []
+    parents = {policy.id: policy.parent_id for policy in list_policies(store)}
+    start = parents.get(rounds[0]["policy_id"])
+    before = pass_rates(store, start, labels) if start is not None else {}
+    return [change_text(before.get(label), after)
+            for label, after in pass_rates(store, rounds[-1]["policy_id"], labels).items()]
 
 
 def job_summary(store: Store, job: Job) -> str | None:
@@ -53,6 +69,7 @@ def job_summary(store: Store, job: Job) -> str | None:
     oracle = sorted((r["step"], r["value"]) for r in read_metrics(store, job.id, names=["round/oracle_score"]))
     if len(oracle) > 1:
         parts.append(f"oracle score {oracle[0][1]:.2f} → {oracle[-1][1]:.2f}")
+    parts.extend(pass_rate_changes(store, job, rounds))
     warnings = list_warnings(store, job.id)
     parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else "no warnings")
     return f"job {job.id} (loop) {job.status.value}: " + " · ".join(parts)

@@ -38,7 +38,8 @@ def round_labels(store: Store, config: LoopConfig, round: int, job_id: int | Non
 def collect_judge_labels(loop, index: int, g: int, seed: int) -> None:
     """Round g's labels by the judge, then by people for the pairs it was unsure of (see the module's docstring)."""
     config, store, wanted, job = loop.config, loop.store, loop.labels_wanted(index), loop.job.id
-    client = open_judge(config.judge, store.data_dir, config.judge_model, config.judge_key_env)
+    client = open_judge(config.judge, store.data_dir, config.judge_model, config.judge_key_env, config.judge_timeout,
+                        config.judge_max_mb)
     template = JudgeTemplate.load(config.judge_template)
     while (missing := wanted - round_labels(store, config, g, job) - round_unsure_verdicts(store, client.name, g,
                                                                                            job)) > 0:

@@ -1,7 +1,7 @@
 """What a loop's rounds maximise: the reward model (`rm`), the reward functions alone (`functions`: RLVR, no labels
 and no reward model, so a round samples, optimises and evaluates) or both (`rm+functions`), and the check of those
-settings (torch-free: the Train tab checks them too). Custom `module:function` entries are allowed here; the Train
-tab and `/start_loop` refuse them before a loop is started (`refuse_custom_functions`)."""
+settings (torch-free: the Train tab checks them too). Custom `module:function` entries are allowed here; the studio
+refuses them, as any code name in any setting, before a job is started (`app.code_names`)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ def check_loop_reward(config) -> None:
         raise InvalidInput("reward functions score rollouts, which DPO has none of; use algorithm ppo or grpo")
 
 
-def refuse_custom_functions(config) -> None:
-    """InvalidInput when a loop config from the browser or `/start_loop` names code to run (`module:function`)."""
-    parse_reward_functions(config.reward_functions, allow_custom=False)
+def rlvr_line(config) -> str:
+    """What a loop on the reward functions alone does, in one line, as `loop` prints it when it starts."""
+    names = ", ".join(spec.label for spec in parse_reward_functions(config.reward_functions, allow_custom=True))
+    rounds = f"{config.rounds} round{'s' * (config.rounds != 1)}"
+    group = f" x G {config.group_size}" if config.algorithm == Algorithm.GRPO else ""
+    return (f"reward: {names} alone (RLVR: no labels, pairs or reward model); {rounds} of {config.policy_iterations} "
+            f"{config.algorithm.upper()} iterations ({config.policy_batch_size} prompts{group}, answers of up to "
+            f"{config.response_length} tokens); each version's pass rate on {config.eval_prompts} held-out prompts x "
+            f"{config.eval_samples} samples (fewer prompts when fewer are held out)")

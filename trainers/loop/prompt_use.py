@@ -1,8 +1,10 @@
 """Which stored prompts and labels a loop uses: prompts not excluded (`python app.py prompts --exclude`) that fit the
 policy's budget (its context less the response length), and labels whose prompt is not excluded and whose prompt and
 longer response fit the reward model's context. What does not fit is kept (exports keep it) and left out of
-sampling, training and evaluation, counted and named by id, never cut. No torch here: the Train tab, the import
-commands and `prompts` count with it too.
+sampling, training and evaluation, counted and named by id, never cut. A round's samples too long for the reward
+model's context as it reads them (a decoded sample may take more tokens than it was sampled in) are counted and named
+too: the scorer leaves them out of the round's pairs (`trainers.reward.scorer`). No torch here: the Train tab, the
+import commands and `prompts` count with it too.
 
     prompts = loop_prompts(store, policy.path, response_length=64)   # decided when a loop starts
     for line in prompts.lines():  # "training prompts: 2301 of 2310 used; 9 too long for 488 tokens (prompts 24, ...)"
@@ -12,18 +14,21 @@ commands and `prompts` count with it too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
+from labeling.conversations import PromptInput
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import training_labels
 from storage.policies import latest_policy, reward_base_path
 from storage.prompts import count_prompts, list_prompts
-from storage.types import Prompt
+from storage.reward_models import latest_reward_models
+from storage.types import Generation, Prompt
 
 from ..jobs.layer import start_a_project
 from ..jobs.sft_data import check_sft_first
 from ..models.chat_format import PromptBudget, PromptFit, listed, model_context, pair_token_counts, prompt_budget
-from .config import LoopConfig
+from .config import LoopConfig, collects_labels
 from .presets import project_preset
 from .start_version import start_policy
 
@@ -120,7 +125,7 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     if context is not None and config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
-    check_sft_first(config.sft_first, store)
+    check_sft_first(config.sft_first, store, config.lora)
     prompts = loop_prompts(store, policy.path, config.response_length)
     training = prompts.training
     if training.total == 0:
@@ -129,7 +134,7 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     if not training.used:
         raise InvalidInput(f"none of the store's training prompts can be used ({training.line()}); include some again "
                            f"(python app.py prompts --db {store.path}) or lower response_length")
-    for name in ("prompts_per_round", "policy_batch_size"):
+    for name in ("prompts_per_round", "policy_batch_size") if collects_labels(config) else ("policy_batch_size",):
         if getattr(config, name) > len(training.used):
             raise InvalidInput(f"{name} is {getattr(config, name)} but only {len(training.used)} training prompts "
                                f"can be used{prompts.left_out()}; lower it or import more prompts")
@@ -200,3 +205,19 @@ def import_note(store: Store, prompt_ids: tuple[int, ...], budget: PromptBudget 
             f"({budget.limit} tokens: its context of {budget.context} less {budget.response_length} response tokens): "
             f"prompts {listed([prompt.id for prompt, _ in fit.too_long])}. They are kept (exports keep them) and left "
             f"out of sampling, training and evaluation; python app.py prompts --db {store.path} lists them")
+
+
+def samples_too_long_line(store: Store, samples: Sequence[Generation], prompts: Mapping[int, PromptInput]) -> str:
+    """The line a round logs about its samples whose prompt and response are too long for the newest reward model's
+    context as its tokenizer reads them: left out of the round's pairs, counted and named; "" when all fit, without a
+    reward model, or when its context is unknown here."""
+    members = latest_reward_models(store)
+    reader = prompt_budget(members[0].path, 0) if members and samples else None  # its format and context
+    if reader is None:
+        return ""
+    rows = reader.chat.sequences_ids([prompts[s.prompt_id] for s in samples], [s.text for s in samples])
+    too_long = [s.id for s, ids in zip(samples, rows, strict=True) if len(ids) > reader.context]
+    if not too_long:
+        return ""
+    return (f"{len(too_long)} of the round's {len(samples)} samples are too long for the reward model's context of "
+            f"{reader.context} as it reads them (samples {listed(too_long)}): left out of the round's pairs")

@@ -69,7 +69,9 @@ from .failure_warnings import (
 from .function_evaluation import log_function_scores
 from .job_summary import who_judged
 from .judging import collect_judge_labels, round_labels
-from .prompt_use import check_against_store
+from .pass_rates import PassRate, function_labels, pass_rates
+from .prompt_use import check_against_store, samples_too_long_line
+from .pulse import Pulse
 from .ranking_round import queue_round_rankings, round_judgements, round_queued
 from .round_lines import round_line
 from .sampling import SamplingConfig, sample_policy
@@ -96,15 +98,23 @@ class Loop:
             job_rows.add_log(store, job.id, line)
         self.first_round = claim_rounds(store, job.id, self.config.rounds)  # the job's own store rounds, kept
         self.start = start_policy(store, self.config, before=job.created)  # `start_version`, else the newest then
+        self.pulse = Pulse(self.beat)  # repeats a phase that runs long (`run`), so none is silent for long
 
     def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
         """Record where the loop is (job phase and progress, a log line, the bar); True when a stop was requested."""
         progress = (round_index + fraction_of_round) / self.config.rounds
         where = f"round {round_index + 1}/{self.config.rounds}: {phase}"
-        stop = job_rows.heartbeat(self.store, self.job.id, phase=where, progress=progress)
+        with self.pulse.lock:
+            self.pulse.moved(where, progress)
+            stop = self.beat(where, progress)
         job_rows.add_log(self.store, self.job.id, f"round {round_index + 1}: {phase}")
+        return stop
+
+    def beat(self, where: str, progress: float) -> bool:
+        """Say where the loop is, in the job's row and on the bar (no log line); True when a stop was requested."""
+        stop = job_rows.heartbeat(self.store, self.job.id, phase=where, progress=progress)
         if self.progress:
-            self.progress(progress, phase)
+            self.progress(progress, where.split(": ", 1)[1])
         return stop
 
     def step(self, round_index: int, phase: str, fraction_of_round: float) -> None:
@@ -135,11 +145,16 @@ class Loop:
                      if p.round == g and p.created >= self.job.created), None)
 
     def run(self) -> None:
+        with self.pulse:
+            self.run_rounds()
+
+    def run_rounds(self) -> None:
         start = self.current_policy()
         logged = read_metrics(self.store, self.job.id, names=["round/oracle_score"])
         if not any(row["step"] == self.first_round - 1 for row in logged):  # the baseline, once per job
             self.step(0, f"evaluating {self.version(start)}", 0.0)
-            baseline = evaluate_policy(self.store, start, self.config, self.with_oracle)
+            baseline = evaluate_policy(self.store, start, self.config, self.with_oracle,
+                                       self.sample_report(0, start, 0.0, 0.0).progress)
             if baseline is not None:
                 log_metrics(self.store, self.job.id, self.first_round - 1, {"round/oracle_score": baseline})
             log_function_scores(self.store, self.job.id, self.first_round - 1, start, self.config)
@@ -200,7 +215,8 @@ class Loop:
             self.run_policy(index, g)
             new_policy = self.round_policy(g)
         self.step(index, f"evaluating {self.version(new_policy)}", 0.95)
-        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.with_oracle)
+        oracle_score = evaluate_policy(self.store, new_policy, self.config, self.with_oracle,
+                                       self.sample_report(index, new_policy, 0.95, 0.99).progress)
         log_function_scores(self.store, self.job.id, g, new_policy, self.config)
         self.step(index, "summarising", 0.99)
         self.summarise(index, g, new_policy, oracle_score)
@@ -238,6 +254,9 @@ class Loop:
         if not samples:
             sample_policy(self.store, policy, chosen, sampling, seed)
             samples = round_samples()
+        if line := samples_too_long_line(self.store, samples, contents):
+            self.log(line)
+            job_rows.add_log(self.store, self.job.id, line)
         if config.rank_k > 2:  # rankings instead of pairs (no audit pairs)
             queue_round_rankings(self.store, config, samples, contents, labels + config.queue_reserve, seed, g,
                                  self.job.id)
@@ -268,7 +287,8 @@ class Loop:
                 pass
             return
         while (have := round_judgements(self.store, g, job)) < wanted:
-            self.step(index, waiting_phase(have, wanted, rankings=config.rank_k > 2), 0.1 + 0.2 * have / wanted)
+            self.step(index, waiting_phase(have, wanted, "rankings" if config.rank_k > 2 else "labels"),
+                      0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
 
     def train_reward(self, g: int) -> None:
@@ -356,9 +376,20 @@ class Loop:
         judged = [v for v in winrate_report(self.store, rounds=0).versions if v.judgements]  # the newest: last
         judges = [j.annotator for j in winrate_judgements(self.store) if judged and j.policy_id == judged[-1].policy_id]
         line = round_line(index + 1, self.config.rounds, version, summary, before[0] if before else None,
-                          judged[-1] if judged else None, who_judged(judges) if judges else None)
+                          judged[-1] if judged else None, who_judged(judges) if judges else None,
+                          self.config.reward, self.pass_rate_changes(new_policy))
         self.log(line)
         job_rows.add_log(self.store, self.job.id, line)
+
+    def sample_report(self, index: int, policy: Policy, start: float, end: float) -> PhaseReport:
+        """The progress of drawing `policy`'s evaluation samples: `evaluating policy v3: sample 64/192`."""
+        return PhaseReport(self, index, f"evaluating {self.version(policy)}: sample", start, end)
+
+    def pass_rate_changes(self, policy: Policy) -> list[tuple[PassRate | None, PassRate]]:
+        """Each reward function's held-out pass rate on the version `policy` was trained from, and on `policy`."""
+        labels = function_labels(self.config.to_dict())
+        before = pass_rates(self.store, policy.parent_id, labels) if policy.parent_id is not None else {}
+        return [(before.get(label), after) for label, after in pass_rates(self.store, policy.id, labels).items()]
 
 
 class PhaseReport(Reporter):
@@ -371,9 +402,9 @@ class PhaseReport(Reporter):
         self.epochs, self.members = epochs, members  # with epochs: where the steps are, as `epoch_position` says
 
     def progress(self, done: int, total: int) -> None:
-        if done and (done == total or done * PHASE_REPORTS // total != (done - 1) * PHASE_REPORTS // total):
+        if total and (done == total or done * PHASE_REPORTS // total != (done - 1) * PHASE_REPORTS // total):
             fraction = self.start + (self.end - self.start) * done / total
-            where = f" ({epoch_position(done, total, self.epochs, self.members)})" if self.epochs else ""
+            where = f" ({epoch_position(done, total, self.epochs, self.members)})" if self.epochs and done else ""
             self.loop.report(self.round_index, f"{self.name} {done}/{total}{where}", fraction)
 
 

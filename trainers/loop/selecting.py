@@ -9,6 +9,9 @@ and `labeling.selection`'s choice, highest score first.
   the reward base's (the model the reward model will start from) and only the prior is known, so the selectors still
   spread the labels over what the base tells apart.
 
+A pair with a side too long for the reward model's context (as its tokenizer reads the texts) is no candidate, and a
+labelled pair too long for it informs no posterior (it trained no reward model either).
+
     pairs = choose_pairs(store, config, samples, prompts_by_id, wanted=150, seed=seed, round=g)
 """
 
@@ -64,16 +67,21 @@ def choose_pairs(store: Store, config: LoopConfig, samples: list[Generation], pr
     members = latest_reward_models(store)
     if selector == Selector.RANDOM or (selector == Selector.DISAGREEMENT and len(members) < 2):
         return random_pairs(store, samples, wanted, seed, round, older)
+    from ..reward.scorer import fitting_pairs
     from ..reward.scorer import pair_probabilities as member_probabilities
 
     queued = [(p.first_id, p.second_id) for p in list_pairs(store)]
     candidates = candidate_pairs(samples, exclude=queued, older=older)
     if selector == Selector.DISAGREEMENT:
         scorer = RewardScorer.from_store(store, device=default_device())
-        return select_by_disagreement(candidates, member_probabilities(scorer, candidates, prompts), wanted, round)
+        candidates, probs = fitting_pairs(candidates, member_probabilities(scorer, candidates, prompts))
+        return select_by_disagreement(candidates, probs, wanted, round)
     if not candidates:
         return []
     view = PosteriorView.build(store, candidates, prompts)
+    candidates = view.candidates
+    if not candidates:
+        return []
     if selector == Selector.D_OPTIMAL:
         diffs = view.candidate_diffs[0]
         return select_d_optimal(candidates, diffs, fisher_weights(view.heads[0], diffs), view.posteriors[0].precision,
@@ -94,8 +102,10 @@ def choose_pairs(store: Store, config: LoopConfig, samples: list[Generation], pr
 class PosteriorView:
     """The candidates as the newest reward model's members (or, before one exists, the reward base) see them: per
     member k, features of each response (K, R, d), of each candidate's difference (K, P, d), the head (K, d) and its
-    posterior; the first member's features of the candidates' prompts and of the labelled prompts (for `diverse`)."""
+    posterior; the first member's features of the candidates' prompts and of the labelled prompts (for `diverse`).
+    `candidates` are those both of whose sides fit the model's context."""
 
+    candidates: list[Candidate]
     response_ids: list[int]
     response_features: np.ndarray
     candidate_diffs: np.ndarray
@@ -118,9 +128,13 @@ class PosteriorView:
             heads = np.zeros_like(scorer.heads().cpu().numpy())
             validated = set()
         responses = {g.id: g for c in candidates for g in (c.first, c.second)}
-        column = {gen_id: i for i, gen_id in enumerate(responses)}
         features = scorer.features([prompts[g.prompt_id] for g in responses.values()],
                                    [g.text for g in responses.values()]).cpu().numpy()  # (K, R, d)
+        fit = {gen_id for gen_id, row in zip(responses, features[0], strict=True) if not np.isnan(row).any()}
+        candidates = [c for c in candidates if c.first.id in fit and c.second.id in fit]  # the others: too long
+        features = features[:, [i for i, gen_id in enumerate(responses) if gen_id in fit]]
+        responses = {gen_id: g for gen_id, g in responses.items() if gen_id in fit}
+        column = {gen_id: i for i, gen_id in enumerate(responses)}
         first = [column[c.first.id] for c in candidates]
         second = [column[c.second.id] for c in candidates]
         candidate_diffs = features[:, first] - features[:, second]  # (K, P, d)
@@ -129,6 +143,10 @@ class PosteriorView:
         pair_texts = [lp.prompt_content for lp in labelled]
         both = scorer.features(pair_texts * 2, [lp.first for lp in labelled] + [lp.second for lp in labelled])
         labelled_diffs = (both[:, :len(labelled)] - both[:, len(labelled):]).cpu().numpy()  # (K, n, d)
+        known = ~np.isnan(labelled_diffs[0]).any(-1)  # a pair too long for the model trained none of it: left out
+        labelled = [lp for lp, fits in zip(labelled, known, strict=True) if fits]
+        pair_texts = [lp.prompt_content for lp in labelled]
+        labelled_diffs = labelled_diffs[:, known]
         is_val = np.array([lp.pair_id in validated for lp in labelled], dtype=bool)
         targets = np.array([lp.outcome.target(True) for lp in labelled], dtype=float)
         priors = [calibrated_prior(head, labelled_diffs[k][~is_val], labelled_diffs[k][is_val], targets[is_val])
@@ -138,8 +156,10 @@ class PosteriorView:
         prompt_ids = sorted({c.prompt_id for c in candidates})
         prompt_texts = [prompts[i] for i in prompt_ids] + list({str(t): t for t in pair_texts}.values())
         prompt_rows = scorer.features(prompt_texts, [""] * len(prompt_texts))[0].cpu().numpy()  # (Q + m, d)
-        return cls(list(responses), features, candidate_diffs, heads, posteriors,
-                   dict(zip(prompt_ids, prompt_rows[:len(prompt_ids)], strict=True)), prompt_rows[len(prompt_ids):])
+        labelled_rows = prompt_rows[len(prompt_ids):]
+        return cls(candidates, list(responses), features, candidate_diffs, heads, posteriors,
+                   dict(zip(prompt_ids, prompt_rows[:len(prompt_ids)], strict=True)),
+                   labelled_rows[~np.isnan(labelled_rows).any(-1)])  # a prompt over the context alone: left out
 
 
 def base_model(store: Store) -> str:

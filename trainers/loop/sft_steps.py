@@ -21,7 +21,7 @@ from storage.errors import InvalidInput
 from storage.metrics import last_step, log_metrics, read_metrics
 from storage.policies import get_policy, list_policies
 
-from ..policy.sft_config import SFTConfig, SFTRun
+from ..policy.sft_config import MIN_ROOT_DEMONSTRATIONS, SFTConfig, SFTRun
 from ..reporting import Reporter
 from .config import LoopConfig, round_seed
 
@@ -70,6 +70,8 @@ def _run_step(loop, index: int, step: int, run: SFTRun, name: str) -> int:
     log_metrics(store, job_id, step, {SFT_POLICY: outcome.policy_id})
     version = registered_version(list_policies(store), outcome.policy_id)
     loop.log(f"SFT: {outcome.steps} steps; {outcome.use}; policy {version}")
+    if outcome.warning:  # a new root whose fluency collapsed: the start's child, the root unchanged
+        loop.log(f"warning: {outcome.warning}")
     return outcome.policy_id
 
 
@@ -112,8 +114,8 @@ def run_sft_step(loop, index: int, g: int) -> None:
 
 def sft_offer(config: LoopConfig, store: Store) -> str | None:
     """The line a loop start shows when SFT should come first: the newest policy is the project's starting model (no
-    run trained it) and a base model (no chat template), the store holds demonstrations, and `sft_first` is off;
-    None otherwise."""
+    run trained it) and a base model (no chat template), the store holds demonstrations (for a full fine-tune, as
+    many as a new root needs), and `sft_first` is off; None otherwise."""
     from storage.policies import latest_policy, trained_from
 
     from ..models.chat_format import ChatFormat
@@ -121,6 +123,8 @@ def sft_offer(config: LoopConfig, store: Store) -> str | None:
     policy = latest_policy(store)
     demonstrations = count_demonstrations(store)
     if config.sft_first or policy is None or not demonstrations or trained_from(store, policy.id) is not None:
+        return None
+    if not config.lora and demonstrations < MIN_ROOT_DEMONSTRATIONS:  # too few for a full fine-tune as a root
         return None
     if ChatFormat.from_dir(policy.path).chat_template is not None:
         return None

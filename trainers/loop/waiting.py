@@ -20,10 +20,10 @@ from .ranking_round import round_judgements
 PHASE = re.compile(r"^round (\d+)/(\d+): waiting for (labels|rankings) \((\d+)/(\d+)\)$")
 
 
-def waiting_phase(have: int, wanted: int, rankings: bool = False) -> str:
-    """The phase of a round that waits for people (the loop adds "round r/R: " before it); `rankings`: a round of
-    rankings, whose count is ranking verdicts."""
-    return f"waiting for {'rankings' if rankings else 'labels'} ({have}/{wanted})"
+def waiting_phase(have: int, wanted: int, what: str = "labels") -> str:
+    """The phase of a round that waits for people's `what` (labels, or rankings for `rank_k` 3 to 6; the loop adds
+    "round r/R: " before it)."""
+    return f"waiting for {what} ({have}/{wanted})"
 
 
 def first_round(store: Store, job: Job) -> int:
@@ -42,15 +42,15 @@ class Waiting:
     job_id: int
     round: int
     rounds: int
-    unit: str  # labels, or rankings
     have: int
     wanted: int
+    what: str = "labels"  # or rankings
 
     def line(self, *notes: str) -> str:
         """`round 2 of 3 needs 6 more labels (loop job 3)` (or rankings), with `notes` after the job."""
-        missing, one = self.wanted - self.have, self.unit.removesuffix("s")
-        needs = (f"needs {missing} more {one if missing == 1 else self.unit}" if missing > 0
-                 else f"has the {self.wanted} {one if self.wanted == 1 else self.unit} it waits for")
+        missing, one = self.wanted - self.have, self.what.removesuffix("s")
+        needs = (f"needs {missing} more {one}{'s' if missing != 1 else ''}" if missing > 0
+                 else f"has the {self.wanted} {one}{'s' if self.wanted != 1 else ''} it waits for")
         return f"round {self.round} of {self.rounds} {needs} (loop job {self.job_id}{''.join('; ' + n for n in notes)})"
 
 
@@ -60,8 +60,8 @@ def waiting_for_people(job: Job) -> Waiting | None:
     found = PHASE.match(job.phase or "") if job.status.active else None
     if found is None:
         return None
-    round, rounds, unit, have, wanted = found.groups()
-    return Waiting(job.id, int(round), int(rounds), unit, int(have), int(wanted))
+    round, rounds, what, have, wanted = found.groups()
+    return Waiting(job.id, int(round), int(rounds), int(have), int(wanted), what)
 
 
 def waiting_line(store: Store, job: Job, annotator: str, pair_id: int | None) -> str | None:
@@ -75,8 +75,8 @@ def waiting_line(store: Store, job: Job, annotator: str, pair_id: int | None) ->
     round = first_round(store, job) + found.round - 1
     notes = []
     on_screen = get_pair(store, pair_id) if pair_id is not None else None
-    if on_screen is not None and (found.unit == "rankings" or (on_screen.round, on_screen.job_id) != (round, job.id)):
-        notes.append(f"the pair on screen is not one of its {'rankings' if found.unit == 'rankings' else 'pairs'}")
+    if on_screen is not None and (found.what == "rankings" or (on_screen.round, on_screen.job_id) != (round, job.id)):
+        notes.append(f"the pair on screen is not one of its {'rankings' if found.what == 'rankings' else 'pairs'}")
     among = open_winrate_pairs(store, round, annotator, queue_settings(store).overlap, job.id)
     if among:
         notes.append(f"{among} win-rate pair{'s' if among != 1 else ''} among its pairs do{'es' if among == 1 else ''}"

@@ -15,7 +15,7 @@ never reaches the sampler, so the log-probs PPO computes are those of the distri
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -104,7 +104,9 @@ class HFGenerator:
         self.context = getattr(model.config, "max_position_embeddings", None)
 
     def generate(self, prompts: list[PromptInput], num_samples: int, max_new_tokens: int, temperature: float,
-                 top_p: float, seed: int, batch_size: int = 64, top_k: int = 0) -> list[list[Sample]]:
+                 top_p: float, seed: int, batch_size: int = 64, top_k: int = 0,
+                 progress: Callable[[int, int], None] | None = None) -> list[list[Sample]]:
+        """`num_samples` samples of each prompt; `progress(rows sampled, rows)` hears each batch's end."""
         check_generation_args(num_samples, max_new_tokens, temperature, top_p, batch_size, top_k)
         if not prompts:
             return []
@@ -125,6 +127,8 @@ class HFGenerator:
                                          top_k, self.chat.end_ids, self.pad)  # (b, R)
                     for i, ids in zip(batch, new_ids.tolist(), strict=True):
                         samples[i].append(self._sample(prompts[i], ids))
+                    if progress is not None:
+                        progress(start + len(batch), len(rows))
         finally:
             self.model.train(was_training)
         return samples

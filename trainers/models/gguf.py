@@ -111,6 +111,14 @@ def check_gguf(path: Path):
     return header, config
 
 
+def config_fixes(config) -> dict:
+    """What transformers' GGUF reader leaves out of a config: a GPT-2's context length, which it reads into `n_ctx`
+    while the model's position table follows `n_positions` (so any context but 1024 failed to load)."""
+    if config.model_type == "gpt2" and getattr(config, "n_ctx", None):
+        return {"n_positions": config.n_ctx}
+    return {}
+
+
 @dataclass(frozen=True)
 class GgufConversion:
     """A GGUF file converted: its header, and whether its tokenizer brought a chat template."""
@@ -137,10 +145,11 @@ def convert_gguf(path: Path, dst: Path) -> GgufConversion:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    header, _ = check_gguf(path)
+    header, config = check_gguf(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
+                                                      **config_fixes(config))
     except (ValueError, KeyError, OSError, RuntimeError, NotImplementedError) as exc:
         raise ModelError(f"transformers cannot load the GGUF file {path} ({first_line(exc)}); convert the model "
                          "again, or give a Hugging Face model folder") from None

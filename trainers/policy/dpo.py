@@ -44,6 +44,7 @@ from trl import DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 
 from ..models.chat_format import ChatFormat
+from ..models.finite import NonFiniteTraining, check_finite_step, non_finite_gradient
 from ..reporting import JobCancelled, Reporter, stop_requested
 from ..reward.data import PreferenceExample
 from .checkpoint import write_policy
@@ -95,7 +96,19 @@ def _rows(inputs: dict, keep: torch.Tensor) -> dict:
     return {k: v[both] if v.shape[0] == both.shape[0] else v[keep] for k, v in inputs.items()}
 
 
-class StudioDPOTrainer(DPOTrainer):
+class FiniteSteps:
+    """A TRL trainer (mixed in before it) that stops at the first non-finite loss, naming its run (`run_name`) and
+    step; `StepReporterCallback` stops at the first non-finite gradient, before the optimizer steps."""
+
+    run_name = "DPO"
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        check_finite_step(loss, None, f"{self.run_name} step {self.state.global_step + 1}")
+        return loss
+
+
+class StudioDPOTrainer(FiniteSteps, DPOTrainer):
     """TRL's DPOTrainer on the studio's token ids, with ties at p = 0.5 and no telemetry."""
 
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
@@ -148,6 +161,8 @@ class StepReporterCallback(TrainerCallback):
     checks to a reporter, and logs the last step too. `stopped` is True once the reporter said stop (the Trainer then
     saves a checkpoint and ends the run). DPO's and SFT's reporters build on it."""
 
+    run_name = "DPO"
+
     def __init__(self, reporter: Reporter, metric_names: dict[str, str]):
         self.reporter, self.metric_names = reporter, metric_names
         self.stopped = False
@@ -161,6 +176,12 @@ class StepReporterCallback(TrainerCallback):
         if values:
             self.last.update(values)
             self.reporter.on_step(state.global_step, values)
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        bad = non_finite_gradient(model) if model is not None else None
+        if bad is not None:
+            raise NonFiniteTraining(f"{self.run_name} step {state.global_step + 1}: the gradient of {bad} is not "
+                                    "finite; nothing was registered (lower the learning rate)")
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:

@@ -39,8 +39,10 @@ from labeling.conversations import PromptInput
 from labeling.synthetic import load_scorer
 
 from ..models.chat_format import ChatFormat
+from ..models.finite import check_finite_scores, check_finite_step
 from ..models.generation import left_pad, model_end_ids
 from ..reporting import JobCancelled, Reporter, stop_requested
+from ..reward.functions import RewardFunctionError
 from ..reward.shared_base import SharedBaseReward
 from .checkpoint import has_state, load_state, save_policy, save_state
 from .config import Algorithm, PolicyConfig, PolicySetupError
@@ -346,7 +348,9 @@ class PolicyOptimizer:
                 return None
         self.optimizer.zero_grad(set_to_none=True)
         self.accelerator.backward(loss)
-        self.accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], config.max_grad_norm)
+        norm = self.accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
+                                                config.max_grad_norm)
+        check_finite_step(loss, norm, f"{self.algorithm.value.upper()} iteration {self.iteration + 1}")  # no step
         self.optimizer.step()
         return {name: stats[name].item() for name in self.loss_stats}
 
@@ -357,6 +361,7 @@ class PolicyOptimizer:
         indices = [i for i in self._batch_indices(self.iteration) for _ in range(group)]  # a group: consecutive rows
         rollout = self.rollout([self.prompts[i] for i in indices], [self.prompt_ids[i] for i in indices])
         mask = rollout.mask
+        check_finite_scores(rollout.scores, f"{self.algorithm.value.upper()} iteration {self.iteration + 1}")
         kl = kl_estimate(rollout.logprobs, rollout.ref_logprobs, config.kl_estimator) * mask
         kl_coef = self.kl_controller.value
         local = {"score": rollout.scores.mean().item(), "kl": kl.sum(dim=1).mean().item(),
@@ -399,7 +404,10 @@ class PolicyOptimizer:
                 self._save_if_configured()
                 raise JobCancelled(f"{name} was stopped after {self.iteration} of {iterations} iterations; resume "
                                    "the job to continue from there")
-            metrics = self.step()
+            try:
+                metrics = self.step()
+            except RewardFunctionError as exc:  # named by the function; the iteration added here
+                raise RewardFunctionError(f"{name} iteration {self.iteration + 1}: {exc}") from exc
             self.iteration += 1
             reporter.on_step(self.iteration, metrics)
             reporter.progress(self.iteration, iterations)

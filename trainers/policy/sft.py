@@ -35,7 +35,7 @@ from trl import SFTTrainer
 from ..models.chat_format import ChatFormat
 from ..reporting import Reporter
 from .checkpoint import write_policy
-from .dpo import StepReporterCallback, quiet_trl, train_reporting
+from .dpo import FiniteSteps, StepReporterCallback, quiet_trl, train_reporting
 from .setup import with_lora
 from .sft_config import SFTConfig, SFTExample
 
@@ -65,8 +65,10 @@ def heldout_split(examples: list[SFTExample], share: float, seed: int) -> tuple[
     return ([e for i, e in enumerate(examples) if i not in held], [e for i, e in enumerate(examples) if i in held])
 
 
-class StudioSFTTrainer(SFTTrainer):
-    """TRL's SFTTrainer on the studio's token ids, with no telemetry."""
+class StudioSFTTrainer(FiniteSteps, SFTTrainer):
+    """TRL's SFTTrainer on the studio's token ids, stopping at the first non-finite loss, with no telemetry."""
+
+    run_name = "SFT"
 
     def _send_telemetry(self):
         """Nothing leaves the machine: a studio trains on its team's data."""
@@ -75,6 +77,8 @@ class StudioSFTTrainer(SFTTrainer):
 class SFTReporterCallback(StepReporterCallback):
     """The step reporter with the trainer's logs as `sft/...`; the held-out loss is measured after the last step too
     (`evaluates`)."""
+
+    run_name = "SFT"
 
     def __init__(self, reporter: Reporter, evaluates: bool):
         super().__init__(reporter, METRIC_NAMES)

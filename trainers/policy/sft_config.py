@@ -13,6 +13,12 @@ from dataclasses import dataclass, field, fields
 
 from .config import PolicySetupError, check_bf16, known_settings
 
+ROOT_CHECK_RULE = "new_root_check"  # the job warning of an SFT version not made the root (trainers.jobs.sft_job)
+# A full fine-tune as a new root on fewer demonstrations is refused: at the demo's preset (1e-3, 6 epochs) 1 and 2
+# synthetic demonstrations moved its held-out fluency the most (ratio up to 1.56), 4 to 32 at most 1.16
+# (docs/benchmarks.md, "The new-root check")
+MIN_ROOT_DEMONSTRATIONS = 4
+
 
 class SFTSetupError(PolicySetupError):
     """SFT cannot start with these settings, demonstrations or models."""
@@ -73,6 +79,16 @@ class SFTConfig:
             raise SFTSetupError(f"heldout_share must be in [0, 1), got {self.heldout_share}; 0.1 holds out a tenth")
         if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
             raise SFTSetupError(f"max_grad_norm must be a positive number, got {self.max_grad_norm}")
+
+
+def check_root_demonstrations(config: SFTConfig, as_root: bool, count: int) -> None:
+    """SFTSetupError, in one line, for a full fine-tune meant as a new root on fewer than `MIN_ROOT_DEMONSTRATIONS`
+    demonstrations (LoRA, or a version that stays the start's child, may train on any number)."""
+    if as_root and not config.lora and count < MIN_ROOT_DEMONSTRATIONS:
+        raise SFTSetupError(f"{count} demonstration{'s' if count != 1 else ''} can train SFT, fewer than the "
+                            f"{MIN_ROOT_DEMONSTRATIONS} a full fine-tune as a new root needs (on fewer the demo's "
+                            "held-out fluency fell the most: docs/benchmarks.md); write more, or train LoRA (lora, "
+                            "--lora) or a child of the start (as_root false, --no-as-root)")
 
 
 @dataclass

@@ -11,8 +11,9 @@ turn, as TRL passes them.
 A function returns one number (or None: no opinion) per completion. The reward of a response is
 Σ wᵢ·fᵢ over the functions with an opinion (TRL's nansum; none: 0), plus `rm_weight` times the reward model's
 normalised score when the run's reward is `rm+functions`. A function that raises, returns the wrong number of
-values, a NaN or a non-number, or runs past FUNCTION_TIMEOUT_S (it runs in a thread apart from training) stops the
-run with a RewardFunctionError naming it.
+values, a NaN or a non-number, a value (or weighted value) outside float32's range (the precision rewards are used
+in: 1e39 is inf there), or runs past FUNCTION_TIMEOUT_S (it runs in a thread apart from training) stops the run with
+a RewardFunctionError naming it; the trainer adds the iteration.
 
     functions = RewardFunctions.build([{"name": "math_answer", "weight": 1.0}], references_by_prompt)
     scores = functions(prompts, responses)     # (B,) tensor; functions.metrics(): mean and pass rate per function
@@ -32,6 +33,7 @@ import torch
 
 from storage.errors import InvalidInput
 
+from ..models.finite import FLOAT32_MAX, fits_float32
 from .builtin_rewards import BUILTINS
 from .function_specs import RewardFunctionSpec, is_custom, parse_reward_functions
 
@@ -108,7 +110,15 @@ class RewardFunctions:
         for spec, function in zip(self.specs, self.functions, strict=True):
             values = self._call(spec, function, keywords, len(responses))
             self.latest[spec.label] = values
-            total += torch.tensor([0.0 if v is None else spec.weight * v for v in values])
+            weighted = [0.0 if v is None else spec.weight * v for v in values]
+            if not all(fits_float32(v) for v in weighted):
+                raise RewardFunctionError(f"reward function {spec.label}'s values times its weight {spec.weight:g} "
+                                          f"reach {max(weighted, key=abs):g}, outside float32's range (±"
+                                          f"{FLOAT32_MAX:.1e}); lower the weight or scale the values down")
+            total += torch.tensor(weighted)
+        if not torch.isfinite(total).all():
+            raise RewardFunctionError(f"the weighted sum of the reward functions {', '.join(self.latest)} leaves "
+                                      f"float32's range (±{FLOAT32_MAX:.1e}); scale their values down")
         return total
 
     def _call(self, spec: RewardFunctionSpec, function: Callable, keywords: dict, rows: int) -> list[float | None]:
@@ -165,6 +175,10 @@ def check_values(label: str, values, rows: int) -> list[float | None]:
         if not math.isfinite(value):
             raise RewardFunctionError(f"reward function {label} returned {value}; return finite numbers "
                                       "(None: no opinion)")
+        if not fits_float32(value):
+            raise RewardFunctionError(f"reward function {label} returned {value:g}, outside float32's range (±"
+                                      f"{FLOAT32_MAX:.1e}), the precision rewards are used in; return smaller "
+                                      "numbers (None: no opinion)")
         checked.append(float(value))
     return checked
 

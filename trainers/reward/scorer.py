@@ -6,6 +6,10 @@ preference probabilities for the disagreement selector) and the last-token score
     probs = pair_probabilities(scorer, candidates, prompt_texts)   # (K, P), for labeling.selection
 
 A checkpoint is a plain HF directory (`AutoModelForSequenceClassification`) with `reward_info.json` beside it.
+
+The scorer counts the tokens it would feed: a prompt and response longer than the reward model's context (a sampled
+response's decoded text may take more tokens than it was sampled in, e.g. with replacement characters) is never fed
+(nothing is cut): its score is NaN, and `too_long` counts such rows. Callers leave those out and count them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from storage import Store
 from storage.errors import NotFound
 from storage.reward_models import latest_reward_models
 
-from ..models.chat_format import ChatFormat
+from ..models.chat_format import CONTEXT_KEYS, ChatFormat
 from ..models.loading import load_chat_format, load_reward_model, load_tokenizer
 from ..models.sampling import CPU_PASS_TOKENS, cache_keyword, length_chunks
 from .batches import pad_right, prompted_rows, whole_rows
@@ -70,6 +74,13 @@ def prompted_scores(model: PreTrainedModel, rows: Mapping[str, torch.Tensor]) ->
         parts.append(out.logits[:, 0])  # the last non-pad token of the response
     order = torch.tensor([i for c in chunks for i in c], device=owner.device)  # (N,) rows in chunk order
     return torch.cat(parts)[torch.argsort(order)]
+
+
+def model_context(model: PreTrainedModel) -> int | None:
+    """The most tokens the model reads (its config's `n_positions` or `max_position_embeddings`), None if unnamed."""
+    config = model.config.get_text_config()
+    values = (getattr(config, key, None) for key in CONTEXT_KEYS)
+    return next((value for value in values if isinstance(value, int) and value > 0), None)
 
 
 def score_head(model: PreTrainedModel) -> torch.nn.Linear:
@@ -125,7 +136,7 @@ class RewardScorer:
     closed by its end-of-turn id), exactly as its training data did, whatever tokenizer the policy has. `score`
     (also the scorer called as a function) is what PPO uses: each member's score normalised with its (mean, std)
     on the policy's samples, averaged over the members, shape (N,), on the scorer's device. `raw_scores` and
-    `preference_probabilities` are per member.
+    `preference_probabilities` are per member. A row over the reward model's `context` is NaN, counted in `too_long`.
     """
 
     def __init__(self, models: list[PreTrainedModel], chat: ChatFormat, pad_id: int,
@@ -133,6 +144,8 @@ class RewardScorer:
         assert len(models) == len(norms) >= 1, "one (mean, std) per member"
         self.models, self.chat, self.pad_id, self.batch_size = models, chat, pad_id, batch_size
         self.device = models[0].device
+        self.context = model_context(models[0])  # members share a base, so a context
+        self.too_long = 0  # rows left out (NaN) so far: over the context
         self.norm_mean = torch.tensor([m for m, _ in norms], device=self.device)  # (K,)
         self.norm_std = torch.tensor([s for _, s in norms], device=self.device)  # (K,)
 
@@ -172,13 +185,20 @@ class RewardScorer:
     def size(self) -> int:
         return len(self.models)
 
+    def fitting(self, lengths: Sequence[int]) -> list[int]:
+        """The indices of the rows of `lengths` tokens that fit the context; the others are counted in `too_long`."""
+        fit = [i for i, n in enumerate(lengths) if self.context is None or n <= self.context]
+        self.too_long += len(lengths) - len(fit)
+        return fit
+
     @torch.no_grad()
     def raw_scores(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
-        """Each member's unnormalised score of each prompt and response: (K, N)."""
+        """Each member's unnormalised score of each prompt and response: (K, N); NaN for a row over the context."""
         prompt_ids = self.chat.prompts_ids(list(prompts))
         response_ids = self.chat.responses_ids(list(responses))
-        order = sorted(range(len(prompt_ids)), key=lambda i: -len(response_ids[i]))  # like lengths pad little
-        out = torch.empty((self.size, len(prompt_ids)), device=self.device)  # (K, N)
+        fit = self.fitting([len(p) + len(r) for p, r in zip(prompt_ids, response_ids, strict=True)])
+        order = sorted(fit, key=lambda i: -len(response_ids[i]))  # like lengths pad little
+        out = torch.full((self.size, len(prompt_ids)), torch.nan, device=self.device)  # (K, N)
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
             rows = prompted_rows([prompt_ids[i] for i in batch], [response_ids[i] for i in batch], self.pad_id)
@@ -189,17 +209,19 @@ class RewardScorer:
 
     @torch.no_grad()
     def features(self, prompts: Sequence[PromptInput], responses: Sequence[str]) -> torch.Tensor:
-        """Each member's last-layer features of each prompt and response (the input of its score head): (K, N, d)."""
+        """Each member's last-layer features of each prompt and response (the input of its score head): (K, N, d);
+        NaN for a row over the context."""
         rows = self.chat.sequences_ids(list(prompts), list(responses))
-        parts = []
-        for start in range(0, len(rows), self.batch_size):
-            input_ids, attention_mask = pad_right(rows[start:start + self.batch_size], self.pad_id)
-            parts.append(torch.stack([sequence_features(model, input_ids.to(self.device),
-                                                        attention_mask.to(self.device)).float()
-                                      for model in self.models]))
-        if not parts:
-            return torch.empty((self.size, 0, score_head(self.models[0]).in_features), device=self.device)
-        return torch.cat(parts, dim=1)
+        fit = self.fitting([len(row) for row in rows])
+        out = torch.full((self.size, len(rows), score_head(self.models[0]).in_features), torch.nan,
+                         device=self.device)  # (K, N, d)
+        for start in range(0, len(fit), self.batch_size):
+            batch = fit[start:start + self.batch_size]
+            input_ids, attention_mask = pad_right([rows[i] for i in batch], self.pad_id)
+            out[:, batch] = torch.stack([sequence_features(model, input_ids.to(self.device),
+                                                           attention_mask.to(self.device)).float()
+                                         for model in self.models])
+        return out
 
     def heads(self) -> torch.Tensor:
         """Each member's score-head weights, (K, d): raw score = head · features."""
@@ -225,7 +247,8 @@ class RewardScorer:
 
 def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, PromptInput]) -> np.ndarray:
     """(K, P) members' P(first preferred) = sigmoid(r_first - r_second) of `labeling.selection.Candidate`s, for
-    `select_by_disagreement` and the audit pairs; each response is scored once, however many pairs it is in.
+    `select_by_disagreement` and the audit pairs; each response is scored once, however many pairs it is in. NaN for
+    a pair with a side over the reward model's context (`fitting_pairs` leaves those out).
 
     `prompts` maps each candidate's prompt id to the prompt (`Prompt.content`).
     """
@@ -237,3 +260,10 @@ def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapp
     first = torch.tensor([index[c.first.id] for c in candidates], device=raw.device)
     second = torch.tensor([index[c.second.id] for c in candidates], device=raw.device)
     return torch.sigmoid(raw[:, first] - raw[:, second]).cpu().numpy()  # (K, P)
+
+
+def fitting_pairs(candidates: Sequence, probabilities: np.ndarray) -> tuple[list, np.ndarray]:
+    """The candidates whose `pair_probabilities` are known (both sides fit the reward model's context) and their
+    (K, P') probabilities; the round counts the samples left out (`trainers.loop.prompt_use`)."""
+    known = ~np.isnan(probabilities).any(0) if probabilities.size else np.ones(len(candidates), dtype=bool)
+    return [c for c, keep in zip(candidates, known, strict=True) if keep], probabilities[:, known]

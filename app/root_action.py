@@ -1,0 +1,74 @@
+"""Making a version the root by hand: `python app.py set-root vK` and the Train tab's **Make root** (admins). An SFT
+version whose held-out fluency collapsed is registered as its start's child, not the root (`trainers.jobs.sft_job`'s
+new-root check); this makes it the root anyway, so later rounds' KL reference, DPO's reference and the SFT side of
+win-rate pairs follow it. Any version that is not a root may be made one; the one it was trained from stays on the
+leaderboard.
+
+    python app.py set-root v3 --db studio.db
+    on_make_root(studio, request, "v3")      # the button: admins only, recorded in the audit trail
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import gradio as gr
+
+from labeling.winrate import version_names, version_number
+from storage import Store
+from storage.audit import AuditAction
+from storage.errors import NotFound
+from storage.job_warnings import list_warnings
+from storage.policies import list_policies, make_root
+from trainers.policy.sft_config import ROOT_CHECK_RULE
+
+from .context import Studio, bind, user_errors
+
+
+def set_root(store: Store, version: str) -> str:
+    """Make `version` (`vK` or `K`) a root; returns the line saying so. NotFound, Conflict: one line."""
+    number = version_number(version or "")
+    names = version_names(list_policies(store))
+    policy_id = next((pid for pid, name in names.items() if name == f"v{number}"), None)
+    if policy_id is None:
+        known = f"v0–v{len(names) - 1}" if names else "none yet"
+        raise NotFound(f"no policy version {version!r} (versions: {known}); name one as vK, e.g. v1")
+    make_root(store, policy_id)
+    return (f"v{number} (policy id {policy_id}) is now a root: later rounds from it use it as the KL reference, "
+            "DPO's reference and the SFT side of win-rate pairs")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version", help="the version to make a root, as vK (python app.py leaderboard lists them)")
+    parser.add_argument("--db", default="studio.db", help="store file")
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    print(set_root(store, args.version))
+    return 0
+
+
+def root_warning_lines(store: Store, job_id: int) -> str:
+    """The job's new-root warnings (an SFT version not made the root) as the Train tab shows them, or ""."""
+    return "".join(f"\n\n⚠ {w.title}: {w.detail}. {w.advice[0].upper()}{w.advice[1:]}."
+                   for w in list_warnings(store, job_id) if w.rule == ROOT_CHECK_RULE)
+
+
+def on_make_root(studio: Studio, request: gr.Request, version: str) -> str:
+    """Make root (admins): the version typed beside the button becomes a root; returns the line saying so."""
+    studio.require_admin(request)
+    with user_errors():
+        line = set_root(studio.store, version)
+    studio.record(request, AuditAction.ROOT_SET, version=version.strip())
+    return line
+
+
+def build(studio: Studio) -> None:
+    """The Train tab's Make root row: a version and the button, for an SFT version the new-root check kept from
+    anchoring (its warning names it)."""
+    with gr.Row():
+        version = gr.Textbox(label="Version to make the root (e.g. v1: an SFT version the new-root check held back)",
+                             placeholder="v1", elem_id="train-root-version", scale=3)
+        button = gr.Button("Make root", elem_id="train-make-root", scale=1)
+    done = gr.Markdown(elem_id="train-root-done")
+    button.click(bind(on_make_root, studio), version, done, api_visibility="private")
