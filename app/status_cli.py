@@ -20,6 +20,7 @@ from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.job_warnings import list_warnings
+from storage.rounds import open_items
 from storage.types import Job, JobStatus
 from trainers.jobs.launcher import reap_orphans
 from trainers.loop.job_summary import job_summary
@@ -48,11 +49,24 @@ def job_lines(store: Store, job: Job) -> list[str]:
         lines.append(f"  result: {summary}")
     if job.status.resumable and job.kind in RESUME_COMMAND:
         lines.append(f"  resume: python app.py {RESUME_COMMAND[job.kind]} --resume {job.id} --db {store.path}")
+    if job.status.resumable and job.kind == "loop":
+        lines.extend(f"  {line}" for line in left_for_people(store, job))
     for w in list_warnings(store, job.id):
         step = f", step {w.step}" if w.step is not None else ""
         seen = " (acknowledged)" if w.acknowledged is not None else ""
         lines.append(f"  warning: {w.rule}: {w.title} (store round {w.round}{step}){seen}: {w.detail}")
     return lines
+
+
+def left_for_people(store: Store, job: Job) -> list[str]:
+    """What a stopped loop queued that nobody labelled: it stays in the people's queue, counts for that loop only
+    (when resumed), and no other loop takes it."""
+    pairs, rankings = open_items(store, job.id)
+    items = [f"{n} {kind}{'s' if n != 1 else ''}" for n, kind in ((pairs, "pair"), (rankings, "ranking")) if n]
+    if not items:
+        return []
+    return [f"queue: {' and '.join(items)} of this loop wait{'s' if pairs + rankings == 1 else ''} for people in the "
+            "Label tab; their labels count for this loop when it is resumed, never for another"]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -168,16 +168,17 @@ def _number(value: object) -> bool:
 
 
 def next_pair(store: Store, annotator: str, rng: random.Random | None = None,
-              selector: str | None = None) -> ShownPair | None:
+              selector: str | None = None, job_id: int | None = None) -> ShownPair | None:
     """The annotator's reserved pair, or the next open pair reserved for them now; None when the queue is empty.
-    `selector` serves only pairs of that selector (the loop's oracle judging the win-rate pairs it queued)."""
+    `selector` serves only pairs of that selector (the loop's oracle judging the win-rate pairs it queued); `job_id`
+    only the pairs that loop job queued, and no gold (a loop's synthetic annotator labels its own items only)."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
     first_on_left, now = (rng or random).random() < 0.5, time.time()
-    gold = selector is None  # gold pairs come among the annotator's others (labeling.gold_queue)
+    gold = selector is None and job_id is None  # gold pairs come among a person's others (labeling.gold_queue)
     reserved = gold_turn(store, annotator, first_on_left, settings.reservation_ttl_s, now) if gold else None
     reserved = reserved or votes.reserve_next_pair(store, annotator, settings.overlap, settings.reservation_ttl_s,
-                                                   first_on_left, now, selector)
+                                                   first_on_left, now, selector, job_id)
     if reserved is None and gold:
         reserved = gold_turn(store, annotator, first_on_left, settings.reservation_ttl_s, now, queue_empty=True)
     return _shown(reserved)

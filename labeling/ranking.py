@@ -129,12 +129,15 @@ def ranking_comparison_pairs(store: Store) -> list[LabeledPair]:
 
 # ---- the ranking queue --------------------------------------------------------------------------------------------
 
-def next_ranking(store: Store, annotator: str) -> ShownRanking | None:
+def next_ranking(store: Store, annotator: str, job_id: int | None = None) -> ShownRanking | None:
     """The annotator's reserved ranking, or the next open one reserved for them now (a gold ranking on their turn,
-    `labeling.gold_queue`); None when none is open."""
+    `labeling.gold_queue`); None when none is open. With `job_id`, only that loop job's rankings and no gold (a
+    loop's synthetic annotator labels its own items only)."""
     annotator = check_annotator(annotator)
     settings = queue_settings(store)
     now, ttl_s = time.time(), settings.reservation_ttl_s
+    if job_id is not None:
+        return _shown(rankings.reserve_next_ranking(store, annotator, settings.overlap, ttl_s, now, job_id))
     reserved = gold_ranking_turn(store, annotator, ttl_s, now) or rankings.reserve_next_ranking(
         store, annotator, settings.overlap, ttl_s, now)
     return _shown(reserved or gold_ranking_turn(store, annotator, ttl_s, now, queue_empty=True))

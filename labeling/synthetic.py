@@ -2,8 +2,9 @@
 
 The oracle takes pairs with `labeling.annotation.next_pair` and votes with `labeling.annotation.submit_label`,
 exactly as a person in the Label tab does (same reservations, same left/right coin flip, same stored label), as
-annotator `oracle`. It prefers the response with the higher score, votes tie when the scores are equal and, with
-probability `noise`, votes left or right at random instead (the label-noise model of Christiano et al.).
+annotator `oracle`. In a loop it is given the loop's job (`job_id`) and labels that job's items only, never another
+job's nor the people's queue. It prefers the response with the higher score, votes tie when the scores are equal
+and, with probability `noise`, votes left or right at random instead (the label-noise model of Christiano et al.).
 
     oracle = OracleAnnotator.from_spec("assets.lexicon:sentiment_score", noise=0.1, seed=0)
     label_ids = oracle.label(store, 200)
@@ -82,13 +83,13 @@ class OracleAnnotator:
         left, right = self._score(shown.left), self._score(shown.right)
         return "left" if left > right else "right" if right > left else "tie"
 
-    def label(self, store: Store, n: int, selector: str | None = None) -> list[int]:
+    def label(self, store: Store, n: int, selector: str | None = None, job_id: int | None = None) -> list[int]:
         """Label up to `n` queued pairs (fewer when the queue runs dry; with `selector`, only pairs of that
-        selector); returns the new label ids."""
+        selector; with `job_id`, only the pairs that loop job queued); returns the new label ids."""
         if n < 0:
             raise InvalidInput(f"the number of labels must be 0 or more, got {n}")
         label_ids = []
-        while len(label_ids) < n and (shown := next_pair(store, self.name, self.rng, selector)) is not None:
+        while len(label_ids) < n and (shown := next_pair(store, self.name, self.rng, selector, job_id)) is not None:
             choice = self.choose(shown)
             strength = self.strength(shown) if self.graded and choice != "tie" else None
             label_ids.append(submit_label(store, self.name, shown.pair_id, choice, str(uuid.uuid4()),
@@ -112,12 +113,13 @@ class OracleAnnotator:
         return "".join(("=" if n and scores[i] == scores[best_first[n - 1]] else "") + letters[i]
                        for n, i in enumerate(best_first))
 
-    def rank(self, store: Store, n: int) -> list[int]:
-        """Judge up to `n` queued rankings (fewer when none is left); returns the new ranking verdicts' ids."""
+    def rank(self, store: Store, n: int, job_id: int | None = None) -> list[int]:
+        """Judge up to `n` queued rankings (fewer when none is left; with `job_id`, only the rankings that loop job
+        queued); returns the new ranking verdicts' ids."""
         if n < 0:
             raise InvalidInput(f"the number of rankings must be 0 or more, got {n}")
         label_ids = []
-        while len(label_ids) < n and (shown := next_ranking(store, self.name)) is not None:
+        while len(label_ids) < n and (shown := next_ranking(store, self.name, job_id)) is not None:
             label_ids.append(submit_ranking(store, self.name, shown.ranking_id, self.order(shown), str(uuid.uuid4())))
         return label_ids
 

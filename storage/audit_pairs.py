@@ -29,12 +29,12 @@ class AuditVote:
     prob_first: float
 
 
-def queue_pairs_with_audits(store: Store, pairs: list[NewPair], audits: dict[int, tuple[int | None, float]]
-                            ) -> list[int]:
-    """Queue `pairs` in order, in one transaction, marking `pairs[i]` an audit pair for each `i` in `audits`
-    (`(reward model id, P(first better))`); returns the pair ids in order."""
+def queue_pairs_with_audits(store: Store, pairs: list[NewPair], audits: dict[int, tuple[int | None, float]],
+                            job_id: int | None = None) -> list[int]:
+    """Queue `pairs` in order, in one transaction, owned by loop job `job_id`, marking `pairs[i]` an audit pair for
+    each `i` in `audits` (`(reward model id, P(first better))`); returns the pair ids in order."""
     with store.write() as db:
-        ids = add_pairs(store, pairs)
+        ids = add_pairs(store, pairs, job_id)
         for index, (reward_model_id, prob_first) in sorted(audits.items()):
             db.execute("INSERT INTO audit_pairs (pair_id, reward_model_id, prob_first) VALUES (?, ?, ?)",
                        [ids[index], reward_model_id, float(prob_first)])

@@ -100,16 +100,18 @@ def list_verdicts(store: Store, judge: str | None = None, pair_ids: list[int] | 
 
 
 def unjudged_pairs(store: Store, judge: str, limit: int, round: int | None = None,
-                   winrate: bool = True) -> list[PendingPair]:
+                   winrate: bool = True, job_id: int | None = None) -> list[PendingPair]:
     """Up to `limit` queued pairs `judge` has not answered, in the queue's order (newest round first, then selector
     score, then id); imported pairs are never queued, so never judged; with `round`, only that round's pairs; without
-    `winrate`, none of the win-rate pairs."""
+    `winrate`, none of the win-rate pairs; with `job_id`, only the pairs that loop job queued."""
     from .preferences import IMPORTED  # preferences -> labels -> this module: imported here, not at the top
 
     clauses = [f"p.selector != '{IMPORTED}'",
                "NOT EXISTS (SELECT 1 FROM judge_verdicts j WHERE j.pair_id = p.id AND j.judge = :judge)"]
     if round is not None:
         clauses.append("p.round = :round")
+    if job_id is not None:
+        clauses.append("p.job_id = :job")
     if not winrate:
         clauses.append(_NOT_WINRATE.format(pair="p.id"))
     rows = store.db().execute(
@@ -118,27 +120,29 @@ def unjudged_pairs(store: Store, judge: str, limit: int, round: int | None = Non
         " JOIN prompts pr ON pr.id = p.prompt_id JOIN generations g1 ON g1.id = p.first_id"
         f" JOIN generations g2 ON g2.id = p.second_id WHERE {' AND '.join(clauses)}"
         " ORDER BY p.round DESC, p.score DESC, p.id LIMIT :limit",
-        {"judge": judge, "round": round, "limit": limit}).fetchall()
+        {"judge": judge, "round": round, "limit": limit, "job": job_id}).fetchall()
     return [PendingPair(pid, rnd, text, json.loads(messages) if messages else None, first, second, bool(winrate))
             for pid, rnd, text, messages, first, second, winrate in rows]
 
 
-def round_training_verdicts(store: Store, round: int) -> int:
-    """Verdicts that train on the pairs of `round` (none on a win-rate pair, none where a person labelled the pair,
-    whose label counts already): what a round's label budget counts beside people's labels."""
+def round_training_verdicts(store: Store, round: int, job_id: int | None = None) -> int:
+    """Verdicts that train on the pairs of `round` (with `job_id`: those that job queued; none on a win-rate pair,
+    none where a person labelled the pair, whose label counts already): what a round's label budget counts beside
+    people's labels."""
     return store.db().execute(
         "SELECT count(*) FROM judge_verdicts j JOIN pairs p ON p.id = j.pair_id WHERE j.trains = 1 AND p.round = ?"
-        f" AND {_NOT_WINRATE.format(pair='p.id')} AND NOT {_PERSON_LABELLED.format(pair='p.id')}",
-        [round]).fetchone()[0]
+        f" AND {_NOT_WINRATE.format(pair='p.id')} AND NOT {_PERSON_LABELLED.format(pair='p.id')}"
+        " AND (? IS NULL OR p.job_id = ?)", [round, job_id, job_id]).fetchone()[0]
 
 
-def round_unsure_verdicts(store: Store, judge: str, round: int) -> int:
-    """`judge`'s verdicts on the pairs of `round` that do not train (unsure) on pairs no person labelled yet (win-rate
-    pairs aside): the pairs a hybrid round leaves to people."""
+def round_unsure_verdicts(store: Store, judge: str, round: int, job_id: int | None = None) -> int:
+    """`judge`'s verdicts on the pairs of `round` (with `job_id`: those that job queued) that do not train (unsure)
+    on pairs no person labelled yet (win-rate pairs aside): the pairs a hybrid round leaves to people."""
     return store.db().execute(
         "SELECT count(*) FROM judge_verdicts j JOIN pairs p ON p.id = j.pair_id WHERE j.judge = ? AND j.trains = 0"
         f" AND j.status = 'ok' AND p.round = ? AND {_NOT_WINRATE.format(pair='p.id')}"
-        f" AND NOT {_PERSON_LABELLED.format(pair='p.id')}", [judge, round]).fetchone()[0]
+        f" AND NOT {_PERSON_LABELLED.format(pair='p.id')} AND (? IS NULL OR p.job_id = ?)",
+        [judge, round, job_id, job_id]).fetchone()[0]
 
 
 def judge_training_rows(store: Store) -> list[dict]:

@@ -463,3 +463,34 @@ def m018_gold_rankings(db: Database) -> None:
         )
         """
     )
+
+
+@migrations()
+def m019_loop_owners(db: Database) -> None:
+    """What each queued pair and ranking belongs to: `job_id` the loop job whose round queued it (NULL: the people's
+    queue, imports and commands outside a loop), and each loop job's own store rounds `first_round`..`last_round`, so
+    no two jobs share a round. Rows from before: a loop job's rounds as it numbered them (one past the newest version
+    made before it); a queued item belongs to the newest loop job made before it whose rounds hold its round."""
+    _run(db,
+        """
+        ALTER TABLE pairs ADD COLUMN job_id INTEGER REFERENCES jobs(id);
+        ALTER TABLE rankings ADD COLUMN job_id INTEGER REFERENCES jobs(id);
+        ALTER TABLE jobs ADD COLUMN first_round INTEGER;
+        ALTER TABLE jobs ADD COLUMN last_round INTEGER;
+        UPDATE jobs SET first_round = 1 + coalesce((SELECT max(p.round) FROM policies p
+                                                    WHERE p.created < jobs.created), 0)
+            WHERE kind = 'loop';
+        UPDATE jobs SET last_round = first_round + max(1, coalesce(json_extract(config, '$.rounds'), 1)) - 1
+            WHERE kind = 'loop';
+        UPDATE pairs SET job_id = (SELECT j.id FROM jobs j WHERE j.kind = 'loop' AND j.created <= pairs.created
+                                   AND pairs.round BETWEEN j.first_round AND j.last_round
+                                   ORDER BY j.created DESC LIMIT 1)
+            WHERE round > 0;
+        UPDATE rankings SET job_id = (SELECT j.id FROM jobs j WHERE j.kind = 'loop' AND j.created <= rankings.created
+                                      AND rankings.round BETWEEN j.first_round AND j.last_round
+                                      ORDER BY j.created DESC LIMIT 1)
+            WHERE round > 0;
+        CREATE INDEX pairs_owner ON pairs(job_id, round);
+        CREATE INDEX rankings_owner ON rankings(job_id, round)
+        """
+    )

@@ -1,4 +1,5 @@
-"""Pairs of generations of one prompt, queued for labeling with the selector that chose them."""
+"""Pairs of generations of one prompt, queued for labeling with the selector that chose them, each owned by what
+queued it: a loop job's round (`job_id`), or the people's queue (no job)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ class NewPair:
     policy_id: int | None = None
 
 
-def add_pairs(store: Store, pairs: list[NewPair]) -> list[int]:
-    """Queue pairs in one transaction; returns their ids in order."""
+def add_pairs(store: Store, pairs: list[NewPair], job_id: int | None = None) -> list[int]:
+    """Queue pairs in one transaction, owned by loop job `job_id` (None: the people's queue); returns their ids in
+    order."""
     now = time.time()
     ids = []
     with store.write() as db:
@@ -30,9 +32,9 @@ def add_pairs(store: Store, pairs: list[NewPair]) -> list[int]:
             if p.first_id == p.second_id:
                 raise InvalidInput(f"a pair needs two different generations, got {p.first_id} twice")
             cursor = db.execute(
-                "INSERT INTO pairs (prompt_id, first_id, second_id, round, policy_id, selector, score, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [p.prompt_id, p.first_id, p.second_id, p.round, p.policy_id, p.selector, p.score, now],
+                "INSERT INTO pairs (prompt_id, first_id, second_id, round, policy_id, selector, score, job_id, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [p.prompt_id, p.first_id, p.second_id, p.round, p.policy_id, p.selector, p.score, job_id, now],
             )
             ids.append(cursor.lastrowid)
     return ids
@@ -40,7 +42,7 @@ def add_pairs(store: Store, pairs: list[NewPair]) -> list[int]:
 
 def _row(row: dict) -> Pair:
     return Pair(row["id"], row["prompt_id"], row["first_id"], row["second_id"], row["round"], row["policy_id"],
-                row["selector"], row["score"])
+                row["selector"], row["score"], row["job_id"])
 
 
 def get_pair(store: Store, pair_id: int) -> Pair:

@@ -5,7 +5,8 @@ A verdict is `ranked` with its tiers (lists of positions in that order, best tie
 are tied), `all_bad`, or `skip`. The queue follows the pairs' rules (`storage.votes`): an item wants `overlap`
 distinct annotators; current non-skip verdicts (`rankings.votes`, kept by triggers) plus others' live reservations
 fill it; an annotator holds at most one ranking reservation; an item they judged is never handed to them again;
-newest round first, then score, then id. Each action is one `BEGIN IMMEDIATE` transaction.
+newest round first, then score, then id. Each action is one `BEGIN IMMEDIATE` transaction. An item belongs to what
+queued it: a loop job's round (`job_id`, whose synthetic annotator is served only its own items), or the people's queue.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Ranking:
     selector: str
     score: float | None
     votes: int
+    job_id: int | None = None  # the loop job whose round queued it; None: the people's queue
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,18 @@ class LabeledRanking:
         return self.prompt_messages if self.prompt_messages is not None else self.prompt
 
 
-def add_rankings(store: Store, items: list[NewRanking]) -> list[int]:
-    """Queue ranking items in one transaction; returns their ids in order."""
+def add_rankings(store: Store, items: list[NewRanking], job_id: int | None = None) -> list[int]:
+    """Queue ranking items in one transaction, owned by loop job `job_id` (None: the people's queue); returns their
+    ids in order."""
     now, ids = time.time(), []
     with store.write() as db:
         for item in items:
             if len(item.generation_ids) < 2 or len(set(item.generation_ids)) != len(item.generation_ids):
                 raise InvalidInput(f"a ranking needs 2 or more different generations, got {list(item.generation_ids)}")
             ranking_id = db.execute(
-                "INSERT INTO rankings (prompt_id, round, policy_id, selector, score, created)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [item.prompt_id, item.round, item.policy_id, item.selector, item.score, now]).lastrowid
+                "INSERT INTO rankings (prompt_id, round, policy_id, selector, score, job_id, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [item.prompt_id, item.round, item.policy_id, item.selector, item.score, job_id, now]).lastrowid
             for position, generation_id in enumerate(item.generation_ids):
                 db.execute("INSERT INTO ranking_members (ranking_id, position, generation_id) VALUES (?, ?, ?)",
                            [ranking_id, position, generation_id])
@@ -115,7 +118,7 @@ def list_rankings(store: Store, round: int | None = None) -> list[Ranking]:
     db = store.db()
     where, params = ("", []) if round is None else ("WHERE round = ?", [round])
     return [Ranking(r["id"], r["prompt_id"], _members(db, r["id"]), r["round"], r["policy_id"], r["selector"],
-                    r["score"], r["votes"])
+                    r["score"], r["votes"], r["job_id"])
             for r in db.query(f"SELECT * FROM rankings {where} ORDER BY id", params)]
 
 
@@ -128,6 +131,7 @@ _UNJUDGED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM ranking_labels l WHERE l.ranking
 _NEXT = f"""
 SELECT k.id FROM rankings k INDEXED BY rankings_queue
 WHERE k.votes < :overlap AND k.selector != '{IMPORTED}' AND {_UNJUDGED_BY_THEM} AND {_TAKEN} < :overlap
+  AND (:job IS NULL OR k.job_id = :job)
 ORDER BY k.round DESC, k.score DESC, k.id
 LIMIT 1
 """
@@ -150,17 +154,19 @@ def _reserve(db, ranking_id: int, annotator: str, expires: float, now: float) ->
     return ReservedRanking(ranking_id, prompt, texts, expires, stored_messages(messages))
 
 
-def reserve_next_ranking(store: Store, annotator: str, overlap: int, ttl_s: float,
-                         now: float) -> ReservedRanking | None:
-    """The annotator's own ranking reservation if still theirs, else reserve the next open item; None when none."""
+def reserve_next_ranking(store: Store, annotator: str, overlap: int, ttl_s: float, now: float,
+                         job_id: int | None = None) -> ReservedRanking | None:
+    """The annotator's own ranking reservation if still theirs, else reserve the next open item; None when none.
+    With `job_id`, only that loop job's items (its synthetic annotator labels nothing else)."""
     with store.write() as db:
-        own = db.execute("SELECT ranking_id, expires FROM ranking_reservations WHERE annotator = ?"
-                         " ORDER BY expires DESC", [annotator]).fetchall()
+        own = db.execute("SELECT r.ranking_id, r.expires, k.job_id FROM ranking_reservations r"
+                         " JOIN rankings k ON k.id = r.ranking_id WHERE r.annotator = ? ORDER BY r.expires DESC",
+                         [annotator]).fetchall()
         db.execute("DELETE FROM ranking_reservations WHERE annotator = ?", [annotator])
-        for ranking_id, expires in own:
-            if _may_hold(db, ranking_id, annotator, overlap, now, live=expires > now):
+        for ranking_id, expires, owner in own:
+            if job_id in (None, owner) and _may_hold(db, ranking_id, annotator, overlap, now, live=expires > now):
                 return _reserve(db, ranking_id, annotator, now + ttl_s, now)
-        row = db.execute(_NEXT, {"annotator": annotator, "now": now, "overlap": overlap}).fetchone()
+        row = db.execute(_NEXT, {"annotator": annotator, "now": now, "overlap": overlap, "job": job_id}).fetchone()
         return None if row is None else _reserve(db, row[0], annotator, now + ttl_s, now)
 
 
@@ -249,8 +255,9 @@ def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: 
     return verdicts
 
 
-def round_ranking_count(store: Store, round: int) -> int:
-    """Current non-skip verdicts on the rankings of `round`, none on a gold ranking (those check annotators)."""
+def round_ranking_count(store: Store, round: int, job_id: int | None = None) -> int:
+    """Current non-skip verdicts on the rankings of `round` (with `job_id`: only those that job queued), none on a
+    gold ranking (those check annotators)."""
     return store.db().execute("SELECT count(*) FROM ranking_labels l JOIN rankings k ON k.id = l.ranking_id"
-                              f" WHERE k.round = ? AND l.undone IS NULL AND l.outcome != 'skip' AND {NOT_GOLD_RANKING}",
-                              [round]).fetchone()[0]
+                              f" WHERE k.round = ? AND l.undone IS NULL AND l.outcome != 'skip' AND {NOT_GOLD_RANKING}"
+                              " AND (? IS NULL OR k.job_id = ?)", [round, job_id, job_id]).fetchone()[0]

@@ -96,6 +96,7 @@ class Pair:
     policy_id: int | None
     selector: str
     score: float | None
+    job_id: int | None = None  # the loop job whose round queued it; None: the people's queue (or an import)
 
 
 @dataclass(frozen=True)

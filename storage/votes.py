@@ -8,6 +8,8 @@ Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see e
 - pairs come newest round first, then by selector score (highest first), then by id;
 - pairs imported with their labels (selector `imported`) and arena votes (`storage.arena`) never enter the human
   queue;
+- a pair belongs to what queued it (a loop job's round, or the people's queue): people are served every open pair, a
+  loop's synthetic annotator only its own job's (`job_id`);
 - a pair whose judge verdict trains (the user chose the judge as annotator: `storage.judge_verdicts`) is labelled
   and leaves the queue; a verdict that only suggests takes nothing from it.
 The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.annotation`.
@@ -68,6 +70,7 @@ _UNLABELED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM labels l WHERE l.pair_id = p.id
 _NEXT_PAIR = f"""
 SELECT p.id, p.first_id, p.second_id FROM pairs p INDEXED BY pairs_queue_votes
 WHERE p.votes < :overlap AND {_QUEUED} AND (:selector IS NULL OR p.selector = :selector)
+  AND (:job IS NULL OR p.job_id = :job)
   AND {_UNLABELED_BY_THEM} AND {_TAKEN} < :overlap
   AND NOT EXISTS (SELECT 1 FROM judge_verdicts j WHERE j.pair_id = p.id AND j.trains = 1)
 ORDER BY p.round DESC, p.score DESC, p.id
@@ -95,23 +98,24 @@ def _reserved(db, pair_id: int, left_id: int, expires: float) -> Reserved:
 
 
 def reserve_next_pair(store: Store, annotator: str, overlap: int, ttl_s: float, first_on_left: bool,
-                      now: float, selector: str | None = None) -> Reserved | None:
+                      now: float, selector: str | None = None, job_id: int | None = None) -> Reserved | None:
     """The annotator's own reservation if still theirs, else reserve the next open pair; None when none is open.
-    With `selector`, only pairs of that selector are served (the loop's oracle judging win-rate pairs).
+    With `selector`, only pairs of that selector are served (the loop's oracle judging win-rate pairs); with
+    `job_id`, only that loop job's pairs (its synthetic annotator labels nothing else).
 
     `first_on_left` decides the side of a new reservation only; a returned reservation keeps its sides.
     """
     with store.write() as db:
-        own = db.execute("SELECT r.pair_id, r.left_id, r.expires, p.selector FROM reservations r"
+        own = db.execute("SELECT r.pair_id, r.left_id, r.expires, p.selector, p.job_id FROM reservations r"
                          " JOIN pairs p ON p.id = r.pair_id WHERE r.annotator = ? ORDER BY r.expires DESC",
                          [annotator]).fetchall()
         db.execute("DELETE FROM reservations WHERE annotator = ?", [annotator])
-        for pair_id, left_id, expires, kind in own:
-            if left_id is not None and selector in (None, kind) and _may_hold(db, pair_id, annotator, overlap, now,
-                                                                            live=expires > now):
+        for pair_id, left_id, expires, kind, owner in own:
+            if left_id is not None and selector in (None, kind) and job_id in (None, owner) and _may_hold(
+                    db, pair_id, annotator, overlap, now, live=expires > now):
                 return _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
         row = db.execute(_NEXT_PAIR, {"annotator": annotator, "now": now, "overlap": overlap,
-                                      "selector": selector}).fetchone()
+                                      "selector": selector, "job": job_id}).fetchone()
         if row is None:
             return None
         pair_id, first_id, second_id = row

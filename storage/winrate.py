@@ -70,12 +70,14 @@ class QueuePlace:
     score: float | None
 
 
-def queue_winrate_pairs(store: Store, pairs: list[NewPair], marks: list[WinrateMark]) -> list[int]:
-    """Queue `pairs` (selector `winrate`) with what each compares, in one transaction; returns the pair ids."""
+def queue_winrate_pairs(store: Store, pairs: list[NewPair], marks: list[WinrateMark],
+                        job_id: int | None = None) -> list[int]:
+    """Queue `pairs` (selector `winrate`) with what each compares, in one transaction, owned by loop job `job_id`
+    (None: the people's queue); returns the pair ids."""
     if len(pairs) != len(marks):
         raise ValueError(f"{len(marks)} marks for {len(pairs)} win-rate pairs")
     with store.write() as db:
-        ids = add_pairs(store, pairs)
+        ids = add_pairs(store, pairs, job_id)
         for pair_id, mark in zip(ids, marks, strict=True):
             db.execute("INSERT INTO winrate_pairs (pair_id, policy_id, opponent_id) VALUES (?, ?, ?)",
                        [pair_id, mark.policy_id, mark.opponent_id])

@@ -60,7 +60,7 @@ def queue_pairs(store):
     """Queue pairs directly in the store: `queue_pairs([(prompt, response_a, response_b), ...])` -> pair ids.
 
     A prompt is text or a conversation (a list of {role, content} turns). Response a is the pair's first generation;
-    `round` and `scores` set the queue order.
+    `round` and `scores` set the queue order; `job_id` the loop job that owns them (None: the people's queue).
     """
     from labeling.conversations import conversation_text
     from storage.generations import NewGeneration, add_generations
@@ -70,7 +70,7 @@ def queue_pairs(store):
     def stored(prompt) -> NewPrompt:
         return NewPrompt(conversation_text(prompt), prompt) if isinstance(prompt, list) else NewPrompt(prompt)
 
-    def add(triples, round=0, scores=None):
+    def add(triples, round=0, scores=None, job_id=None):
         add_prompts(store, [stored(prompt) for prompt, _, _ in triples])
         prompt_ids = {p.text: p.id for p in list_prompts(store)}
         new = []
@@ -79,7 +79,7 @@ def queue_pairs(store):
             first, second = add_generations(store, [NewGeneration(prompt_id, a), NewGeneration(prompt_id, b)])
             score = scores[i] if scores is not None else None
             new.append(NewPair(prompt_id, first, second, selector="random", score=score, round=round))
-        return add_pairs(store, new)
+        return add_pairs(store, new, job_id)
 
     return add
 

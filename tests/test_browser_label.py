@@ -110,7 +110,9 @@ def test_label_with_clicks_and_keys_including_tie_and_undo(store, queue_pairs, s
 
 def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_name(store, queue_pairs, serve,
                                                                                    browser):
-    queue_pairs(PAIRS[3:], round=2)  # the pairs of the loop's round 2 below (no policy before it: the store's 2)
+    job_id = job_rows.create_job(store, "loop", {})  # a loop of this process, which waits for people's labels below
+    job_rows.claim_job(store, job_id, os.getpid())
+    queue_pairs(PAIRS[3:], round=2, job_id=job_id)  # the pairs of its round 2 (no policy before it: the store's 2)
     dialogs = []
     page = open_page(browser, serve(), dialogs)
     expect(page.locator("#vote-left")).to_be_visible()
@@ -121,8 +123,6 @@ def test_a_name_and_enter_then_the_first_key_labels_and_a_reload_remembers_the_n
     page.wait_for_timeout(500)
     assert page.get_by_text("Error").count() == 0 and list_labels(store) == []
 
-    job_id = job_rows.create_job(store, "loop", {})  # a loop of this process waits for people's labels
-    job_rows.claim_job(store, job_id, os.getpid())
     job_rows.heartbeat(store, job_id, phase="round 2/3: waiting for labels (0/10)")  # the loop polls no more
     page.get_by_label("Your name").fill("newbie")
     page.get_by_label("Your name").press("Enter")

@@ -67,9 +67,9 @@ def test_a_newcomer_who_just_voted_on_a_pair_is_served_the_waiting_loops_ranking
     expect(page.locator("#pair-prompt")).to_contain_text("Pair prompt 1.")  # no loop waits yet: the pair queue
 
     # a rank_k 4 loop starts waiting for its round's ranking (no policy before it: its round 1 is the store's 1)
-    [ranking] = queue_rankings(store, [("Review 1.", ANSWERS)], round=1)
     job_id = job_rows.create_job(store, "loop", {})
     job_rows.claim_job(store, job_id, os.getpid())
+    [ranking] = queue_rankings(store, [("Review 1.", ANSWERS)], round=1, job_id=job_id)  # the loop's own
     job_rows.heartbeat(store, job_id, phase=f"round 1/1: {waiting_phase(0, 1, 'rankings')}")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("1")  # a vote on the pair: the next item is the loop's ranking, in the pair's place

@@ -85,7 +85,6 @@ def loop_options(*options: str):
 
 
 def test_a_loops_judge_takes_the_loops_timeout_and_answer_cap(store, queue_pairs):
-    queue_pairs([("p1", "good", "bad")], round=0)
     with HostileServer(dripping("body")) as drip:
         config = loop_options("--annotator", "judge", "--judge", drip.url, "--judge-model", "slow", "--judge-people",
                               "oracle", "--labels-per-round", "1", "--judge-timeout", "1", "--judge-max-mb", "0.5")
@@ -94,13 +93,14 @@ def test_a_loops_judge_takes_the_loops_timeout_and_answer_cap(store, queue_pairs
             with pytest.raises(InvalidInput, match="judge_timeout and judge_max_mb must be positive or null"):
                 config.updated(bad)
         loop = OneRoundOfJudging(config, store, wanted=1)
+        queue_pairs([("p1", "good", "bad")], round=0, job_id=loop.job.id)  # the loop's own pair: its judge's only
         began = time.monotonic()
         collect_judge_labels(loop, 0, 0, seed=0)
         took = time.monotonic() - began
     [verdict] = list_verdicts(store, "slow")
     assert verdict.status == "timeout" and took < 4, took  # both orders timed out after 1 s each, not 60
     assert [label.annotator for label in list_labels(store)] == ["oracle"]  # the pair went to people instead
-    queue_pairs([("p2", "good", "bad")], round=1)
+    queue_pairs([("p2", "good", "bad")], round=1, job_id=loop.job.id)
     with HostileServer(streaming(2_000_000, announced=False)) as huge:
         loop.config = config.updated({"judge": huge.url})
         with pytest.raises(EndpointRefused, match="over 0.5 MB"):

@@ -177,8 +177,8 @@ def test_a_new_name_gives_back_the_old_names_pair_and_votes_as_the_new_one(store
 
 
 def test_a_loop_waiting_for_people_shows_beside_the_queue_counts(store, queue_pairs):
-    queue_pairs([("p", "a", "b")], round=2)  # no policy before the job: its round 2 is the store's round 2
     job_id = job_rows.create_job(store, "loop", {})
+    queue_pairs([("p", "a", "b")], round=2, job_id=job_id)  # no policy before the job: its round 2 is the store's 2
     job_rows.claim_job(store, job_id, os.getpid())
     job_rows.heartbeat(store, job_id, phase="round 2/3: training the reward model")
     started = label_tab.start_labeling(Studio(store), "alice", None, None)
@@ -258,7 +258,7 @@ def test_votes_on_the_waiting_rounds_pairs_lower_its_count_at_once(demo_store, q
     studio = Studio(demo_store)
     before = label_tab.start_labeling(studio, "alice", None, None)  # a seed pair, held from before the loop
     job_id = waiting_loop(demo_store, 1, 3, 2)
-    theirs = set(queue_pairs([("r1", "a1", "b1"), ("r2", "a2", "b2"), ("r3", "a3", "b3")], round=1))
+    theirs = set(queue_pairs([("r1", "a1", "b1"), ("r2", "a2", "b2"), ("r3", "a3", "b3")], round=1, job_id=job_id))
     line = f" · round 1 of 3 needs {{}} (loop job {job_id}{{}})"
     opened = label_tab.show_counts(studio, "alice", before.pair_id, None)  # the Label tab opened again
     assert opened.endswith(line.format("2 more labels", "; the pair on screen is not one of its pairs"))
@@ -276,10 +276,10 @@ def test_the_line_says_which_labels_the_waiting_round_does_not_count(store, queu
     v1 = add_policy(store, "v1", parent_id=sft, round=1)
     job_id = waiting_loop(store, 1, 2, 1)  # made after v1 (round 1): its round 1 is the store's round 2
     older = queue_pairs([("old", "a0", "b0")], round=1, scores=[9.0])
-    own = queue_pairs([("own", "a1", "b1")], round=2, scores=[1.0])
+    own = queue_pairs([("own", "a1", "b1")], round=2, scores=[1.0], job_id=job_id)
     judged = [get_pair(store, pair_id) for pair_id in queue_pairs([("w1", "a", "b"), ("w2", "c", "d")])]
     queue_winrate_pairs(store, [NewPair(p.prompt_id, p.first_id, p.second_id, WINRATE_SELECTOR, 3.0 - i, round=2)
-                                for i, p in enumerate(judged)], [WinrateMark(v1, sft)] * 2)
+                                for i, p in enumerate(judged)], [WinrateMark(v1, sft)] * 2, job_id)
     studio = Studio(store)
     line = f" · round 1 of 2 {{}} (loop job {job_id}{{}})"
     first = label_tab.start_labeling(studio, "alice", None, None)  # the queue's first: a win-rate pair
@@ -291,8 +291,8 @@ def test_the_line_says_which_labels_the_waiting_round_does_not_count(store, queu
     assert second.counts.endswith(line.format("needs 1 more label", "; 1 win-rate pair among its pairs does not count"))
     third = label_tab.vote(studio, Choice.LEFT, "alice", second.pair_id, second.vote_id, None)
     assert third.pair_id == own[0] and third.counts.endswith(line.format("needs 1 more label", ""))
-    assert round_judgements(store, 2) == 0
+    assert round_judgements(store, 2, job_id) == 0
     fourth = label_tab.vote(studio, Choice.TIE, "alice", third.pair_id, third.vote_id, None)
-    assert round_judgements(store, 2) == 1 and fourth.pair_id == older[0]  # then the older rounds' pairs
+    assert round_judgements(store, 2, job_id) == 1 and fourth.pair_id == older[0]  # then the older rounds' pairs
     assert fourth.counts.endswith(line.format("has the 1 label it waits for",
                                               "; the pair on screen is not one of its pairs"))

@@ -23,9 +23,9 @@ def test_a_waiting_loops_ranking_comes_after_a_vote_on_a_pair_and_the_pairs_come
     started = label_tab.start_labeling(studio, "newbie", None, None)
     assert (started.pair_id, started.pair_shown) == (first, True)  # no loop waits: the pair queue
 
-    [ranking] = queue_rankings(store, [("Review.", ["Great.", "Dull.", "Fine."])], round=1)  # the loop's round 1
     job_id = job_rows.create_job(store, "loop", {})
     job_rows.claim_job(store, job_id, os.getpid())
+    [ranking] = queue_rankings(store, [("Review.", ["Great.", "Dull.", "Fine."])], round=1, job_id=job_id)  # round 1
     job_rows.heartbeat(store, job_id, phase=f"round 1/1: {waiting_phase(0, 1, 'rankings')}")
     voted = label_tab.vote(studio, Choice.LEFT, "newbie", started.pair_id, started.vote_id, None)
     assert (voted.pair_id, voted.pair_shown, voted.status) == (None, False, "Saved: left.") and voted.ranking_turn

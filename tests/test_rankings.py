@@ -49,15 +49,16 @@ from trainers.reward.scorer import sequence_scores
 from trainers.reward.trainer import PreferenceTrainer, train_member, training_arguments
 
 
-def queue_rankings(store, items, round=0):
-    """`items`: [(prompt, [answers...])] queued as rankings in that shown order; returns their ids."""
+def queue_rankings(store, items, round=0, job_id=None):
+    """`items`: [(prompt, [answers...])] queued as rankings in that shown order (owned by loop job `job_id`; None: the
+    people's queue); returns their ids."""
     add_prompts(store, [prompt for prompt, _ in items])
     ids = {p.text: p.id for p in list_prompts(store)}
     new = []
     for prompt, answers in items:
         generations = add_generations(store, [NewGeneration(ids[prompt], a) for a in answers])
         new.append(NewRanking(ids[prompt], tuple(generations), "random", round=round))
-    return add_rankings(store, new)
+    return add_rankings(store, new, job_id)
 
 
 # ---- notation and comparisons -------------------------------------------------------------------------------------

@@ -44,11 +44,12 @@ def pick_audit_pairs(store: Store, samples: Sequence[Generation], prompts: Mappi
 
 
 def queue_round_pairs(store: Store, regular: list[NewPair], samples: Sequence[Generation],
-                      prompts: Mapping[int, PromptInput], share: float, labels: int, round: int) -> list[int]:
+                      prompts: Mapping[int, PromptInput], share: float, labels: int, round: int,
+                      job_id: int | None = None) -> list[int]:
     """Queue the round's `regular` pairs (highest selector score first) with `share` of `labels` audit pairs spread
-    among them, in one transaction; returns the pair ids in queue order."""
+    among them, in one transaction, owned by loop job `job_id`; returns the pair ids in queue order."""
     n = audit_count(labels, share)
     audits, reward_model_id = pick_audit_pairs(store, samples, prompts, n, regular, round)
     keep = regular[:max(0, len(regular) - len(audits))]  # the round queues as many pairs as without audits
     pairs, marked = interleave(keep, audits, labels)
-    return queue_pairs_with_audits(store, pairs, {i: (reward_model_id, p) for i, p in marked.items()})
+    return queue_pairs_with_audits(store, pairs, {i: (reward_model_id, p) for i, p in marked.items()}, job_id)

@@ -28,21 +28,22 @@ WINRATE_JUDGED = 10_000  # the most queued pairs of a round looked through for i
 PEOPLE_POLL_S = 2.0  # how often a hybrid round looks for people's labels (as trainers.loop.rounds does)
 
 
-def round_labels(store: Store, config: LoopConfig, round: int) -> int:
-    """The labels round `round` counts: people's (win-rate pairs aside) and their ranking verdicts, plus the judge's
-    verdicts that train."""
-    people = round_judgements(store, round)
-    return people + (round_training_verdicts(store, round) if config.annotator == Annotator.JUDGE else 0)
+def round_labels(store: Store, config: LoopConfig, round: int, job_id: int | None = None) -> int:
+    """The labels round `round` counts (with `job_id`: on the items that loop job queued): people's (win-rate pairs
+    aside) and their ranking verdicts, plus the judge's verdicts that train."""
+    people = round_judgements(store, round, job_id)
+    return people + (round_training_verdicts(store, round, job_id) if config.annotator == Annotator.JUDGE else 0)
 
 
 def collect_judge_labels(loop, index: int, g: int, seed: int) -> None:
     """Round g's labels by the judge, then by people for the pairs it was unsure of (see the module's docstring)."""
-    config, store, wanted = loop.config, loop.store, loop.labels_wanted(index)
+    config, store, wanted, job = loop.config, loop.store, loop.labels_wanted(index), loop.job.id
     client = open_judge(config.judge, store.data_dir, config.judge_model, config.judge_key_env, config.judge_timeout,
                         config.judge_max_mb)
     template = JudgeTemplate.load(config.judge_template)
-    while (missing := wanted - round_labels(store, config, g) - round_unsure_verdicts(store, client.name, g)) > 0:
-        pending = unjudged_pairs(store, client.name, missing, round=g, winrate=False)
+    while (missing := wanted - round_labels(store, config, g, job) - round_unsure_verdicts(store, client.name, g,
+                                                                                           job)) > 0:
+        pending = unjudged_pairs(store, client.name, missing, round=g, winrate=False, job_id=job)
         if not pending:
             break
         loop.step(index, f"judging pairs ({wanted - missing}/{wanted})", 0.1)
@@ -50,7 +51,8 @@ def collect_judge_labels(loop, index: int, g: int, seed: int) -> None:
                            pending=pending)
         loop.log(f"round {index + 1}: {done.line()}")
         job_rows.add_log(store, loop.job.id, f"round {index + 1}: {done.line()}")
-    winrate = [pair for pair in unjudged_pairs(store, client.name, WINRATE_JUDGED, round=g) if pair.winrate]
+    winrate = [pair for pair in unjudged_pairs(store, client.name, WINRATE_JUDGED, round=g, job_id=job)
+               if pair.winrate]
     if winrate:  # the round's win-rate pairs too: evaluation, never training, reported beside people's
         loop.step(index, f"judging {len(winrate)} win-rate pairs", 0.1)
         judge_queue(store, client, template, len(winrate), pending=winrate)
@@ -58,10 +60,11 @@ def collect_judge_labels(loop, index: int, g: int, seed: int) -> None:
         from labeling.synthetic import OracleAnnotator
 
         oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-        while (missing := wanted - round_labels(store, config, g)) > 0 and oracle.label(store, missing):
+        while (missing := wanted - round_labels(store, config, g, job)) > 0 and oracle.label(store, missing,
+                                                                                             job_id=job):
             pass
         return
-    while (have := round_labels(store, config, g)) < wanted:
+    while (have := round_labels(store, config, g, job)) < wanted:
         loop.step(index, f"waiting for people's labels on the pairs the judge was unsure of ({have}/{wanted})",
                   0.1 + 0.2 * have / wanted)
         time.sleep(PEOPLE_POLL_S)

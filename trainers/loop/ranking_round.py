@@ -29,14 +29,16 @@ from storage.types import Generation
 from .config import LoopConfig
 
 
-def round_judgements(store: Store, round: int) -> int:
-    """What a round has collected: its pair labels that count (`round_label_count`) plus its ranking verdicts."""
-    return round_label_count(store, round) + round_ranking_count(store, round)
+def round_judgements(store: Store, round: int, job_id: int | None = None) -> int:
+    """What a round has collected (with `job_id`: on the items that loop job queued, whoever labelled them): its pair
+    labels that count (`round_label_count`) plus its ranking verdicts."""
+    return round_label_count(store, round, job_id) + round_ranking_count(store, round, job_id)
 
 
-def round_queued(store: Store, round: int) -> bool:
-    """Has the round queued its items (pairs or rankings) yet."""
-    return round_pair_count(store, round) > 0 or bool(list_rankings(store, round))
+def round_queued(store: Store, round: int, job_id: int | None = None) -> bool:
+    """Has the round queued its items (pairs or rankings; with `job_id`, that loop job's) yet."""
+    return round_pair_count(store, round, job_id) > 0 or any(
+        job_id in (None, ranking.job_id) for ranking in list_rankings(store, round))
 
 
 def choose_rankings(store: Store, config: LoopConfig, samples: list[Generation], prompts: Mapping[int, PromptInput],
@@ -94,6 +96,8 @@ def _grouped(samples: list[Generation]) -> dict[int, list[Generation]]:
 
 
 def queue_round_rankings(store: Store, config: LoopConfig, samples: list[Generation],
-                         prompts: Mapping[int, PromptInput], wanted: int, seed: int, round: int) -> list[int]:
-    """Queue the round's rankings (`choose_rankings`) in one transaction; returns their ids in queue order."""
-    return add_rankings(store, choose_rankings(store, config, samples, prompts, wanted, seed, round))
+                         prompts: Mapping[int, PromptInput], wanted: int, seed: int, round: int,
+                         job_id: int | None = None) -> list[int]:
+    """Queue the round's rankings (`choose_rankings`) in one transaction, owned by loop job `job_id`; returns their
+    ids in queue order."""
+    return add_rankings(store, choose_rankings(store, config, samples, prompts, wanted, seed, round), job_id)

@@ -11,6 +11,10 @@ the final version's when the loop ends (the oracle annotator judges them before 
 policy, and step (4) runs only when the disagreement selector or the audit pairs need a reward model. Every step
 checks the store first, so a stopped or killed loop continues where it was.
 
+A loop job owns its store rounds (claimed when it first runs, never another job's) and the items it queues in them:
+it counts the labels on its own items (its oracle or judge labels nothing else; people may label anything), and a
+stopped job's unlabelled items stay in the people's queue until it is resumed.
+
     python app.py loop --db studio.db --rounds 3 --labels-per-round 100 --annotator oracle
 """
 
@@ -29,10 +33,10 @@ from storage.audit_pairs import audit_votes
 from storage.errors import InvalidInput
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.metrics import last_step, log_metrics, read_metrics
-from storage.policies import latest_policy, list_policies
+from storage.policies import list_policies
 from storage.prompts import excluded_prompt_ids
 from storage.reward_models import list_reward_models
-from storage.rounds import add_round, list_rounds
+from storage.rounds import add_round, claim_rounds, list_rounds
 from storage.types import Generation, Job, Policy
 from storage.winrate import winrate_judgements
 
@@ -72,10 +76,10 @@ from .ranking_round import queue_round_rankings, round_judgements, round_queued
 from .round_lines import round_line
 from .sampling import SamplingConfig, sample_policy
 from .selecting import choose_pairs
-from .sft_steps import run_sft_first, run_sft_step
+from .sft_steps import SFT_POLICY, run_sft_first, run_sft_step
 from .start_version import start_policy
 from .time_left import POLICY_START
-from .waiting import first_round, waiting_phase
+from .waiting import waiting_phase
 from .winrate_pairs import judge_open_pairs, pending, queue_version_pairs
 
 HUMAN_POLL_S = 2.0
@@ -92,8 +96,8 @@ class Loop:
         for line in self.prompts.lines():
             self.log(line)
             job_rows.add_log(store, job.id, line)
-        self.first_round = first_round(store, job)  # as the Label tab finds the round that waits for people
-        self.start = start_policy(store, self.config)  # `start_version`, else the newest when the job began
+        self.first_round = claim_rounds(store, job.id, self.config.rounds)  # the job's own store rounds, kept
+        self.start = start_policy(store, self.config, before=job.created)  # `start_version`, else the newest then
         self.pulse = Pulse(self.beat)  # repeats a phase that runs long (`run`), so none is silent for long
 
     def report(self, round_index: int, phase: str, fraction_of_round: float) -> bool:
@@ -127,9 +131,18 @@ class Loop:
         return f"policy {version_names(list_policies(self.store))[policy.id]}"
 
     def current_policy(self) -> Policy:
-        """The version the loop trains next: the newest one this job registered, else the version it starts from."""
-        newest = latest_policy(self.store)
-        return newest if newest.created >= self.job.created else self.start
+        """The version the loop trains next: the newest one this job registered (in its own rounds, or by its SFT
+        steps), else the version it starts from; never a version another job made meanwhile."""
+        sft = {int(row["value"]) for row in read_metrics(self.store, self.job.id, names=[SFT_POLICY])}
+        last = self.first_round + self.config.rounds - 1
+        own = [p for p in list_policies(self.store) if p.created >= self.job.created and (
+            p.id in sft or self.first_round <= p.round <= last)]
+        return own[-1] if own else self.start
+
+    def round_policy(self, g: int) -> Policy | None:
+        """The version this job's round `g` registered, or None before it did."""
+        return next((p for p in reversed(list_policies(self.store))
+                     if p.round == g and p.created >= self.job.created), None)
 
     def run(self) -> None:
         with self.pulse:
@@ -156,7 +169,8 @@ class Loop:
         """Queue `policy`'s win-rate pairs (once per version) through the queue's first `within` open places."""
         if pending(self.store, policy, self.config):
             self.step(index, f"queueing win-rate pairs of {self.version(policy)}", fraction)
-            queue_version_pairs(self.store, policy, self.config, within, self.with_oracle, self.config.seed)
+            queue_version_pairs(self.store, policy, self.config, within, self.with_oracle, self.config.seed,
+                                self.job.id)
 
     def judge_final_version(self) -> None:
         """The newest version's win-rate pairs, queued through the places left in the queue; the oracle judges them
@@ -167,7 +181,8 @@ class Loop:
         self.queue_winrate_pairs(index, newest, self.labels_wanted(index), 0.99)
         if self.with_oracle:
             self.step(index, f"judging {self.version(newest)} against the SFT policy", 0.99)
-            judge_open_pairs(self.store, self.config, round_seed(self.config.seed, self.first_round + index))
+            judge_open_pairs(self.store, self.config, round_seed(self.config.seed, self.first_round + index),
+                             self.job.id)
         self.warn(winrate_warnings(self.store, self.job.id, self.config, self.first_round))
 
     def labels_wanted(self, index: int) -> int:
@@ -179,12 +194,12 @@ class Loop:
         seed = round_seed(config.seed, g)
         policy = self.current_policy()
         labels = collects_labels(config)  # a reward of the functions alone needs no pairs, labels or reward model
-        if labels and not round_queued(self.store, g):
+        if labels and not round_queued(self.store, g, self.job.id):
             self.step(index, "sampling responses", 0.0)
             self.queue_pairs(policy, g, seed, self.labels_wanted(index))
         if labels:
             self.queue_winrate_pairs(index, policy, self.labels_wanted(index), 0.1)
-        if labels and round_labels(self.store, config, g) < self.labels_wanted(index):
+        if labels and round_labels(self.store, config, g, self.job.id) < self.labels_wanted(index):
             self.step(index, "collecting labels", 0.1)
             self.collect_labels(index, g, seed)
         members = [m for m in list_reward_models(self.store) if m.round == g and m.job_id == self.job.id]
@@ -192,13 +207,13 @@ class Loop:
             self.step(index, "training the reward model", 0.3)
             self.train_reward(g)
         self.warn(reward_phase_warnings(self.store, self.job.id, config, g, self.first_round))
-        new_policy = latest_policy(self.store)
-        if new_policy.round != g or new_policy.created < self.job.created:
+        new_policy = self.round_policy(g)
+        if new_policy is None:
             run_sft_step(self, index, g)
             self.pause_if_warned()
             self.step(index, self.optimiser, POLICY_START)
             self.run_policy(index, g)
-            new_policy = latest_policy(self.store)
+            new_policy = self.round_policy(g)
         self.step(index, f"evaluating {self.version(new_policy)}", 0.95)
         oracle_score = evaluate_policy(self.store, new_policy, self.config, self.with_oracle,
                                        self.sample_report(index, new_policy, 0.95, 0.99).progress)
@@ -243,11 +258,12 @@ class Loop:
             self.log(line)
             job_rows.add_log(self.store, self.job.id, line)
         if config.rank_k > 2:  # rankings instead of pairs (no audit pairs)
-            queue_round_rankings(self.store, config, samples, contents, labels + config.queue_reserve, seed, g)
+            queue_round_rankings(self.store, config, samples, contents, labels + config.queue_reserve, seed, g,
+                                 self.job.id)
             return
         older = self.previous_samples(policy, samples) if config.pair_with_previous else []
         regular = choose_pairs(self.store, config, samples, contents, labels + config.queue_reserve, seed, g, older)
-        queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g)
+        queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g, self.job.id)
 
     def previous_samples(self, policy: Policy, samples: list[Generation]) -> list[Generation]:
         """The samples `policy`'s parent version drew (in earlier rounds, or the demo's seed) of the prompts of
@@ -259,18 +275,18 @@ class Loop:
                 if gen.prompt_id in prompt_ids]
 
     def collect_labels(self, index: int, g: int, seed: int) -> None:
-        config, wanted = self.config, self.labels_wanted(index)
+        config, wanted, job = self.config, self.labels_wanted(index), self.job.id
         if config.annotator == Annotator.JUDGE:  # a judge model, and people (or the oracle) where it is unsure
             return collect_judge_labels(self, index, g, seed)
         if config.annotator == Annotator.ORACLE:  # win-rate pairs among the round's count for nothing: label on
             from labeling.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-            while (missing := wanted - round_judgements(self.store, g)) > 0 and (
-                    oracle.rank(self.store, missing) or oracle.label(self.store, missing)):
+            while (missing := wanted - round_judgements(self.store, g, job)) > 0 and (
+                    oracle.rank(self.store, missing, job) or oracle.label(self.store, missing, job_id=job)):
                 pass
             return
-        while (have := round_judgements(self.store, g)) < wanted:
+        while (have := round_judgements(self.store, g, job)) < wanted:
             self.step(index, waiting_phase(have, wanted, "rankings" if config.rank_k > 2 else "labels"),
                       0.1 + 0.2 * have / wanted)
             time.sleep(HUMAN_POLL_S)
@@ -341,7 +357,7 @@ class Loop:
         prefix = f"{self.config.algorithm}/"
         trained = {r["name"]: r["value"] for r in read_metrics(self.store, self.job.id, prefix=prefix)}
         summary = {
-            "labels": round_labels(self.store, self.config, g),
+            "labels": round_labels(self.store, self.config, g, self.job.id),
             "reward_val_accuracy": members[0].metrics.get("val_accuracy") if members else None,
             "score": trained.get(f"{prefix}score"),
             "kl": trained.get(f"{prefix}kl"),

@@ -21,12 +21,14 @@ from storage.types import Policy
 from .config import LoopConfig
 
 
-def start_policy(store: Store, config: LoopConfig) -> Policy | None:
-    """The version `config` starts from (None: the store has no policy); InvalidInput, one line, for a version the
-    store does not have or whose folder is gone."""
+def start_policy(store: Store, config: LoopConfig, before: float | None = None) -> Policy | None:
+    """The version `config` starts from (None: the store has no policy): its `start_version`, else the newest (made
+    before `before`, a job's creation: versions other jobs made since are not its start); InvalidInput, one line, for
+    a version the store does not have or whose folder is gone."""
     policies = list_policies(store)
     if config.start_version is None or not policies:
-        return policies[-1] if policies else None
+        earlier = [p for p in policies if before is None or p.created < before] or policies[:1]
+        return earlier[-1] if earlier else None
     names = version_names(policies)
     policy = next((p for p in policies if names[p.id] == config.start_version), None)
     if policy is None:

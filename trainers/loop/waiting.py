@@ -1,7 +1,8 @@
 """A loop that waits for people's labels, as its job's phase says it and as the Label tab reads it back: "round 2/3:
-waiting for labels (4/10)" is the loop's round 2 of 3, which has 4 of the 10 labels it waits for. The Label tab
-counts them again in the store (as the loop does, `round_judgements`), so a vote shows at once, not at the loop's
-next poll. Torch-free: the serving process imports it."""
+waiting for labels (4/10)" is the loop's round 2 of 3, which has 4 of the 10 labels it waits for ("waiting for
+rankings (0/8)" in a round of rankings, `rank_k` 3 to 6). The Label tab counts them again in the store, on the items
+the loop's job queued, as the loop does (`round_judgements`), so a vote shows at once, not at the loop's next poll.
+Torch-free: the serving process imports it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, replace
 from labeling.annotation import queue_settings
 from storage import Store
 from storage.pairs import get_pair
-from storage.rounds import max_policy_round_before, open_winrate_pairs
+from storage.rounds import max_policy_round_before, open_winrate_pairs, owned_rounds
 from storage.types import Job
 
 from .ranking_round import round_judgements
@@ -26,9 +27,11 @@ def waiting_phase(have: int, wanted: int, what: str = "labels") -> str:
 
 
 def first_round(store: Store, job: Job) -> int:
-    """The store's round of loop `job`'s first round: one past the newest policy made before the job (a resumed job
-    keeps it); the loop's round r is the store's round `first_round + r - 1`, and its pairs are queued in it."""
-    return max_policy_round_before(store, job.created) + 1
+    """The store's round of loop `job`'s first round: the first of the rounds it claimed when it began
+    (`storage.rounds.claim_rounds`; before that, one past the newest policy made before the job); the loop's round r
+    is the store's round `first_round + r - 1`, and its items are queued in it."""
+    owned = owned_rounds(store, job.id)
+    return owned.start if owned is not None else max_policy_round_before(store, job.created) + 1
 
 
 @dataclass(frozen=True)
@@ -62,18 +65,20 @@ def waiting_for_people(job: Job) -> Waiting | None:
 
 
 def waiting_line(store: Store, job: Job, annotator: str, pair_id: int | None) -> str | None:
-    """The Label tab's line for a loop that waits for people: the labels its round has now, counted as the loop
-    counts them; and, where some of what `annotator` labels does not count, why: the pair on screen (`pair_id`) is
-    not the round's, or win-rate pairs come among the round's (they judge versions; the round never counts them)."""
+    """The Label tab's line for a loop that waits for people: the labels (or rankings) its round has now on the items
+    its job queued, counted as the loop counts them; and, where some of what `annotator` labels does not count, why:
+    the pair on screen (`pair_id`) is not one of the round's items, or win-rate pairs come among the round's (they
+    judge versions; the round never counts them)."""
     found = waiting_for_people(job)
     if found is None:
         return None
     round = first_round(store, job) + found.round - 1
     notes = []
-    if pair_id is not None and get_pair(store, pair_id).round != round:
-        notes.append("the pair on screen is not one of its pairs")
-    among = open_winrate_pairs(store, round, annotator, queue_settings(store).overlap)
+    on_screen = get_pair(store, pair_id) if pair_id is not None else None
+    if on_screen is not None and (found.what == "rankings" or (on_screen.round, on_screen.job_id) != (round, job.id)):
+        notes.append(f"the pair on screen is not one of its {'rankings' if found.what == 'rankings' else 'pairs'}")
+    among = open_winrate_pairs(store, round, annotator, queue_settings(store).overlap, job.id)
     if among:
         notes.append(f"{among} win-rate pair{'s' if among != 1 else ''} among its pairs do{'es' if among == 1 else ''}"
                      " not count")
-    return replace(found, have=round_judgements(store, round)).line(*notes)
+    return replace(found, have=round_judgements(store, round, job.id)).line(*notes)

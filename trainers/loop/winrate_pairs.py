@@ -47,9 +47,10 @@ def pending(store: Store, version: Policy, config: LoopConfig) -> list[tuple[Pol
 
 
 def queue_version_pairs(store: Store, version: Policy, config: LoopConfig, within: int, with_oracle: bool,
-                        seed: int = 0) -> int:
-    """Queue `version`'s win-rate pairs, spread through the queue's first `within` open places, unless it has some
-    already (or is the SFT root); returns how many were queued."""
+                        seed: int = 0, job_id: int | None = None) -> int:
+    """Queue `version`'s win-rate pairs, owned by loop job `job_id` (None: the people's queue), spread through the
+    queue's first `within` open places, unless it has some already (or is the SFT root); returns how many were
+    queued."""
     against = pending(store, version, config)
     if not against:
         return 0
@@ -64,12 +65,13 @@ def queue_version_pairs(store: Store, version: Policy, config: LoopConfig, withi
     spread.sort(key=lambda item: item[0])
     placed = place_in_queue([pair for _, pair, _ in spread], open_places(store, within), within,
                             max(newest_pair_round(store), version.round))
-    return len(queue_winrate_pairs(store, placed, [mark for _, _, mark in spread]))
+    return len(queue_winrate_pairs(store, placed, [mark for _, _, mark in spread], job_id))
 
 
-def judge_open_pairs(store: Store, config: LoopConfig, seed: int) -> int:
-    """The loop's oracle annotator labels every win-rate pair still open (and nothing else); returns how many."""
+def judge_open_pairs(store: Store, config: LoopConfig, seed: int, job_id: int | None = None) -> int:
+    """The loop's oracle annotator labels every win-rate pair still open (with `job_id`: those that loop job queued;
+    nothing else); returns how many."""
     from labeling.synthetic import OracleAnnotator
 
     oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-    return len(oracle.label(store, len(list_winrate_pairs(store)), selector=WINRATE_SELECTOR))
+    return len(oracle.label(store, len(list_winrate_pairs(store)), selector=WINRATE_SELECTOR, job_id=job_id))
