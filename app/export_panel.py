@@ -55,7 +55,7 @@ def newest_export(studio: Studio, request: gr.Request = None) -> str:
                                                                    [job.phase or "waiting for the worker"])
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExportLayout:
     version: gr.Dropdown
     quant: gr.Radio
