@@ -17,7 +17,7 @@ from storage.policies import list_policies
 from trainers.jobs.launcher import start_job
 from trainers.jobs.layer import JobKind
 
-from .context import Refresh, Studio, bind
+from .context import Refresh, Studio, bind, user_message
 
 NO_GGUF = "folder only"
 QUANTS = (NO_GGUF, "f16", "q8_0")
@@ -32,9 +32,9 @@ def start_export(studio: Studio, version: str, quant: str, request: gr.Request =
     """Admins: start an export job for `version` (`vK`), with a GGUF of `quant` unless `folder only`."""
     studio.require_admin(request)
     if version not in version_choices(studio):
-        raise gr.Error(f"no version {version!r}; choose one of the list", print_exception=False)
+        raise gr.Error(user_message(f"no version {version!r}; choose one of the list"), print_exception=False)
     if quant not in QUANTS:
-        raise gr.Error(f"GGUF {quant!r} is not one of {', '.join(QUANTS)}", print_exception=False)
+        raise gr.Error(user_message(f"GGUF {quant!r} is not one of {', '.join(QUANTS)}"), print_exception=False)
     config = {"version": version, "quant": None if quant == NO_GGUF else quant}
     job_id = start_job(studio.store, JobKind.EXPORT, config)
     studio.record(request, AuditAction.JOB_STARTED, job_id=job_id, kind=JobKind.EXPORT.value, **config)

@@ -68,7 +68,9 @@ def build(studio: Studio) -> None:
     anchoring (its warning names it)."""
     with gr.Row():
         version = gr.Textbox(label="Version to make the root (e.g. v1: an SFT version the new-root check held back)",
-                             placeholder="v1", elem_id="train-root-version", scale=3)
+                             placeholder="v1", elem_id="train-root-version", scale=3,
+                             info="Makes this version the anchor: the KL reference, DPO's reference and the SFT side "
+                                  "of win-rate pairs from then on (admins).")
         button = gr.Button("Make root", elem_id="train-make-root", scale=1)
     done = gr.Markdown(elem_id="train-root-done")
     button.click(bind(on_make_root, studio), version, done, api_visibility="private")

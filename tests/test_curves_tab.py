@@ -336,7 +336,7 @@ def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store)
                        ("Data", "show_notes"), ("Data", "on_stats"), ("Data", "on_audit"),
                        ("Label", "note_fields"), ("Label", "rationale_field"), ("Label", "show_counts")}
     on_load = {fn.name for fn in blocks.fns.values() if (blocks._id, "load") in fn.targets}
-    assert on_load == {"show_known_annotator", "show_signed_in", "current_settings", "project_form", "reopen_tab",
+    assert on_load == {"show_known_annotator", "current_settings", "project_form", "reopen_tab",
                        *(name for _, name in on_open)}
 
 

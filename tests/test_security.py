@@ -35,10 +35,12 @@ ADMIN_SETTINGS_CALLS = {"/gold_settings": ("{}",), "/lift_gold_flag": ("bob", Tr
                         "/mark_gold_ranking": (1,), "/note_settings": ("optional", "off"),
                         "/overlap_training": ("majority",)}
 ADMIN_ENDPOINTS = {"/start_loop", "/start_sft", "/stop_job", "/resume_job", "/import_prompts", "/import_preferences",
-                   "/export_labels", "/save_queue_settings", "/export_audit", *ADMIN_SETTINGS_CALLS}
+                   "/export_labels", "/save_queue_settings", "/export_audit", "/start_export", "/arena_votes_train",
+                   *ADMIN_SETTINGS_CALLS}
 SIGNED_IN_ENDPOINTS = {"/next_pair", "/submit_label", "/undo_label", "/job_status", "/metrics", "/annotator_stats",
                        "/leaderboard", "/judge_agreement", "/next_ranking", "/submit_ranking", "/undo_ranking",
-                       "/submit_demonstration", "/undo_demonstration", "/gold_accuracy", "/judgement_notes"}
+                       "/submit_demonstration", "/undo_demonstration", "/gold_accuracy", "/judgement_notes",
+                       "/arena_start", "/arena_answers", "/arena_vote", "/arena_standings"}
 ADMIN_HANDLERS = {"on_start", "on_start_sft", "on_stop", "on_resume"}  # the Train tab's buttons (browser-only handlers)
 
 
