@@ -73,6 +73,7 @@ def test_the_card_tells_the_lineage_the_judgements_and_the_figures_status_gives(
     card = (tmp_path / "v2" / "README.md").read_text()
     assert card.startswith("---\n") and "\nlibrary_name: transformers\n" in card and "\n- ppo\n" in card
     assert "v0 → v1 → v2" in card
+    assert "| v1 | PPO | the reward model | PPO, 2 iterations |" in card
     win_rate = next(line.strip() for line in status.splitlines()
                     if line.strip().startswith("v2 (") and "vs SFT" in line)
     assert f"- {win_rate}" in card

@@ -36,6 +36,23 @@ def lineage(store: Store, policy: Policy) -> list[Policy]:
     return chain[::-1]
 
 
+REWARDS = {"rm": "the reward model", "oracle": "the oracle", "functions": "reward functions {}",
+           "rm+functions": "the reward model and reward functions {}"}
+
+
+def trained_against(store: Store, policy: Policy, made_by: str) -> str:
+    """What a PPO or GRPO version maximised (its job's `reward`: the reward model, the oracle, reward functions);
+    empty for the others (SFT learns demonstrations, DPO the labels themselves)."""
+    if made_by not in ("PPO", "GRPO"):
+        return ""
+    job = registering_job(store, policy)
+    if job is None:
+        return "unknown"
+    names = ", ".join(str(f.get("name", "?")) for f in job.config.get("reward_functions") or [])
+    reward = job.config.get("reward", "rm")
+    return REWARDS.get(reward, reward).format(names)
+
+
 def _annotator_kind(annotator: str) -> str:
     if annotator == ORACLE_NAME:
         return "the oracle"
@@ -102,14 +119,15 @@ def card_text(store: Store, policy: Policy, name: str, settings: dict) -> str:
     chain = lineage(store, policy)
     names = version_names(list_policies(store))
     made_by = [run_settings(Path(p.path))[0] for p in chain]
-    steps = [f"| {names[p.id]} | {kind} | {p.note or ''} |" for p, kind in zip(chain, made_by, strict=True)]
+    steps = [f"| {names[p.id]} | {kind} | {trained_against(store, p, kind)} | {p.note or ''} |"
+             for p, kind in zip(chain, made_by, strict=True)]
     sampling = ", ".join(f"{k} {settings[k]}" for k in ("temperature", "top_p", "top_k", "response_length"))
     return "\n".join([
         *front_matter(chain[0], made_by), "",
         f"# {name}", "",
         f"Version {name} of an RLHF Studio project, made from {names[chain[0].id]} ({chain[0].note or 'the base'}) "
         f"by {' → '.join(names[p.id] for p in chain)}.", "",
-        "## Lineage", "", "| version | made by | what |", "|---|---|---|", *steps, "",
+        "## Lineage", "", "| version | made by | trained against | what |", "|---|---|---|---|", *steps, "",
         f"## Judgements behind it (in the store when {name} was made)", "", *judgement_table(store, policy), "",
         "## Evaluation (as `python app.py status` and the Leaderboard give it)", "", *figures(store, policy), "",
         "## Failure warnings its training recorded", "", *warning_lines(store, policy), "",
