@@ -61,8 +61,8 @@ def version_number(text: str) -> int | None:
 
 
 def registered_version(policies: Sequence[Policy], policy_id: int) -> str:
-    """How a command names the policy it registered: `v3 (policy id 4)` (the id is what `--policy` takes)."""
-    return f"{version_names(policies)[policy_id]} (policy id {policy_id})"
+    """How a command names the policy it registered: `v3`, as `--policy` takes it (the policy id stays internal)."""
+    return version_names(policies)[policy_id]
 
 
 def make_winrate_pairs(version: Sequence[Generation], opponent: Sequence[Generation], n: int, seed: int,

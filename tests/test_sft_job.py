@@ -53,7 +53,8 @@ def test_sft_registers_a_merged_new_root_that_loads_as_a_causal_lm(demo_store, c
     assert not (Path(sft.path) / "adapter").exists()
     names = {r["name"] for r in read_metrics(store, job.id)}
     assert {"sft/loss", "sft/token_accuracy", "sft/heldout_loss"} <= names
-    assert "demonstrations: 8 of 8 train SFT; registered policy v1 (policy id 2)" in out.out
+    assert "demonstrations: 8 of 8 train SFT; registered policy v1\n" in out.out
+    assert Path(sft.path).name.startswith("sft-r0-")  # named by what made it (an SFT version was once ppo-r0-...)
     assert not state_dir(store, job.id).exists()
 
 

@@ -101,7 +101,7 @@ def run_sft(store: Store, run: SFTRun, job_id: int | None = None, state_name: st
     policy_id = register_policy(store, staged, parent_id=None if made_root else start.id,
                                 round=run.round if run.round is not None else start.round,
                                 note=f"SFT of {start_name}, {result.steps} steps on {result.trained} demonstrations"
-                                     f"{kept}")
+                                     f"{kept}", made_by="sft")
     set_trained_from(store, policy_id, start.id)
     warning = None
     if check is not None and job_id is not None:
