@@ -146,11 +146,11 @@ class VersionFigures:
         return self.low is not None and (self.low > 0.5 or self.high < 0.5)
 
     def line(self) -> str:
-        """`v3 (store round 3): win rate vs SFT 71% [52%, 84%], length-controlled 69% [50%, 83%]; 24 judgements
-        (...)`"""
+        """`v3: win rate vs SFT 71% [52%, 84%], length-controlled 69% [50%, 83%]; 24 judgements (...)`: a version by
+        its own name (two versions made in one store round share the round, never the name)."""
         if not self.judgements:
-            return f"{self.name} (store round {self.round}): no judgements against the SFT policy yet"
-        return (f"{self.name} (store round {self.round}): win rate vs SFT {self.rate:.0%} [{self.low:.0%}, "
+            return f"{self.name}: no judgements against the SFT policy yet"
+        return (f"{self.name}: win rate vs SFT {self.rate:.0%} [{self.low:.0%}, "
                 f"{self.high:.0%}], length-controlled {self.lc_rate:.0%} [{self.lc_low:.0%}, {self.lc_high:.0%}]; "
                 f"{self.judgements} judgements ({self.wins} W / {self.ties} T / {self.losses} L)")
 
