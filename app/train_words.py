@@ -83,4 +83,4 @@ STARTING = "starting the worker: loading torch and the trainers (often 15–25 s
 
 RESULT_LEGEND = ("*vs SFT*: the share of blind pairs in which the version's answer beat the SFT policy's, with its "
                  "95% interval. *Oracle score*: the demo's synthetic scorer's mean score of the version's answers to "
-                 "held-out prompts (higher is better; it is the `oracle` annotator's judge).")
+                 "held-out prompts (higher is better; the `oracle` annotator labels by the same score).")

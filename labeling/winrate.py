@@ -60,6 +60,13 @@ def version_number(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def named_version(policies: Sequence[Policy], text: str) -> Policy | None:
+    """The version `text` names as a person writes it (`v3`; `3` as `loop --from` takes it); None when none is."""
+    number = version_number(text) if isinstance(text, str) else None
+    names = version_names(policies)
+    return next((p for p in policies if number is not None and names[p.id] == f"v{number}"), None)
+
+
 def registered_version(policies: Sequence[Policy], policy_id: int) -> str:
     """How a command names the policy it registered: `v3`, as `--policy` takes it (the policy id stays internal)."""
     return version_names(policies)[policy_id]

@@ -47,7 +47,7 @@ def test_sft_registers_a_merged_new_root_that_loads_as_a_causal_lm(demo_store, c
     assert job.kind == "sft" and job.status is JobStatus.COMPLETED
     base, sft = list_policies(store)
     assert sft.parent_id is None and root_policy(store, sft).id == sft.id and trained_from(store, sft.id) == base.id
-    assert sft.note == "SFT of v0, 4 steps on 6 demonstrations (a new root)"
+    assert sft.note == "SFT of v0, 4 steps on 6 demonstrations (the new SFT policy)"
     model = AutoModelForCausalLM.from_pretrained(sft.path)
     assert not torch.equal(model.transformer.wte.weight, load_policy(base.path).transformer.wte.weight)
     assert not (Path(sft.path) / "adapter").exists()

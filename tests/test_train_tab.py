@@ -260,7 +260,7 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
-                                         "DPO β (its KL anchor)", "Label decay (each later round × this)",
+                                         "DPO β (its KL to the SFT policy)", "Label decay (each later round × this)",
                                          "Audit share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
@@ -289,7 +289,7 @@ def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(stu
     button, iterations, lr = train_form.on_algorithm("dpo")
     assert (button.value, lr.label) == ("Run DPO now", "DPO LR") and "DPO runs epochs" in iterations.label
     values[train_form.FORM.index("dpo_beta")] = 0.0
-    with pytest.warns(UserWarning, match="DPO β .its KL anchor. must be above 0, got 0"):
+    with pytest.warns(UserWarning, match="DPO β .its KL to the SFT policy. must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     api = train_tab.api_start_loop(studio, json.dumps({**SMALL, "algorithm": "dpo", "dpo_loss_type": "ipo"}), OWNER)
     assert job_rows.get_job(store, api["job_id"]).config["dpo_loss_type"] == "ipo"

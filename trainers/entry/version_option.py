@@ -12,7 +12,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from labeling.winrate import version_names, version_number
+from labeling.winrate import named_version, version_names
 from storage import Store
 from storage.errors import InvalidInput
 from storage.policies import list_policies
@@ -53,9 +53,8 @@ def version_id(store: Store, text: str | None, flag: str) -> int | None:
         print(f"note: {flag} {text} is read as policy id {policy_id}, which is {names[policy_id]}; write "
               f"{flag} {names[policy_id]} (a bare number is the old spelling)", file=sys.stderr)
         return policy_id
-    number = version_number(text)
-    policy_id = next((pid for pid, name in names.items() if number is not None and name == f"v{number}"), None)
-    if policy_id is None:
+    named = named_version(policies, text)
+    if named is None:
         raise InvalidInput(f"{flag} {text}: no such version ({known}); name one as vK, e.g. "
                            f"{flag} v{max(0, len(policies) - 1)}")
-    return policy_id
+    return named.id
