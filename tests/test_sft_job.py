@@ -81,7 +81,8 @@ def test_too_long_and_excluded_demonstrations_are_left_out_and_counted(demo_stor
     (["--epochs", "0"], "epochs must be a positive number, got 0.0"),
     (["--heldout-share", "1"], "heldout_share must be in [0, 1)"),
     (["--source", "nobody"], "no demonstrations by 'nobody'; the store's come from: writers"),
-    (["--policy", "9"], "policy version 9 does not exist"),
+    (["--policy", "9"], "--policy 9: no policy id 9 (versions: v0 to v0); name a version as vK, e.g. --policy v0"),
+    (["--policy", "v9"], "--policy v9: no such version (versions: v0 to v0); name one as vK, e.g. --policy v0"),
 ])
 def test_bad_sft_input_is_one_line_exit_2_and_writes_nothing(demo_store, capsys, arguments, message):
     code = cli("sft", "--db", str(demo_store.path), *SETTINGS, *arguments)
