@@ -40,3 +40,33 @@ def test_an_unknown_version_is_one_line(store, three_versions, text, line):
 def test_no_version_in_an_empty_store(store):
     with pytest.raises(InvalidInput, match="the store holds no policy yet"):
         version_id(store, "v0", "--policy")
+
+
+@pytest.mark.parametrize("flag", ["--policy", "--norm-policy"])
+def test_train_reward_names_its_versions_as_vk_and_refuses_an_unknown_one_before_any_job(demo_store, capsys, flag):
+    from app.cli import main
+    from storage.jobs import list_jobs
+
+    assert main(["train-reward", "--db", str(demo_store.path), flag, "v7"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{flag} v7: no such version (versions: v0 to v0); name one as vK, e.g. {flag} v0")
+    assert len(err.splitlines()) == 1 and list_jobs(demo_store) == []
+
+
+def test_train_reward_reads_its_versions_into_the_reward_settings(demo_store, capsys, monkeypatch):
+    from app.cli import main
+    from storage.policies import list_policies
+    from trainers.jobs import reward_job
+
+    [v0] = list_policies(demo_store)
+    seen = []
+
+    def check_reward_inputs(store, config):  # the checks before any job row: stop there, the settings seen
+        seen.append(config)
+        raise InvalidInput("stopped here")
+
+    monkeypatch.setattr(reward_job, "check_reward_inputs", check_reward_inputs)
+    assert main(["train-reward", "--db", str(demo_store.path), "--policy", "v0", "--norm-policy", "v0"]) == 2
+    assert (seen[0].init_policy_id, seen[0].policy_id) == (v0.id, v0.id)
+    assert main(["train-reward", "--db", str(demo_store.path), "--init-policy-id", str(v0.id)]) == 2  # old spelling
+    assert seen[1].init_policy_id == v0.id and "write --policy v0" in capsys.readouterr().err
