@@ -12,7 +12,7 @@ from .types import Job, JobStatus
 
 ACTIVE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 BESIDE_TRAINING = "arena"  # the job kind that runs beside a training job (`storage.arena`: an arena's answers)
-RENAMED_KINDS = {"ppo": "policy"}  # old stored kind -> its name now (m020_policy_job_kind renames the rows)
+RENAMED_KINDS = {"ppo": "policy"}  # old stored kind -> its name now (m021_policy_job_kind renames the rows)
 
 
 def _row(row: dict) -> Job:

@@ -497,7 +497,7 @@ def m019_loop_owners(db: Database) -> None:
 
 
 @migrations()
-def m020_policy_job_kind(db: Database) -> None:
+def m021_policy_job_kind(db: Database) -> None:
     """A PPO or GRPO job's kind is `policy` (it was `ppo`, from before GRPO); `storage.jobs` still reads an old row's
     `ppo` as `policy`."""
     _run(db, "UPDATE jobs SET kind = 'policy' WHERE kind = 'ppo'")

@@ -1,4 +1,4 @@
-"""Old stores after the renames: a PPO or GRPO job is a `policy` job (m020_policy_job_kind renames stored `ppo`
+"""Old stores after the renames: a PPO or GRPO job is a `policy` job (m021_policy_job_kind renames stored `ppo`
 rows, and a `ppo` row is still read as one), version folders are named by what made them (an old store's SFT
 version in a `ppo-r0-` folder keeps working), and a run saved as `ppo_state.pt` resumes."""
 
@@ -24,11 +24,11 @@ from trainers.policy.config import PolicyRun
 from trainers.reporting import JobCancelled
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-BEFORE = "m020_policy_job_kind"
+BEFORE = "m021_policy_job_kind"
 
 
 def old_store(path) -> Store:
-    """A store as the studio left it before the rename (every migration before m020), not migrated on open."""
+    """A store as the studio left it before the rename (every migration before `BEFORE`), not migrated on open."""
     migrations.apply(Database(path), stop_before=BEFORE)
     return Store(path, migrate=False)
 

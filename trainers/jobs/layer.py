@@ -49,7 +49,7 @@ class JobKind(StrEnum):
     """What a job does; the store keeps the value (`jobs.kind`), the worker's `RUNNERS` maps each to its runner."""
 
     REWARD = "reward"
-    POLICY = "policy"  # PPO or GRPO (stores before m020_policy_job_kind said "ppo": storage.jobs reads it as this)
+    POLICY = "policy"  # PPO or GRPO (stores before m021_policy_job_kind said "ppo": storage.jobs reads it as this)
     DPO = "dpo"
     SFT = "sft"
     LOOP = "loop"
