@@ -1,6 +1,6 @@
 """SmolLM2 as a judge on the real-model bench: its agreement with the bench's oracle, and what judging costs a round.
 
-In a fresh project started on the model (`python app.py init`, as bench/real_model_loop.py starts its own), the SFT
+In a fresh project started on the model (`python app.py init`: bench/real_project.py's `new_project`), the SFT
 policy samples two responses to each of `--pairs` training prompts, and each prompt's two make one queued pair (the
 loop's own sampling and queueing: `trainers.loop.sampling`). The model itself then judges every pair through the
 studio's judge code, the path `python app.py label --annotator judge --judge MODEL --suggest-only` takes

@@ -139,7 +139,7 @@ blocks.close()
 
 
 def test_the_serving_process_never_loads_torch(demo_store):
-    from tests.helpers import free_port
+    from bench.studio_driver import free_port
 
     result = subprocess.run([sys.executable, "-c", SERVE_AND_USE, str(demo_store.path), str(free_port())], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
