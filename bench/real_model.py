@@ -34,8 +34,9 @@ process's high-water mark (every variant runs in it).
     python bench/real_model.py --model /models/my-chat-model --batch 8 --new-tokens 48 --repeats 5
 
 `--part round` and `--part learn` run the loop itself on the model with its real-model preset and a rule as oracle
-(bench/real_model_loop.py; the settings are bench/real_project.py's): one round's phases (wall time, share, peak RSS), and whether
-three rounds of at most 300 oracle labels lift the held-out oracle score (`--seeds`, samples before and after).
+(bench/real_model_loop.py; the settings are bench/real_project.py's): one round's phases (wall time, share, peak
+RSS), and whether three rounds of at most 300 oracle labels lift the held-out oracle score (`--seeds`, samples before
+and after).
 
     python bench/real_model.py --part round
     python bench/real_model.py --part learn --seeds 0 1 2
