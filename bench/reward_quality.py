@@ -33,15 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.label_efficiency import (  # noqa: E402
-    OUT,
-    WORK,
-    fresh_store,
-    heldout_samples,
-    interval,
-    run_loop,
-    seeded_template,
-)
+from bench.common import OUT, interval  # noqa: E402
+from bench.demo_runs import WORK, fresh_store, heldout_samples, run_loop, seeded_template  # noqa: E402
 
 SELECTORS = ("random", "thompson", "info_gain", "diverse", "d_optimal")
 BOUNDS = ("oracle_untied", "oracle_margin")

@@ -171,7 +171,7 @@ blocks.close()
 
 
 def test_four_people_at_once_every_vote_is_stored_and_the_ui_never_generates(demo_store):
-    from tests.helpers import free_port
+    from bench.studio_driver import free_port
 
     second_version(demo_store)
     result = subprocess.run([sys.executable, "-c", FOUR_USERS, str(demo_store.path), str(free_port())], cwd=ROOT,

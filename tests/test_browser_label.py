@@ -8,13 +8,13 @@ import pytest
 from playwright.sync_api import expect
 
 from app import label_tab
+from bench.studio_driver import hashed_auth_file
 from labeling.conversations import conversation_text
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.settings import set_setting
 from storage.types import Outcome
-from tests.helpers import hashed_auth_file
 
 pytestmark = pytest.mark.browser
 
