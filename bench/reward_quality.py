@@ -2,7 +2,7 @@
 oracle, without PPO's noise on top (what a selector can change first; the label-efficiency bench measures the rest).
 
 Per arm and seed: a copy of the demo-seeded store, one loop round with the loop's settings (its prompts x K samples,
-the arm's N pairs labelled by the oracle annotator, audit pairs included, one reward model) and no PPO; then the
+the arm's N pairs labelled by the oracle annotator, check pairs included, one reward model) and no PPO; then the
 Pearson correlation of the reward model's scores with the oracle's on the held-out prompts' SFT samples (16 each,
 fixed seed) and its accuracy on their within-prompt pairs the oracle does not tie. Arms: the loop's selectors, and
 two that read the oracle, which no selector can: `oracle_untied` (random pairs among those the oracle does not tie)

@@ -147,7 +147,7 @@ def fill_synthetic_run(store, rounds=3, reward_steps=12, policy_iterations=20, i
         policies.append(add_policy(store, f"/synthetic/policy-{g}", parent_id=policies[-1], round=g))
         add_eval_samples(store, policies[-1], heldout, g)
         summary = {"labels": 50 * g, "reward_val_accuracy": 0.6 + 0.05 * g, "score": 0.3 * g, "kl": 0.1 * g,
-                   "oracle_score": 0.4 + 0.1 * g, "audit_agreement": 0.95 - 0.05 * g}
+                   "oracle_score": 0.4 + 0.1 * g, "check_agreement": 0.95 - 0.05 * g}
         add_round(store, job_id, g, {}, summary, policies[-1], rm)
         log_metrics(store, job_id, g, {f"round/{k}": v for k, v in summary.items()})
         log_metrics(store, job_id, g, {"annotator/alice/rm_agreement": 0.75,

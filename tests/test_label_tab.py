@@ -16,9 +16,9 @@ from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import NewPair, get_pair
 from storage.policies import add_policy
-from storage.types import JobStatus
+from storage.types import JobStatus, Selector
 from storage.votes import release_reservations
-from storage.winrate import WINRATE_SELECTOR, WinrateMark, queue_winrate_pairs
+from storage.winrate import WinrateMark, queue_winrate_pairs
 from trainers.loop.ranking_round import round_judgements
 from trainers.loop.waiting import waiting_phase
 
@@ -279,7 +279,7 @@ def test_the_line_says_which_labels_the_waiting_round_does_not_count(store, queu
     older = queue_pairs([("old", "a0", "b0")], round=1, scores=[9.0])
     own = queue_pairs([("own", "a1", "b1")], round=2, scores=[1.0], job_id=job_id)
     judged = [get_pair(store, pair_id) for pair_id in queue_pairs([("w1", "a", "b"), ("w2", "c", "d")])]
-    queue_winrate_pairs(store, [NewPair(p.prompt_id, p.first_id, p.second_id, WINRATE_SELECTOR, 3.0 - i, round=2)
+    queue_winrate_pairs(store, [NewPair(p.prompt_id, p.first_id, p.second_id, Selector.WINRATE, 3.0 - i, round=2)
                                 for i, p in enumerate(judged)], [WinrateMark(v1, sft)] * 2, job_id)
     studio = Studio(store)
     line = f" · round 1 of 2 {{}} (loop job {job_id}{{}})"

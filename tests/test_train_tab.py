@@ -224,9 +224,9 @@ def test_a_label_budget_in_the_form_sets_n_and_the_form_says_what_each_round_col
     # 28 + 8 + 3 = 39 labels: the N field gave way
     assert (job.config["label_budget"], job.config["labels_per_round"]) == (40, 28)
     assert train_form.schedule_text(3, 100, None, 0.3) == \
-        "**Labels:** 100 + 30 + 9 = 139 labels over 3 rounds (N = 100; audit pairs included)."
+        "**Labels:** 100 + 30 + 9 = 139 labels over 3 rounds (N = 100; check pairs included)."
     assert train_form.schedule_text(3, 100, 150, 0.3) == \
-        "**Labels:** 108 + 32 + 10 = 150 labels over 3 rounds (N = 108 from the budget B = 150; audit pairs included)."
+        "**Labels:** 108 + 32 + 10 = 150 labels over 3 rounds (N = 108 from the budget B = 150; check pairs included)."
     assert train_form.schedule_text(3, None, None, 0.3).startswith("**Labels:** set the rounds, N (or B)")
     assert train_form.schedule_text(3, 100, None, 0).startswith("**Labels:** set the rounds")
 
@@ -260,7 +260,7 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
                                          "DPO β (its KL anchor)", "Label decay (each later round × this)",
-                                         "Audit share of labels",
+                                         "Check-pair share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
                                          "SFT first: fine-tune on the demonstrations before round 1",
