@@ -24,7 +24,7 @@ from trainers.policy.config import Algorithm
 
 REWARD_PANELS = {"reward/loss": "Loss", "reward/accuracy": "Accuracy (training batches)",
                  "reward/val_accuracy": "Validation accuracy", "reward/val_loss": "Validation loss"}
-OPTIMISER_HEAD = {"score": "Reward-model score", "kl": "KL to reference (nats)", "kl_coef": "KL coefficient β",
+OPTIMISER_HEAD = {"score": "Reward-model score", "kl": "KL to the SFT policy (nats)", "kl_coef": "KL coefficient β",
                   "entropy": "Entropy (nats/token)", "clipfrac": "Clip fraction", "approx_kl": "Approx. KL per update"}
 OPTIMISER_TAIL = {"response_length": "Response length (tokens)", "eos_rate": "EOS rate",
                   "episodes_per_s": "Episodes per second"}
@@ -37,7 +37,7 @@ GRPO_PANELS = {f"grpo/{k}": v for k, v in {**OPTIMISER_HEAD, "loss": "GRPO loss"
 DPO_PANELS = {f"dpo/{k}": v for k, v in {
     "loss": "DPO loss", "margin": "Implicit reward margin (chosen − rejected)", "accuracy": "Implicit reward accuracy",
     "chosen_reward": "Chosen: β·log(π/π_ref)", "rejected_reward": "Rejected: β·log(π/π_ref)",
-    "logp_chosen": "Chosen log-prob", "logp_rejected": "Rejected log-prob", "kl": "KL to reference (on samples)",
+    "logp_chosen": "Chosen log-prob", "logp_rejected": "Rejected log-prob", "kl": "KL to the SFT policy (on samples)",
     "entropy": "Entropy (nats/token, on samples)", "response_length": "Response length (samples)",
     "eos_rate": "EOS rate (samples)", "learning_rate": "Learning rate"}.items()}
 SFT_PANELS = {"sft/loss": "Loss (answer tokens)", "sft/token_accuracy": "Token accuracy (answer tokens)",
@@ -47,7 +47,7 @@ SFT_PANELS = {"sft/loss": "Loss (answer tokens)", "sft/token_accuracy": "Token a
 OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS, Algorithm.DPO: DPO_PANELS}
 STEP_NAME = {Algorithm.DPO: "step"}  # what one point of the optimiser's series is (else "iteration")
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
-                "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",
+                "score": "Mean reward-model score", "kl": "KL to the SFT policy", "oracle_score": "Oracle score",
                 "check_agreement": "Check pairs: people agree with the RM",
                 "winrate": "Preferred to SFT (win rate, 95% CI)",
                 "lc_winrate": "Length-controlled win rate vs SFT"}

@@ -244,7 +244,7 @@ def loop_arguments(parser: argparse.ArgumentParser):
     return on_store(loop_cli, parser)
 
 
-@subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)",
+@subcommand("ppo", "train the newest policy with PPO or GRPO against the newest reward model (or the oracle's score)",
             audit=AuditAction.JOB_STARTED)
 def ppo_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import ppo_cli
@@ -260,7 +260,8 @@ def dpo_arguments(parser: argparse.ArgumentParser):
     return on_store(dpo_cli, parser)
 
 
-@subcommand("sft", "fine-tune the newest policy on the store's demonstrations (SFT) and register it as a new root",
+@subcommand("sft", "fine-tune the newest policy on the store's demonstrations (SFT) and register it as the new SFT "
+            "policy",
             audit=AuditAction.JOB_STARTED)
 def sft_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import sft_cli
@@ -268,8 +269,8 @@ def sft_arguments(parser: argparse.ArgumentParser):
     return on_store(sft_cli, parser)
 
 
-@subcommand("set-root", "make a version a root (the KL reference and SFT side from then on), e.g. an SFT version "
-            "the new-root check kept from anchoring", audit=AuditAction.ROOT_SET)
+@subcommand("set-root", "make a version the SFT policy (what later versions stay close to and win-rate pairs compare "
+            "against), e.g. an SFT version the fluency check held back", audit=AuditAction.ROOT_SET)
 def set_root_arguments(parser: argparse.ArgumentParser):
     from . import root_action
 

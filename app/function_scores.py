@@ -13,18 +13,17 @@ from storage.policies import list_policies
 
 
 def function_score_lines(store: Store) -> list[str]:
-    """One line per version with scores: `v2 (round 2): math_answer 41.0% (32 samples), length 0.92`; none when no
-    version was evaluated with reward functions."""
+    """One line per version with scores: `v2: math_answer 41.0% (32 samples), length 0.92`; none when no version
+    was evaluated with reward functions."""
     scores = function_scores(store)
     if not scores:
         return []
     names = version_names(list_policies(store))
-    rounds = {p.id: p.round for p in list_policies(store)}
     lines = ["reward functions on the held-out evaluation samples (mean; math_answer: accuracy):"]
     for policy_id, by_label in scores.items():
         figures = ", ".join(f"{label} {_figure(label, mean)} ({count} samples)"
                             for label, (mean, count) in by_label.items())
-        lines.append(f"  {names.get(policy_id, policy_id)} (round {rounds.get(policy_id)}): {figures}")
+        lines.append(f"  {names.get(policy_id, policy_id)}: {figures}")
     return lines
 
 

@@ -65,8 +65,8 @@ def api_mark_gold_ranking(studio: Studio, label_id: float, request: gr.Request) 
     with user_errors():
         ranking_id = mark_gold_ranking(studio.store, _label_id(label_id))
     studio.record(request, AuditAction.GOLD_CHANGED, marked_ranking_label=int(label_id), ranking=ranking_id)
-    return (f"Ranking verdict {int(label_id)} is gold now: its ranking ({ranking_id}) is a gold ranking, that "
-            "verdict's order its answer.")
+    return (f"Ranking order {int(label_id)} is gold now: its ranking ({ranking_id}) is a gold ranking, that "
+            "order its answer.")
 
 
 def _label_id(label_id: float | None) -> int:
@@ -113,7 +113,7 @@ def layout() -> GoldLayout:
     with gr.Accordion("Gold items: annotators' accuracy", open=False, elem_id="gold-panel"):
         table = gr.Markdown(elem_id="gold-table")
         with gr.Row():
-            label_id = gr.Number(label="Label id to mark as gold (its outcome, or a ranking verdict's order, is the "
+            label_id = gr.Number(label="Label id to mark as gold (its label, or a ranking's order, is the "
                                  "answer)", precision=0, minimum=1)
             mark = gr.Button("Mark pair as gold", elem_id="gold-mark")
             mark_ranking = gr.Button("Mark ranking as gold", elem_id="gold-mark-ranking")

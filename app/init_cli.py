@@ -29,9 +29,10 @@ PROMPT_FORMATS = ".jsonl/.jsonl.gz/.parquet (`prompt`: text or {role, content} t
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", required=True, help="a new store file for the project")
     start = parser.add_mutually_exclusive_group(required=True)
-    start.add_argument("--policy", metavar="MODEL",
+    start.add_argument("--model", metavar="MODEL",
                        help="a local Hugging Face causal LM folder (save_pretrained), or a GGUF file (or a folder "
-                            "holding one) converted once into the data folder: policy v0 and the PPO reference")
+                            "holding one) converted once into the data folder: v0, the SFT policy")
+    start.add_argument("--policy", dest="old_model_flag", metavar="MODEL", help=argparse.SUPPRESS)  # --model's old name
     start.add_argument("--demo", action="store_true",
                        help="seed the embedded demo (prompts, the demo policy, a queue of pairs) as the first serve "
                             "does, to label in the browser or run `loop` headless")
@@ -56,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the project (or seed the demo) in a new store."""
+    if args.old_model_flag is not None:
+        print(f"note: init --policy is now --model: python app.py init --model {args.old_model_flag} ...",
+              file=sys.stderr)
+        args.model = args.old_model_flag
     if args.demo:
         return init_demo(args)
     from trainers.loop.project import start_project
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     with new_or_unchanged_store(args.db) as store:
         if args.task is not None:
             args.prompts, args.heldout = write_task_files(store, args)
-        result = start_project(store, args.policy, reward_base=args.reward_base, prompts=args.prompts,
+        result = start_project(store, args.model, reward_base=args.reward_base, prompts=args.prompts,
                                heldout=args.heldout, guidelines=guidelines, allow_pickle=args.allow_pickle)
     for note in result.notes:
         print(note)
@@ -111,7 +116,7 @@ def init_demo(args: argparse.Namespace) -> int:
                                           ("--allow-pickle", args.allow_pickle), ("--task", args.task)) if value]
     if given:
         raise InvalidInput(f"--demo seeds the demo's own model and prompts, so {given[0]} does not apply; leave it "
-                           "out, or start your own project with --policy MODEL")
+                           "out, or start your own project with --model MODEL")
     with new_or_unchanged_store(args.db) as store:
         if not store_is_empty(store):
             raise Conflict(f"the store {store.path} already holds a policy or prompts; init --demo seeds a new "

@@ -28,22 +28,25 @@ from .train_words import RESULT_LEGEND, STARTING
 LOG_LINES = 12
 
 
-def job_status_dict(studio: Studio, job: Job | None) -> dict:
-    """The job's state in plain fields (what /job_status returns)."""
+def job_status_dict(studio: Studio, job: Job | None, admin: bool = True) -> dict:
+    """The job's state in plain fields (what /job_status returns); `runs_on` names the accelerate config's file only
+    to an admin (`admin`), the processes alone to an annotator."""
     if job is None:
         return {"job_id": None, "status": "idle"}
     end = job.finished or time.time()
     error = job.error.strip().splitlines()[-1] if job.error else None
     return {"job_id": job.id, "kind": job.kind, "status": job.status.value, "phase": job.phase,
             "progress": job.progress, "elapsed_s": round(end - (job.started or job.created), 1), "error": error,
-            "runs_on": runs_on(job.launch), "logs": job_rows.tail_logs(studio.store, job.id, LOG_LINES)}
+            "runs_on": runs_on(job.launch, admin), "logs": job_rows.tail_logs(studio.store, job.id, LOG_LINES)}
 
 
-def runs_on(launch: dict | None) -> str:
-    """How a job's training phases run, in words (the job row keeps its accelerate config, described)."""
+def runs_on(launch: dict | None, admin: bool = True) -> str:
+    """How a job's training phases run, in words (the job row keeps its accelerate config, described); the config's
+    file only for an admin (`admin`): a path on the studio's machine is none of an annotator's business."""
     if launch is None:
         return "1 process (the job's worker)"
-    return f"{AccelerateLaunch.from_dict(launch).describe()}, accelerate config {launch['config_file']}"
+    described = AccelerateLaunch.from_dict(launch).describe()
+    return f"{described}, accelerate config {launch['config_file']}" if admin else described
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,11 @@ def report_lines(report: WinrateReport) -> list[str]:
                  f"{report.judgements} judgements):")
     for s in report.leaderboard:
         if s.strength is None:
-            lines.append(f"  -  {s.name} (store round {s.round}): no judgements yet")
+            lines.append(f"  -  {s.name}: no judgements yet")
             continue
         bounds = "" if s.low is None or s.anchor else f" [{s.low:+.2f}, {s.high:+.2f}]"
-        what = "anchor (the SFT policy)" if s.anchor else f"P(preferred to SFT) {s.beats_sft:.0%}"
-        lines.append(f"  {s.rank}. {s.name} (store round {s.round}): strength {s.strength:+.2f}{bounds}, {what}, "
+        what = "the SFT policy" if s.anchor else f"P(preferred to SFT) {s.beats_sft:.0%}"
+        lines.append(f"  {s.rank}. {s.name}: strength {s.strength:+.2f}{bounds}, {what}, "
                      f"{s.judgements} judgements")
     return lines
 

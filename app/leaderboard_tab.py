@@ -98,7 +98,7 @@ def _strength(standing: Standing) -> str:
     if standing.strength is None:
         return '<td class="num none">no judgements</td>'
     if standing.anchor:
-        return '<td class="num">0 (anchor)</td>'
+        return '<td class="num">0 (the SFT policy)</td>'
     bounds = "" if standing.low is None else f" [{standing.low:+.2f}, {standing.high:+.2f}]"
     return f'<td class="num">{standing.strength:+.2f}{bounds}</td>'
 

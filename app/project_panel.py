@@ -72,11 +72,11 @@ class Started(View):
 
 
 def on_start_project(studio: Studio, folder: str, allow_pickle: bool, request: gr.Request) -> Started:
-    """Start a project on `folder` in this store (admins): `python app.py init --db <store> --policy <folder>`."""
+    """Start a project on `folder` in this store (admins): `python app.py init --db <store> --model <folder>`."""
     studio.require_admin(request)
     if not (folder or "").strip():
         raise gr.Error("type the path of a model folder on this machine (a save_pretrained directory, or a GGUF file)")
-    command = [sys.executable, str(ROOT / "app.py"), "init", "--db", str(studio.store.path), "--policy", folder.strip()]
+    command = [sys.executable, str(ROOT / "app.py"), "init", "--db", str(studio.store.path), "--model", folder.strip()]
     actor = {ACTOR_VARIABLE: studio_actor(getattr(request, "username", None))}  # the audit trail's user
     done = subprocess.run(command + (["--allow-pickle"] if allow_pickle else []), cwd=ROOT, capture_output=True,
                           text=True, timeout=INIT_TIMEOUT_S, stdin=subprocess.DEVNULL, env={**os.environ, **actor})

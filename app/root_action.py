@@ -17,10 +17,10 @@ import gradio as gr
 from labeling.winrate import version_names, version_number
 from storage import Store
 from storage.audit import AuditAction
-from storage.errors import NotFound
+from storage.errors import Conflict, NotFound
 from storage.job_warnings import list_warnings
-from storage.policies import list_policies, make_root
-from trainers.policy.sft_config import ROOT_CHECK_RULE
+from storage.policies import get_policy, list_policies, make_root
+from trainers.policy.sft_config import MAKE_SFT_POLICY, ROOT_CHECK_RULE
 
 from .context import Studio, bind, user_errors
 
@@ -33,13 +33,16 @@ def set_root(store: Store, version: str) -> str:
     if policy_id is None:
         known = f"v0–v{len(names) - 1}" if names else "none yet"
         raise NotFound(f"no policy version {version!r} (versions: {known}); name one as vK, e.g. v1")
+    if get_policy(store, policy_id).parent_id is None:
+        raise Conflict(f"v{number} is already an SFT policy; nothing to change")
     make_root(store, policy_id)
-    return (f"v{number} (policy id {policy_id}) is now a root: later rounds from it use it as the KL reference, "
-            "DPO's reference and the SFT side of win-rate pairs")
+    return (f"v{number} is now the SFT policy: later versions trained from it stay close to it (the KL term, DPO's "
+            "reference) and win-rate pairs compare against it")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("version", help="the version to make a root, as vK (python app.py leaderboard lists them)")
+    parser.add_argument("version", help="the version to make the SFT policy, as vK (python app.py leaderboard lists "
+                                        "them)")
     parser.add_argument("--db", default="studio.db", help="store file")
 
 
@@ -67,10 +70,10 @@ def build(studio: Studio) -> None:
     """The Train tab's Make root row: a version and the button, for an SFT version the new-root check kept from
     anchoring (its warning names it)."""
     with gr.Row():
-        version = gr.Textbox(label="Version to make the root (e.g. v1: an SFT version the new-root check held back)",
-                             placeholder="v1", elem_id="train-root-version", scale=3,
-                             info="Makes this version the anchor: the KL reference, DPO's reference and the SFT side "
-                                  "of win-rate pairs from then on (admins).")
-        button = gr.Button("Make root", elem_id="train-make-root", scale=1)
+        version = gr.Textbox(label="Version to make the SFT policy (e.g. v1: an SFT version the fluency check held "
+                                   "back)", placeholder="v1", elem_id="train-root-version", scale=3,
+                             info="Makes this version the SFT policy: later versions stay close to it (the KL term, "
+                                  "DPO's reference) and win-rate pairs compare against it (admins).")
+        button = gr.Button(MAKE_SFT_POLICY, elem_id="train-make-root", scale=1)
     done = gr.Markdown(elem_id="train-root-done")
     button.click(bind(on_make_root, studio), version, done, api_visibility="private")

@@ -17,10 +17,11 @@ from dataclasses import asdict, fields
 
 import gradio as gr
 
+from labeling.winrate import named_version
 from storage import jobs as job_rows
 from storage.audit import AuditAction
 from storage.errors import InvalidInput, NotFound
-from storage.policies import get_policy, latest_policy
+from storage.policies import get_policy, latest_policy, list_policies
 from trainers.jobs.launcher import reap_orphans, start_job
 from trainers.jobs.layer import JobKind, start_a_project
 from trainers.jobs.sft_data import checked_use
@@ -36,6 +37,7 @@ from .refusals import refusing
 from .train_checks import config_from_form
 
 RUN_FIELDS = ("policy_id", "source", "as_root")  # the SFTRun fields the API takes beside SFTConfig's settings
+VERSION_FIELD = "version"  # the version to fine-tune, `vK`, in the API's settings (`policy_id`: its old, internal id)
 
 
 def checked_run(studio: Studio, run: SFTRun) -> SFTRun:
@@ -83,12 +85,20 @@ def start(studio: Studio, run: SFTRun, request: gr.Request | None) -> dict:
 def run_from_json(studio: Studio, settings_json: str) -> SFTRun:
     """The API's run: the project preset's SFT settings, then the JSON's (`SFTConfig` fields and `RUN_FIELDS`)."""
     values = settings_from_json(settings_json)
-    known = {f.name for f in fields(SFTConfig)} | set(RUN_FIELDS)
+    known = {f.name for f in fields(SFTConfig)} | set(RUN_FIELDS) | {VERSION_FIELD}
     unknown = sorted(set(values) - known)
     if unknown:
         raise InvalidInput(f"unknown SFT setting {unknown[0]!r}; send SFTConfig's settings (python app.py sft --help) "
                            f"or {', '.join(RUN_FIELDS)}")
     run = {name: values.pop(name) for name in RUN_FIELDS if name in values}
+    if VERSION_FIELD in values:
+        version = values.pop(VERSION_FIELD)
+        policies = list_policies(studio.store)
+        named = named_version(policies, version)
+        if named is None:
+            raise InvalidInput(f"version {str(version)[:20]!r} is not one of this store's (v0 to "
+                               f"v{len(policies) - 1}); name one as vK, e.g. \"v0\"")
+        run["policy_id"] = named.id
     if run.get("policy_id") is not None and (isinstance(run["policy_id"], bool) or
                                              not isinstance(run["policy_id"], int)):
         raise InvalidInput(f"policy_id must be a policy version's id (a whole number), got {run['policy_id']!r}")

@@ -28,7 +28,7 @@ from trainers.loop.job_summary import job_summary
 from .function_scores import function_score_lines
 from .leaderboard_cli import report_lines
 
-RESUME_COMMAND = {"loop": "loop", "ppo": "ppo", "dpo": "dpo", "sft": "sft",  # job kind -> the command whose
+RESUME_COMMAND = {"loop": "loop", "policy": "ppo", "dpo": "dpo", "sft": "sft",  # job kind -> the command whose
                   "reward": "train-reward"}  # --resume continues it
 
 

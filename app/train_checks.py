@@ -38,7 +38,7 @@ LABELS = {  # the form's fields by their labels on screen (the two of the policy
     "label_budget": "B: labels of all rounds (blank: from N)", "selector": "Pair selector",
     "ensemble": "Reward ensemble size", "kl_coef": "β: KL coefficient", "reward_lr": "Reward LR",
     "reward_epochs": "Reward epochs", "annotator": "Labels from", "algorithm": "Policy optimiser",
-    "group_size": "G: GRPO responses per prompt", "dpo_beta": "DPO β (its KL anchor)",
+    "group_size": "G: GRPO responses per prompt", "dpo_beta": "DPO β (its KL to the SFT policy)",
     "label_decay": "Label decay (each later round × this)", "check_share": "Check-pair share of labels",
     "reward_patience": "Reward early-stop patience (0: off)", "reward_warm_start": "Warm-start the reward model",
     "on_warning": "On a failure warning", "sft_first": "SFT first: fine-tune on the demonstrations before round 1",

@@ -120,7 +120,7 @@ def api_job_status(studio: Studio, job_id: int, request: gr.Request) -> dict:
     studio.annotator(request, None)
     reap_orphans(studio.store)
     with user_errors():
-        return job_status_dict(studio, job_rows.get_job(studio.store, int(job_id)))
+        return job_status_dict(studio, job_rows.get_job(studio.store, int(job_id)), studio.is_admin(request))
 
 
 def api_resume_job(studio: Studio, job_id: int, request: gr.Request) -> dict:

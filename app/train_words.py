@@ -31,7 +31,7 @@ INFO = {
     "policy_iterations": "Optimisation steps of the policy each round (PPO or GRPO; DPO runs epochs over the labels "
                          "instead).",
     "sft_first": "Before round 1, fine-tune the policy on the demonstrations written in the Label tab (W) and use "
-                 "that version as the reference; off: start from the newest version as it is.",
+                 "that version as the SFT policy; off: start from the newest version as it is.",
     "selector": "Which two answers go to the labellers: `random` (the default, as good as any on the demo), "
                 "`disagreement` (where the reward models of the ensemble disagree most), or a choice from the reward "
                 "model's uncertainty: `thompson` (pairs likely to hold the best answer), `info_gain` (the most "
@@ -39,7 +39,7 @@ INFO = {
                 "directions).",
     "ensemble": "How many reward models train side by side, each on a resample of the labels; 1 is one model, "
                 "`disagreement` needs 2 or more.",
-    "kl_coef": "β: how strongly PPO and GRPO are held close to the reference (SFT) policy; higher keeps answers "
+    "kl_coef": "β: how strongly PPO and GRPO are held close to the SFT policy; higher keeps answers "
                "closer to it, 0 lets them drift freely.",
     "reward_lr": "The reward model's learning rate (the preset's suits its model: about 1e-3 for the demo or a LoRA "
                  "adapter, 1e-5 for a full fine-tune).",
@@ -83,4 +83,4 @@ STARTING = "starting the worker: loading torch and the trainers (often 15–25 s
 
 RESULT_LEGEND = ("*vs SFT*: the share of blind pairs in which the version's answer beat the SFT policy's, with its "
                  "95% interval. *Oracle score*: the demo's synthetic scorer's mean score of the version's answers to "
-                 "held-out prompts (higher is better; it is the `oracle` annotator's judge).")
+                 "held-out prompts (higher is better; the `oracle` annotator labels by the same score).")

@@ -203,7 +203,7 @@ def submit_label(store: Store, annotator: str, pair_id: int, choice: str, vote_i
     margin = None
     if strength is not None:
         if picked not in (Choice.LEFT, Choice.RIGHT):
-            raise InvalidInput("a strength goes with a left or right verdict only; leave it out for "
+            raise InvalidInput("a strength goes with a left or right label only; leave it out for "
                                f"{picked.value.replace('_', ' ')}")
         margin = strength_margin(store, strength)
     rationale, ratings = check_note(store, rationale, ratings, 2, skip=picked is Choice.SKIP)

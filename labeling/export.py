@@ -138,7 +138,7 @@ def _export_rankings(store: Store, path: Path) -> ExportResult:
     verdicts = ranking_verdicts(store, include_skips=True, training=True)  # none on gold, none of the left out
     kept = [v for v in verdicts if v.outcome != SKIP]
     if not kept:
-        raise InvalidInput("nothing to export in the rankings format: the store has no ranking verdicts yet; "
+        raise InvalidInput("nothing to export in the rankings format: the store has no ranking orders yet; "
                            "use --format trl or soft for pairs")
     conversational = any(v.prompt_messages is not None for v in kept)
     rows = [_ranking_row(v, conversational) for v in kept]

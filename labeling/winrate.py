@@ -60,9 +60,16 @@ def version_number(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def named_version(policies: Sequence[Policy], text: str) -> Policy | None:
+    """The version `text` names as a person writes it (`v3`; `3` as `loop --from` takes it); None when none is."""
+    number = version_number(text) if isinstance(text, str) else None
+    names = version_names(policies)
+    return next((p for p in policies if number is not None and names[p.id] == f"v{number}"), None)
+
+
 def registered_version(policies: Sequence[Policy], policy_id: int) -> str:
-    """How a command names the policy it registered: `v3 (policy id 4)` (the id is what `--policy` takes)."""
-    return f"{version_names(policies)[policy_id]} (policy id {policy_id})"
+    """How a command names the policy it registered: `v3`, as `--policy` takes it (the policy id stays internal)."""
+    return version_names(policies)[policy_id]
 
 
 def make_winrate_pairs(version: Sequence[Generation], opponent: Sequence[Generation], n: int, seed: int,
@@ -146,11 +153,11 @@ class VersionFigures:
         return self.low is not None and (self.low > 0.5 or self.high < 0.5)
 
     def line(self) -> str:
-        """`v3 (store round 3): win rate vs SFT 71% [52%, 84%], length-controlled 69% [50%, 83%]; 24 judgements
-        (...)`"""
+        """`v3: win rate vs SFT 71% [52%, 84%], length-controlled 69% [50%, 83%]; 24 judgements (...)`: a version by
+        its own name (two versions made in one store round share the round, never the name)."""
         if not self.judgements:
-            return f"{self.name} (store round {self.round}): no judgements against the SFT policy yet"
-        return (f"{self.name} (store round {self.round}): win rate vs SFT {self.rate:.0%} [{self.low:.0%}, "
+            return f"{self.name}: no judgements against the SFT policy yet"
+        return (f"{self.name}: win rate vs SFT {self.rate:.0%} [{self.low:.0%}, "
                 f"{self.high:.0%}], length-controlled {self.lc_rate:.0%} [{self.lc_low:.0%}, {self.lc_high:.0%}]; "
                 f"{self.judgements} judgements ({self.wins} W / {self.ties} T / {self.losses} L)")
 

@@ -12,11 +12,13 @@ from .types import Job, JobStatus
 
 ACTIVE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 BESIDE_TRAINING = "arena"  # the job kind that runs beside a training job (`storage.arena`: an arena's answers)
+RENAMED_KINDS = {"ppo": "policy"}  # old stored kind -> its name now (m021_policy_job_kind renames the rows)
 
 
 def _row(row: dict) -> Job:
     launch = json.loads(row["launch"]) if row["launch"] else None
-    return Job(row["id"], row["kind"], json.loads(row["config"]), JobStatus(row["status"]), row["pid"],
+    kind = RENAMED_KINDS.get(row["kind"], row["kind"])
+    return Job(row["id"], kind, json.loads(row["config"]), JobStatus(row["status"]), row["pid"],
                row["heartbeat"], bool(row["cancel_requested"]), row["error"], row["phase"], row["progress"],
                row["created"], row["started"], row["finished"], launch)
 

@@ -49,6 +49,6 @@ def judgement_counts(store: Store, until: float) -> list[JudgementCount]:
 def registering_job(store: Store, policy: Policy) -> Job | None:
     """The job that registered `policy`: the newest training job started before it and not finished before it."""
     row = store.db().execute(
-        "SELECT id FROM jobs WHERE kind IN ('loop', 'ppo', 'dpo', 'sft') AND started <= :t"
+        "SELECT id FROM jobs WHERE kind IN ('loop', 'policy', 'dpo', 'sft') AND started <= :t"
         " AND (finished IS NULL OR finished >= :t) ORDER BY started DESC LIMIT 1", {"t": policy.created}).fetchone()
     return get_job(store, row[0]) if row else None

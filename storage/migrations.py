@@ -241,3 +241,10 @@ def m020_check_pairs(db: Database) -> None:
         db.execute(f"UPDATE {table} SET {column} = json_set(json_remove({column}, '$.{old}'), '$.{new}',"
                    f" json_extract({column}, '$.{old}')) WHERE json_valid({column})"
                    f" AND json_type({column}, '$.{old}') IS NOT NULL AND json_type({column}, '$.{new}') IS NULL")
+
+
+@migrations()
+def m021_policy_job_kind(db: Database) -> None:
+    """A PPO or GRPO job's kind is `policy` (it was `ppo`, from before GRPO); `storage.jobs` still reads an old row's
+    `ppo` as `policy`."""
+    run_script(db, "UPDATE jobs SET kind = 'policy' WHERE kind = 'ppo'")

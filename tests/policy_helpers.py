@@ -120,7 +120,7 @@ def register(store, trainer, round: int = 0) -> int:
     """What the job layer does with a trained policy: save it into a staging folder, then register it."""
     staged = staging_path(store)
     trainer.save_pretrained(staged)
-    return register_policy(store, staged, parent_id=None, round=round, note="PPO")
+    return register_policy(store, staged, parent_id=None, round=round, note="PPO", made_by="ppo")
 
 
 def cli(*arguments: str) -> int:

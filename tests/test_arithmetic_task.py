@@ -61,7 +61,7 @@ def test_bad_task_options_are_refused(args, message):
 
 
 def test_init_task_arithmetic_writes_prompts_with_answers(capsys, tmp_path, tiny_qwen_dir):
-    code = main(["init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir), "--task", "arithmetic",
+    code = main(["init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_qwen_dir), "--task", "arithmetic",
                  "--task-size", "20", "--task-heldout", "6", "--task-difficulty", "2"])
     out, err = capsys.readouterr()
     assert (code, err) == (0, "") and "20 prompts, 6 held out" in out
@@ -74,7 +74,7 @@ def test_init_task_arithmetic_writes_prompts_with_answers(capsys, tmp_path, tiny
 
 def test_init_task_with_prompts_is_refused_leaving_no_store(capsys, tmp_path, tiny_qwen_dir):
     (tmp_path / "p.txt").write_text("hello\n")
-    code = main(["init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir), "--task", "arithmetic",
+    code = main(["init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_qwen_dir), "--task", "arithmetic",
                  "--prompts", str(tmp_path / "p.txt")])
     err = capsys.readouterr().err
     assert code == 2 and "--task arithmetic writes the training and held-out prompts itself" in err

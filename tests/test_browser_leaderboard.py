@@ -46,7 +46,7 @@ def test_the_leaderboard_renders_every_version_with_intervals(store, serve_studi
     for row, standing in zip(board.all(), report.leaderboard, strict=True):
         strength = row.locator("td").nth(3).inner_text()
         if standing.anchor:
-            assert strength == "0 (anchor)"
+            assert strength == "0 (the SFT policy)"
         else:
             assert strength == f"{standing.strength:+.2f} [{standing.low:+.2f}, {standing.high:+.2f}]"
     page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)

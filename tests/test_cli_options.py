@@ -54,9 +54,9 @@ def test_a_field_the_command_line_cannot_set_must_be_skipped():
 
 
 @pytest.mark.parametrize("add_arguments, config, skipped", [
-    (reward_cli.add_arguments, RewardConfig, {"round"}),
+    (reward_cli.add_arguments, RewardConfig, set(reward_cli.SKIPPED)),  # the versions: --policy vK, --norm-policy vK
     (ppo_cli.add_arguments, PolicyConfig, set()),
-    (ppo_cli.add_arguments, PolicyRun, {"round", "settings"}),
+    (ppo_cli.add_arguments, PolicyRun, set(ppo_cli.RUN_SKIPPED)),
     (loop_cli.add_arguments, LoopConfig, set()),
 ])
 def test_every_setting_is_an_option_documented_by_its_field(add_arguments, config, skipped):
@@ -79,22 +79,27 @@ def test_train_reward_keeps_the_documented_option_names():
 
 
 def test_train_reward_policy_is_the_version_the_model_starts_from():
-    """`--policy` says "policy version to start from": it sets the start, not the policy that normalises rewards."""
+    """`--policy vK` says "the version the model starts from": it names the start, not the version that normalises
+    rewards (`--norm-policy vK`); the old flags, which took ids, name the same."""
     parser = parser_of(reward_cli.add_arguments)
-    config = reward_cli.config_from_args(parser.parse_args(["--policy", "2"]))
-    assert config.init_policy_id == 2 and config.policy_id is None
-    assert "starts from" in option_help(parser, "--policy")
-    assert "normalise" in option_help(parser, "--policy-id")
+    args = parser.parse_args(["--policy", "v2", "--norm-policy", "v3"])
+    assert (args.init_policy_id_version, args.policy_id_version) == ("v2", "v3")
+    assert reward_cli.config_from_args(args) == RewardConfig()  # named versions are read against the store
+    old = parser.parse_args(["--init-policy-id", "2", "--policy-id", "3"])
+    assert (old.init_policy_id_version, old.policy_id_version) == ("2", "3")
+    assert "starts from" in option_help(parser, "--policy") and "vK" in option_help(parser, "--policy")
+    assert "normalise" in option_help(parser, "--norm-policy")
 
 
 def test_ppo_policy_is_the_version_to_train_and_settings_go_to_the_ppo_config():
     parser = parser_of(ppo_cli.add_arguments)
-    run = ppo_cli.run_from_args(parser.parse_args(["--policy", "3", "--iterations", "5", "--batch-size", "4",
-                                                   "--lora", "--reward", "oracle"]))
+    args = parser.parse_args(["--policy", "v3", "--iterations", "5", "--batch-size", "4", "--lora", "--reward",
+                              "oracle"])
+    run = ppo_cli.run_from_args(args)
     given = {"batch_size": 4, "lora": True}
     settings = {**ppo_cli.command_defaults(given), **given}
-    assert run == PolicyRun(iterations=5, reward="oracle", policy_id=3, settings=settings)
-    assert "to train" in option_help(parser, "--policy")
+    assert run == PolicyRun(iterations=5, reward="oracle", settings=settings) and args.policy_id_version == "v3"
+    assert "to train" in option_help(parser, "--policy") and "vK" in option_help(parser, "--policy")
     assert ppo_cli.run_from_args(parser.parse_args([])) == PolicyRun(settings=ppo_cli.command_defaults({}))
     arguments = ["--algorithm", "grpo", "--group-size", "8", "--loss-norm", "token"]
     grpo = ppo_cli.run_from_args(parser.parse_args(arguments))

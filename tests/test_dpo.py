@@ -358,7 +358,8 @@ def test_dpo_on_imported_preferences_registers_a_version_that_loads_as_a_causal_
     assert json.loads((Path(trained.path) / "dpo_config.json").read_text())["steps"] == 2
     assert {r["step"] for r in read_metrics(store, job.id, names=["dpo/kl"])} == {1, 2}
     assert not (store.data_dir / "dpo" / f"job-{job.id}").exists()  # the resumable state is dropped
-    assert f"completed, 2 steps on 8 labels; registered policy v1 (policy id {trained.id})" in out.out
+    assert "completed, 2 steps on 8 labels; registered policy v1\n" in out.out
+    assert Path(trained.path).name.startswith("dpo-r1-")  # the folder named by what made it
 
 
 def test_ties_are_left_out_and_counted_unless_trained(preference_store, capsys):

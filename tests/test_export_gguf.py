@@ -66,7 +66,7 @@ def test_the_gguf_reads_back_with_the_folders_next_tokens(folders, tmp_path, arc
     tokenizer = AutoTokenizer.from_pretrained(tmp_path, gguf_file="model.gguf")
     assert tokenizer.chat_template == AutoTokenizer.from_pretrained(folder).chat_template
     assert_same_next_tokens(folder, model, tokenizer, quant)
-    imported = tmp_path / "imported"  # the studio's own `init --policy FILE.gguf` path
+    imported = tmp_path / "imported"  # the studio's own `init --model FILE.gguf` path
     convert_gguf(written.path, imported)
     assert_same_next_tokens(folder, AutoModelForCausalLM.from_pretrained(imported),
                             AutoTokenizer.from_pretrained(imported), quant)

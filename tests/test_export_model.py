@@ -75,9 +75,9 @@ def test_the_card_tells_the_lineage_the_judgements_and_the_figures_status_gives(
     assert "v0 → v1 → v2" in card
     assert "| v1 | PPO | the reward model | PPO, 2 iterations |" in card
     win_rate = next(line.strip() for line in status.splitlines()
-                    if line.strip().startswith("v2 (") and "vs SFT" in line)
+                    if line.strip().startswith("v2: ") and "vs SFT" in line)
     assert f"- {win_rate}" in card
-    strength = next(line for line in status.splitlines() if ". v2 (" in line).split("strength ")[1].split(" ")[0]
+    strength = next(line for line in status.splitlines() if ". v2: " in line).split("strength ")[1].split(" ")[0]
     assert f"strength {strength}" in card
     store = Store(trained_store)
     oracle_pairs = store.db().execute("SELECT count(*) FROM labels WHERE annotator = 'oracle' AND outcome != 'skip' "

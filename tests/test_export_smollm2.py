@@ -34,7 +34,7 @@ def test_smollm2_converted_by_init_and_exported_as_gguf_gives_the_same_next_toke
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Say hello."}\n')
     db = tmp_path / "smol.db"
-    assert main(["init", "--db", str(db), "--policy", str(smollm2_gguf()), "--prompts", str(prompts)]) == 0
+    assert main(["init", "--db", str(db), "--model", str(smollm2_gguf()), "--prompts", str(prompts)]) == 0
     out = tmp_path / "v0"
     assert main(["export-model", "v0", "--out", str(out), "--db", str(db), "--gguf"]) == 0
     exported = out / "gguf" / "v0-f16.gguf"

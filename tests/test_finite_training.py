@@ -68,14 +68,14 @@ def test_registering_refuses_a_policy_with_a_nan_weight(seeded_store):
     policy.save_pretrained(staged)
     make_tokenizer().save_pretrained(staged)
     with pytest.raises(NonFiniteWeights, match="holds 1 non-finite weights .*transformer.h.0.mlp.c_fc.weight"):
-        register_policy(seeded_store, staged, parent_id=1, round=1, note="PPO, 1 iterations")
+        register_policy(seeded_store, staged, parent_id=1, round=1, note="PPO, 1 iterations", made_by="ppo")
     assert len(list_policies(seeded_store)) == 1 and not staged.exists()
 
 
 def test_registering_accepts_finite_weights(seeded_store):
     staged = staging_path(seeded_store)
     make_policy().save_pretrained(staged)
-    assert register_policy(seeded_store, staged, parent_id=1, round=1, note="PPO, 1 iterations") == 2
+    assert register_policy(seeded_store, staged, parent_id=1, round=1, note="PPO, 1 iterations", made_by="ppo") == 2
 
 
 def test_sft_stops_at_the_first_non_finite_loss():

@@ -1,4 +1,4 @@
-"""GGUF in: `init --policy FILE.gguf` (or a folder holding one) converts the file once into a safetensors folder in
+"""GGUF in: `init --model FILE.gguf` (or a folder holding one) converts the file once into a safetensors folder in
 the data folder, then goes on as for any folder; a file transformers cannot read is refused in one line, exit 2,
 nothing left behind. The GGUF files are written here (tests/tiny_gguf.py), never downloaded."""
 
@@ -34,7 +34,7 @@ def logits(model) -> torch.Tensor:
 
 
 def test_a_gguf_file_is_converted_once_into_a_folder_that_gives_the_files_logits(capsys, tmp_path, tiny_gguf):
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_gguf))
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_gguf))
     assert code == 0 and "error" not in err  # stderr: transformers' progress bars over the tensors
     folder = tmp_path / "p-data" / MODELS_DIR / "tiny-llama"
     [converted] = [line for line in out.splitlines() if line.startswith("converted the GGUF file")]
@@ -73,8 +73,8 @@ def test_a_folder_holding_one_gguf_file_is_converted_and_so_is_a_gguf_reward_bas
 
 
 def refused(capsys, tmp_path, policy) -> str:
-    """`init --policy` on a new store path: exit 2, one line on stderr, and neither a store nor a data folder."""
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(policy))
+    """`init --model` on a new store path: exit 2, one line on stderr, and neither a store nor a data folder."""
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(policy))
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert not (tmp_path / "p.db").exists() and not (tmp_path / "p-data").exists()
     return err

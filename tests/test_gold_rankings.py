@@ -161,8 +161,8 @@ def test_through_the_api_and_status_a_lexicon_ranker_and_a_random_one_are_told_a
     assert "flagged" in status.stdout
     marked = next(v for v in ranking_verdicts(store) if v.annotator == "lexi" and not v.prompt.startswith("Gold"))
     said, _ = client.predict(marked.label_id, api_name="/mark_gold_ranking")  # the message, the refreshed table
-    assert said == (f"Ranking verdict {marked.label_id} is gold now: its ranking ({marked.ranking_id}) is a gold "
-                    "ranking, that verdict's order its answer.")
+    assert said == (f"Ranking order {marked.label_id} is gold now: its ranking ({marked.ranking_id}) is a gold "
+                    "ranking, that order its answer.")
     after = {row["annotator"]: row["judged"] for row in client.predict(api_name="/gold_accuracy")}
     assert after == {"lexi": judged, "rando": judged + 6}  # rando's verdict on it counts, lexi's (its origin) not
 

@@ -32,7 +32,7 @@ def test_init_starts_a_project_with_conversations_heldout_prompts_and_guidelines
     prompts = write_prompts(tmp_path / "train.jsonl", [CHAT, "plain text prompt", [{"role": "user", "content": "hi"}]])
     heldout = write_prompts(tmp_path / "heldout.jsonl", [[{"role": "user", "content": "held out"}]])
     (tmp_path / "guide.md").write_text("# Prefer short, **kind** answers\n")
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir),
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_qwen_dir),
                          "--prompts", str(prompts), "--heldout", str(heldout),
                          "--guidelines", str(tmp_path / "guide.md"))
     assert (code, err) == (0, "")
@@ -47,8 +47,20 @@ def test_init_starts_a_project_with_conversations_heldout_prompts_and_guidelines
     assert store.db()["generations"].count == 0  # no demo anywhere
 
 
+def test_the_old_policy_flag_still_starts_a_project_and_names_model(capsys, tmp_path, tiny_qwen_dir):
+    """`init --policy MODEL` was the model's flag before `--model` (`--policy` takes a version, vK, elsewhere)."""
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir))
+    assert code == 0 and "project started" in out
+    assert err.strip() == f"note: init --policy is now --model: python app.py init --model {tiny_qwen_dir} ..."
+    assert [p.path for p in list_policies(Store(tmp_path / "p.db"))] == [str(tiny_qwen_dir.resolve())]
+    with pytest.raises(SystemExit):
+        main(["init", "--help"])
+    shown = capsys.readouterr().out
+    assert "--model MODEL" in shown and "--policy" not in shown  # the old name works, and is not offered
+
+
 def test_a_model_without_a_pad_token_is_fixed_in_a_copy_and_the_cli_says_so(capsys, tmp_path, tiny_llama_dir):
-    code, out, _ = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_llama_dir))
+    code, out, _ = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_llama_dir))
     assert code == 0 and "reused its unused special token '<|reserved_special_token_0|>'" in out
     [policy] = list_policies(Store(tmp_path / "p.db"))
     assert policy.path.startswith(str(tmp_path / "p-data" / "models"))
@@ -67,14 +79,14 @@ def test_a_model_without_a_pad_token_is_fixed_in_a_copy_and_the_cli_says_so(caps
 def test_bad_model_folders_exit_2_with_one_line_naming_the_path_and_leave_no_store(capsys, tmp_path, bad_model_dirs,
                                                                                    bad, message):
     path = bad_model_dirs[bad]
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(path))
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(path))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert str(path) in err and message.lower() in err.lower()
     assert not (tmp_path / "p.db").exists() and not (tmp_path / "p-data").exists()
 
 
 def test_a_pickle_only_model_is_converted_once_into_a_copy_with_allow_pickle(capsys, tmp_path, bad_model_dirs):
-    code, out, _ = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(bad_model_dirs["pickle_only"]),
+    code, out, _ = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(bad_model_dirs["pickle_only"]),
                        "--allow-pickle")
     assert code == 0 and "safetensors" in out
     [policy] = list_policies(Store(tmp_path / "p.db"))
@@ -85,22 +97,22 @@ def test_a_pickle_only_model_is_converted_once_into_a_copy_with_allow_pickle(cap
 def test_a_prompt_over_the_budget_is_kept_counted_and_named_and_a_trailing_answer_refused_by_line(capsys, tmp_path,
                                                                                                  tiny_qwen_dir):
     too_long = write_prompts(tmp_path / "long.jsonl", ["hello", "hello world " * 200])
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir),
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_qwen_dir),
                          "--prompts", str(too_long))
     assert (code, err) == (0, "") and "2 prompts, 0 held out" in out
     assert ("1 of the 2 new prompts are longer than the policy reads (232 tokens: its context of 256 less 24 "
             "response tokens): prompts 2. They are kept") in out
     trailing = write_prompts(tmp_path / "answer.jsonl", [CHAT + [{"role": "assistant", "content": "an answer"}]])
-    code, _, err = cli(capsys, "init", "--db", str(tmp_path / "q.db"), "--policy", str(tiny_qwen_dir),
+    code, _, err = cli(capsys, "init", "--db", str(tmp_path / "q.db"), "--model", str(tiny_qwen_dir),
                        "--heldout", str(trailing))
     assert code == 2 and "line 1: the last turn is 'assistant'" in err
     assert not (tmp_path / "q.db").exists()
 
 
 def test_init_refuses_a_store_that_holds_a_project_and_leaves_it_unchanged(capsys, tmp_path, tiny_qwen_dir):
-    assert cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir))[0] == 0
+    assert cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_qwen_dir))[0] == 0
     before = dump(tmp_path / "p.db")
-    code, _, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(tiny_qwen_dir))
+    code, _, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(tiny_qwen_dir))
     assert code == 2 and "already holds a policy or prompts" in err
     assert dump(tmp_path / "p.db") == before
 
@@ -133,7 +145,7 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
                              for i in range(12)])
     heldout = write_prompts(tmp_path / "heldout.jsonl", [[{"role": "user", "content": f"world {i}"}] for i in range(2)])
     db = str(tmp_path / "p.db")
-    assert cli(capsys, "init", "--db", db, "--policy", str(tiny_qwen_dir), "--prompts", str(prompts),
+    assert cli(capsys, "init", "--db", db, "--model", str(tiny_qwen_dir), "--prompts", str(prompts),
                "--heldout", str(heldout))[0] == 0
 
     def key(prompt, response):
@@ -193,7 +205,7 @@ def test_a_config_value_of_the_wrong_kind_exits_2_with_one_line_naming_it(capsys
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, field: value}))
     prompts = write_prompts(tmp_path / "train.jsonl", ["hello"])
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(folder), "--prompts",
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(folder), "--prompts",
                          str(prompts))
     assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
     assert err.startswith(f"error: config.json in {folder}") and field in err
@@ -211,7 +223,7 @@ def test_a_hostile_chat_template_exits_2_with_one_line_and_leaves_no_store(capsy
     shutil.copytree(tiny_qwen_dir, folder)
     (folder / "chat_template.jinja").write_text(template)
     prompts = write_prompts(tmp_path / "train.jsonl", ["hello"])
-    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--policy", str(folder), "--prompts",
+    code, out, err = cli(capsys, "init", "--db", str(tmp_path / "p.db"), "--model", str(folder), "--prompts",
                          str(prompts))
     assert (code, out, err.count("\n")) == (2, "", 1), err[-3000:]
     assert err.startswith(f"error: {folder}: the model's chat template") and message in err

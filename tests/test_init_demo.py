@@ -73,7 +73,7 @@ def test_init_demo_refuses_a_projects_options_and_leaves_no_store(capsys, tmp_pa
 def test_init_needs_a_policy_or_the_demo(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["init", "--db", str(tmp_path / "d.db")])
-    assert exit_.value.code == 2 and "one of the arguments --policy --demo is required" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "one of the arguments --model --demo is required" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", [["loop"], ["ppo", "--iterations", "1"], ["train-reward"]])
@@ -82,7 +82,7 @@ def test_commands_on_an_empty_store_name_init_demo_and_init_policy(capsys, tmp_p
     code, out, err = cli(capsys, *command, "--db", str(db))
     assert code == 2 and err.count("\n") == 1, err
     assert f"seed the demo with python app.py init --demo --db {db}, or start a project on your own model with " \
-           f"python app.py init --policy MODEL --prompts FILE --db {db}" in err
+           f"python app.py init --model MODEL --prompts FILE --db {db}" in err
     store = Store(db)
     assert store.db().execute("SELECT count(*) FROM prompts").fetchone()[0] == 0
     assert store.db().execute("SELECT count(*) FROM jobs").fetchone()[0] == 0

@@ -19,6 +19,11 @@ def test_one_active_job_per_store(store):
         launcher.start_job(store, "ppo", {})
 
 
+def test_the_old_kind_name_starts_a_policy_job(store, monkeypatch):
+    monkeypatch.setattr(launcher, "launch_worker", lambda store, job_id: None)
+    assert job_rows.get_job(store, launcher.start_job(store, "ppo", {})).kind == "policy"
+
+
 def test_unknown_kind_is_refused(store):
     with pytest.raises(Exception, match="unknown job kind"):
         launcher.start_job(store, "mine-bitcoin", {})

@@ -56,7 +56,7 @@ def test_a_functions_loop_samples_optimises_and_evaluates_without_labels(demo_st
         assert row["value"] == pytest.approx(mean)
     lines = function_score_lines(demo_store)
     assert lines[0].startswith("reward functions on the held-out evaluation samples")
-    assert lines[1].startswith("  v0 (round 0): length ") and len(lines) == 3
+    assert lines[1].startswith("  v0: length ") and len(lines) == 3
     assert "<th>length</th>" in function_scores_html(demo_store)
 
 

@@ -59,7 +59,7 @@ def test_a_loop_from_v0_after_a_loop_made_v1_trains_a_child_of_v0(demo_store):
 def test_a_lora_loop_from_an_earlier_version_continues_its_adapter(demo_store):
     loop(demo_store, "--lora", "--rounds", "2")
     lines = loop(demo_store, "--lora", "--from", "1")
-    assert ("starting from v1 (store round 1, trained from v0; KL reference: v0, the SFT policy); to start from "
+    assert ("starting from v1 (store round 1, trained from v0; the SFT policy: v0); to start from "
             "another version: --from vK (v0–v2)") in lines
     sft, v1, _, v3 = list_policies(demo_store)
     assert v3.parent_id == v1.id
@@ -116,8 +116,7 @@ def test_the_start_line_names_the_version_its_parent_and_its_kl_reference(store,
     add_policy(store, str(folders[3]), parent_id=v2, round=2)
     other = "; to start from another version: --from vK (v0–v3)"
     assert start_line(store, LoopConfig()) == (
-        f"starting from v3 (store round 2, the store's newest version, trained from v2; KL reference: v2, the SFT "
-        f"policy){other}")
+        f"starting from v3 (store round 2, the store's newest version, trained from v2; the SFT policy: v2){other}")
     assert start_line(store, LoopConfig(start_version="v1")) == (
-        f"starting from v1 (store round 1, trained from v0; KL reference: v0, the SFT policy){other}")
+        f"starting from v1 (store round 1, trained from v0; the SFT policy: v0){other}")
     assert start_line(store, LoopConfig(start_version="2")) == f"starting from v2 (the SFT policy){other}"

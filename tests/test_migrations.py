@@ -159,7 +159,7 @@ def test_an_old_stores_audit_pairs_become_check_pairs(tmp_path):
 
     store = Store(path)
     db = store.db()
-    assert [m.name for m in migrations.applied(db)][-1] == "m020_check_pairs"
+    assert "m020_check_pairs" in [m.name for m in migrations.applied(db)]
     assert "audit_pairs" not in db.table_names()
     assert [p.selector for p in list_pairs(store)] == [Selector.CHECK, Selector.RANDOM]
     assert check_pair_ids(store) == [1]

@@ -2,11 +2,13 @@
 a new version; the version it starts from; a cancelled job resumed from its saved state; the models it loads for a
 second LoRA run and for PPO after GRPO (a value head only where one was trained)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from storage.jobs import claim_job, create_job, get_job
+from storage.jobs import claim_job, create_job, get_job, list_jobs
 from storage.metrics import read_metrics
 from storage.policies import list_policies
 from tests.policy_helpers import ALGORITHMS, CLI_SETTINGS, GROUP_SIZE, GRPO_CLI, CancelAt, cli, make_policy, ppo_command
@@ -28,17 +30,27 @@ def test_cli_trains_and_registers_a_new_policy_version(seeded_store, capsys):
     assert (second.parent_id, second.round) == (first.id, 1)
     assert {r["step"] for r in read_metrics(seeded_store, job.id, names=["ppo/score"])} == {1, 2}
     assert not (seeded_store.data_dir / "ppo" / f"job-{job.id}").exists()  # the resumable state is dropped
-    assert f"registered policy v1 (policy id {second.id})" in capsys.readouterr().out
+    assert "registered policy v1\n" in capsys.readouterr().out  # the version as --policy takes it, no id
 
 
-def test_cli_policy_option_trains_that_version(seeded_store):
-    """`--policy ID` is the version PPO starts from (its help says so): the new version's parent, not the newest."""
+def test_cli_policy_option_trains_that_version(seeded_store, capsys):
+    """`--policy v0` is the version PPO starts from (its help says so): the new version's parent, not the newest; the
+    old spelling, a bare policy id, still trains that version and says how to write it now; the job is a `policy`
+    job."""
     arguments = ["ppo", "--db", str(seeded_store.path), "--iterations", "1", "--reward", "oracle",
                  *CLI_SETTINGS]
     assert cli(*arguments) == 0
+    assert cli(*arguments, "--policy", "v0") == 0
+    capsys.readouterr()
     assert cli(*arguments, "--policy", "1") == 0
-    sft, first, second = list_policies(seeded_store)
-    assert (first.parent_id, second.parent_id) == (sft.id, sft.id) and (first.round, second.round) == (1, 1)
+    assert "--policy 1 is read as policy id 1, which is v0; write --policy v0" in capsys.readouterr().err
+    sft, first, second, third = list_policies(seeded_store)
+    assert (first.parent_id, second.parent_id, third.parent_id) == (sft.id,) * 3
+    assert {job.kind for job in list_jobs(seeded_store)} == {"policy"}
+    assert Path(second.path).name.startswith("ppo-r1-")
+    assert cli(*arguments, "--policy", "v9") == 2
+    assert capsys.readouterr().err.strip().endswith("--policy v9: no such version (versions: v0 to v3); name one as "
+                                                    "vK, e.g. --policy v3")
 
 
 @pytest.mark.parametrize("algorithm, ending", [(algorithm, "cancelled") for algorithm in ALGORITHMS] +

@@ -34,7 +34,7 @@ INTERVAL = r"\d+% \[\d+%, \d+%\]"
 def test_a_functions_loop_with_no_label_settings_runs_on_24_prompts_and_reads_as_rlvr(capsys, tmp_path,
                                                                                     tiny_qwen_dir):
     db = str(tmp_path / "rlvr.db")
-    assert main(["init", "--db", db, "--policy", str(tiny_qwen_dir), "--task", "arithmetic", "--task-size", "20",
+    assert main(["init", "--db", db, "--model", str(tiny_qwen_dir), "--task", "arithmetic", "--task-size", "20",
                  "--task-heldout", "4"]) == 0
     capsys.readouterr()
     # no label, pair or queue setting; tiny training settings on top of the RLVR defaults (4 prompts x G 4)

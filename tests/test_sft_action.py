@@ -15,7 +15,7 @@ from app.context import Studio
 from storage import jobs as job_rows
 from storage.audit import list_actions
 from storage.demonstrations import NewDemonstration, add_demonstration
-from storage.policies import latest_policy
+from storage.policies import add_policy, latest_policy
 from storage.prompts import list_prompts
 from tests.helpers import workerless_studio
 from trainers.policy.sft_config import SFTRun
@@ -54,6 +54,14 @@ def test_the_api_starts_an_sft_job_for_admins_only_with_the_settings_on_the_proj
     assert entry.actor == "owner" and entry.detail["kind"] == "sft"
 
 
+def test_the_api_names_the_version_to_fine_tune_as_vk(studio, store):
+    write_demonstrations(store)
+    first = latest_policy(store)
+    add_policy(store, first.path, parent_id=first.id, round=1)
+    status = sft_action.api_start_sft(studio, json.dumps({"version": "v0", "source": "alice"}), OWNER)
+    assert SFTRun.from_dict(job_rows.get_job(store, status["job_id"]).config).policy_id == first.id
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     ({}, "the store has no demonstrations; write some in the Label tab (W) or import them"),
     ({"epochs": 0}, "epochs must be a positive number, got 0"),
@@ -66,6 +74,7 @@ def test_the_api_starts_an_sft_job_for_admins_only_with_the_settings_on_the_proj
     ({"source": "nobody"}, "no demonstrations by 'nobody'; the store's come from: alice"),
     ({"policy_id": 9}, "policy version 9 does not exist"),
     ({"policy_id": "newest"}, "policy_id must be a policy version's id (a whole number), got 'newest'"),
+    ({"version": "v9"}, "version 'v9' is not one of this store's (v0 to v0); name one as vK, e.g. \"v0\""),
 ])
 def test_each_refusal_is_one_line_before_any_job_row(studio, store, settings, message):
     if settings:  # the first case: none written

@@ -47,13 +47,14 @@ def test_sft_registers_a_merged_new_root_that_loads_as_a_causal_lm(demo_store, c
     assert job.kind == "sft" and job.status is JobStatus.COMPLETED
     base, sft = list_policies(store)
     assert sft.parent_id is None and root_policy(store, sft).id == sft.id and trained_from(store, sft.id) == base.id
-    assert sft.note == "SFT of v0, 4 steps on 6 demonstrations (a new root)"
+    assert sft.note == "SFT of v0, 4 steps on 6 demonstrations (the new SFT policy)"
     model = AutoModelForCausalLM.from_pretrained(sft.path)
     assert not torch.equal(model.transformer.wte.weight, load_policy(base.path).transformer.wte.weight)
     assert not (Path(sft.path) / "adapter").exists()
     names = {r["name"] for r in read_metrics(store, job.id)}
     assert {"sft/loss", "sft/token_accuracy", "sft/heldout_loss"} <= names
-    assert "demonstrations: 8 of 8 train SFT; registered policy v1 (policy id 2)" in out.out
+    assert "demonstrations: 8 of 8 train SFT; registered policy v1\n" in out.out
+    assert Path(sft.path).name.startswith("sft-r0-")  # named by what made it (an SFT version was once ppo-r0-...)
     assert not state_dir(store, job.id).exists()
 
 
@@ -80,7 +81,8 @@ def test_too_long_and_excluded_demonstrations_are_left_out_and_counted(demo_stor
     (["--epochs", "0"], "epochs must be a positive number, got 0.0"),
     (["--heldout-share", "1"], "heldout_share must be in [0, 1)"),
     (["--source", "nobody"], "no demonstrations by 'nobody'; the store's come from: writers"),
-    (["--policy", "9"], "policy version 9 does not exist"),
+    (["--policy", "9"], "--policy 9: no policy id 9 (versions: v0 to v0); name a version as vK, e.g. --policy v0"),
+    (["--policy", "v9"], "--policy v9: no such version (versions: v0 to v0); name one as vK, e.g. --policy v0"),
 ])
 def test_bad_sft_input_is_one_line_exit_2_and_writes_nothing(demo_store, capsys, arguments, message):
     code = cli("sft", "--db", str(demo_store.path), *SETTINGS, *arguments)

@@ -45,11 +45,11 @@ def test_one_demonstration_at_the_demo_preset_is_refused_in_one_line_before_any_
     write(demo_store, 1)
     assert cli("sft", "--db", str(demo_store.path)) == 2
     err = capsys.readouterr().err
-    assert "1 demonstration can train SFT, fewer than the 4 a full fine-tune as a new root needs" in err
+    assert "1 demonstration can train SFT, fewer than the 4 a full fine-tune as a new SFT policy needs" in err
     assert err.count("\n") == 1 and list_jobs(demo_store) == [] and len(list_policies(demo_store)) == 1
     studio = Studio(demo_store)
     monkeypatch.setattr(sft_action, "start_job", lambda *args: pytest.fail("no job may start"))
-    with pytest.raises(gr.Error, match="fewer than the 4 a full fine-tune as a new root needs"):
+    with pytest.raises(gr.Error, match="fewer than the 4 a full fine-tune as a new SFT policy needs"):
         sft_action.api_start_sft(studio, "{}", None)
     assert cli("sft", "--db", str(demo_store.path), "--no-as-root") == 0  # a child of v0 may train on one
     assert list_policies(demo_store)[1].parent_id == list_policies(demo_store)[0].id
@@ -59,12 +59,12 @@ def test_a_garbling_sft_is_registered_but_not_made_the_root_with_a_warning(demo_
     out = garbling_sft(demo_store, capsys)
     base, sft = list_policies(demo_store)
     assert sft.parent_id == base.id and root_policy(demo_store, sft).id == base.id  # v0 stays the anchor
-    assert sft.note.endswith("(not made the root: its fluency collapsed)")
-    assert "warning: v1 was not made the root: its held-out fluency collapsed" in out
+    assert sft.note.endswith("(not made the SFT policy: its fluency collapsed)")
+    assert "warning: v1 was not made the SFT policy: its held-out fluency collapsed" in out
     assert f"python app.py set-root v1 --db {demo_store.path}" in out
     [job] = list_jobs(demo_store)
     [warning] = list_warnings(demo_store, job.id)
-    assert warning.rule == ROOT_CHECK_RULE and "Make root" in warning.advice
+    assert warning.rule == ROOT_CHECK_RULE and "Make it the SFT policy" in warning.advice
     [ratio] = read_metrics(demo_store, job.id, names=["sft/root_check_ratio"])
     assert ratio["value"] > COLLAPSE_RATIO
 
@@ -73,10 +73,10 @@ def test_set_root_makes_it_the_root_anyway_and_refuses_in_one_line(demo_store, c
     garbling_sft(demo_store, capsys)
     base, sft = list_policies(demo_store)
     assert cli("set-root", "v1", "--db", str(demo_store.path)) == 0
-    assert "v1 (policy id 2) is now a root" in capsys.readouterr().out
+    assert "v1 is now the SFT policy" in capsys.readouterr().out
     assert root_policy(demo_store, list_policies(demo_store)[1]).id == sft.id
     assert trained_from(demo_store, sft.id) == base.id
-    for arguments, message in [(["v1"], "policy id 2 is already a root"), (["v7"], "no policy version 'v7'")]:
+    for arguments, message in [(["v1"], "v1 is already an SFT policy"), (["v7"], "no policy version 'v7'")]:
         assert cli("set-root", *arguments, "--db", str(demo_store.path)) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
@@ -87,10 +87,11 @@ def test_the_train_tab_shows_the_warning_and_its_make_root_button_works_for_admi
     studio = Studio(demo_store, Users({"alice": "a", "owner": "o"}, frozenset({"owner"})))
     [job] = list_jobs(demo_store)
     status = job_view.job_view(studio, job).status
-    assert "⚠ v1 was not made the root" in status and "Make root" in status
+    assert "⚠ v1 was not made the SFT policy" in status and "Make it the SFT policy" in status
     with pytest.raises(gr.Error, match="only an admin"):
         root_action.on_make_root(studio, SimpleNamespace(username="alice"), "v1")
-    assert root_action.on_make_root(studio, SimpleNamespace(username="owner"), " v1 ").startswith("v1 (policy id 2)")
+    made = root_action.on_make_root(studio, SimpleNamespace(username="owner"), " v1 ")
+    assert made.startswith("v1 is now the SFT policy")
     assert list_policies(demo_store)[1].parent_id is None
     assert [a.detail for a in list_actions(demo_store) if a.action.value == "root_set"] == [{"version": "v1"}]
 

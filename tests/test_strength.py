@@ -46,7 +46,7 @@ def test_margins_are_a_project_setting_checked_before_storing(store, queue_pairs
 def test_a_strength_goes_with_left_or_right_only(store, queue_pairs):
     queue_pairs([("p", "a", "b")])
     shown = next_pair(store, "alice")
-    with pytest.raises(InvalidInput, match="left or right verdict only"):
+    with pytest.raises(InvalidInput, match="left or right label only"):
         submit_label(store, "alice", shown.pair_id, "tie", "v1", strength="better")
     with pytest.raises(InvalidInput, match="strength must be one of"):
         submit_label(store, "alice", shown.pair_id, "left", "v1", strength="a lot")

@@ -24,6 +24,7 @@ from storage.rounds import add_round
 from storage.types import JobStatus
 from tests.helpers import workerless_studio
 from trainers.jobs.launch_config import read_launch_config
+from trainers.jobs.layer import JobKind
 from trainers.loop.config import LoopConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +106,7 @@ def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
             job.config["on_warning"]) == (0.5, 2, True, "pause")
     assert shown.progress == '<progress max="1" value="0.000" style="width:100%"></progress>'
     with pytest.warns(UserWarning, match="only an admin"):
-        train_tab.on_start(studio, "ppo", ALICE, "demo", "{}", *values)
+        train_tab.on_start(studio, JobKind.POLICY, ALICE, "demo", "{}", *values)
     values[train_form.FORM.index("label_decay")] = 0.0
     with pytest.warns(UserWarning, match=r"Label decay \(each later round × this\) must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values)
@@ -259,7 +260,7 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "Pair selector", "Reward ensemble size",
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
-                                         "DPO β (its KL anchor)", "Label decay (each later round × this)",
+                                         "DPO β (its KL to the SFT policy)", "Label decay (each later round × this)",
                                          "Check-pair share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
@@ -280,7 +281,7 @@ def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(stu
     assert (job.config["algorithm"], job.config["dpo_beta"]) == ("dpo", 0.2)
     assert loop.status.startswith(f"**Job {job.id}** (dpo loop) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
-    run_now = train_tab.on_start(studio, "ppo", OWNER, "demo", small, *values)  # the "Run DPO now" button
+    run_now = train_tab.on_start(studio, JobKind.POLICY, OWNER, "demo", small, *values)  # the "Run DPO now" button
     job = job_rows.list_jobs(store)[0]
     assert job.kind == "dpo" and job.config["settings"]["dpo_beta"] == 0.2
     assert run_now.status.startswith(f"**Job {job.id}** (dpo) — **queued**")
@@ -288,7 +289,7 @@ def test_dpo_chosen_in_the_form_runs_in_the_loop_and_as_a_dpo_job_in_run_now(stu
     button, iterations, lr = train_form.on_algorithm("dpo")
     assert (button.value, lr.label) == ("Run DPO now", "DPO LR") and "DPO runs epochs" in iterations.label
     values[train_form.FORM.index("dpo_beta")] = 0.0
-    with pytest.warns(UserWarning, match="DPO β .its KL anchor. must be above 0, got 0"):
+    with pytest.warns(UserWarning, match="DPO β .its KL to the SFT policy. must be above 0, got 0"):
         train_tab.on_start(studio, "loop", OWNER, "demo", small, *values)
     api = train_tab.api_start_loop(studio, json.dumps({**SMALL, "algorithm": "dpo", "dpo_loss_type": "ipo"}), OWNER)
     assert job_rows.get_job(store, api["job_id"]).config["dpo_loss_type"] == "ipo"
@@ -304,10 +305,10 @@ def test_grpo_chosen_in_the_form_runs_in_the_loop_and_in_run_now(studio, store):
     assert (job.config["algorithm"], job.config["group_size"]) == ("grpo", 6)
     assert loop.status.startswith(f"**Job {job.id}** (grpo loop) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
-    run_now = train_tab.on_start(studio, "ppo", OWNER, "demo", small, *values)
+    run_now = train_tab.on_start(studio, JobKind.POLICY, OWNER, "demo", small, *values)
     job = job_rows.list_jobs(store)[0]
     settings = job.config["settings"]
-    assert job.kind == "ppo" and (settings["algorithm"], settings["group_size"]) == ("grpo", 6)
+    assert job.kind == "policy" and (settings["algorithm"], settings["group_size"]) == ("grpo", 6)
     assert run_now.status.startswith(f"**Job {job.id}** (grpo) — **queued**")
     job_rows.finish_job(store, job.id, JobStatus.CANCELLED)
     values[train_form.FORM.index("group_size")] = 1.0
@@ -371,6 +372,9 @@ def test_the_tab_and_the_job_status_say_how_jobs_run(studio, store, monkeypatch)
     status = train_tab.api_start_loop(studio, json.dumps(SMALL), OWNER)
     assert started == [studio.accelerate_config]
     assert status["runs_on"] == f"{two}, accelerate config {studio.accelerate_config}"
+    job_id = status["job_id"]
+    assert train_tab.api_job_status(studio, job_id, OWNER)["runs_on"] == status["runs_on"]
+    assert train_tab.api_job_status(studio, job_id, ALICE)["runs_on"] == two  # no path on the machine for annotators
     assert f"Trains on {two}" in train_tab.newest_job(studio).status
     with gr.Blocks() as blocks:
         train_tab.layout(train_tab.new_jobs_run_on(studio))

@@ -161,7 +161,7 @@ def test_the_figures_and_the_leaderboard_follow_the_labels_by_hand(store):
     assert board[-1].anchor and board[-1].strength == 0.0 and board[0].judgements == 16
     assert all(s.low < s.strength < s.high for s in board[:2])
     assert board[1].beats_sft == pytest.approx(1 / (1 + math.exp(-board[1].strength)))
-    assert "v1 (store round 1): win rate vs SFT 62% [" in first.line() and "(6 W / 3 T / 3 L)" in first.line()
+    assert first.line().startswith("v1: win rate vs SFT 62% [") and "(6 W / 3 T / 3 L)" in first.line()
 
 
 def _outcome(result: str, version_first: bool) -> Outcome:
@@ -214,7 +214,8 @@ def test_the_leaderboard_command_prints_and_writes_csv(store, tmp_path, capsys):
     out = tmp_path / "board.csv"
     assert main(["leaderboard", "--db", str(store.path), "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "v2 (store round 2): win rate vs SFT 100% [" in printed and "1. v2 (store round 2): strength +" in printed
+    assert "  v2: win rate vs SFT 100% [" in printed and "  1. v2: strength +" in printed
+    assert "round" not in printed  # a version is named vK alone: a store round can hold two versions
     rows = list(csv.DictReader(out.open()))
     assert [r["version"] for r in rows] == ["v2", "v1", "v0"] and rows[0]["wins"] == "24"
     assert float(rows[0]["win_rate_low"]) > 0.5 and rows[2]["win_rate"] == ""  # the SFT policy has no win rate

@@ -92,9 +92,10 @@ def test_a_starting_job_sweeps_what_killed_workers_left_and_keeps_every_register
     add_reward_model(store, str(kept[1]), 10, {}, 0.0, 1.0, policy_id=policy, round=1)
     add_policy(store, "studio-data/policies/ppo-r2-registered-by-a-relative-path", round=2)  # by an older version
     left = [folder("policies/.tmp-abc"), folder("reward_models/.staging-abc"),
-            folder("policies/ppo-r2-renamed-not-registered"), folder("reward_models/rm-r2-renamed-not-registered-m0")]
+            folder("policies/ppo-r2-renamed-not-registered"), folder("reward_models/rm-r2-renamed-not-registered-m0"),
+            folder("policies/grpo-r2-renamed-not-registered")]
 
     job = claimed(store, "ok")
     assert worker.run_job(store, job) is JobStatus.COMPLETED
     assert all(not path.exists() for path in left) and all(path.is_dir() for path in kept)
-    assert "removed 4 partial checkpoint(s)" in " ".join(job_rows.tail_logs(store, job.id))
+    assert "removed 5 partial checkpoint(s)" in " ".join(job_rows.tail_logs(store, job.id))

@@ -1,11 +1,11 @@
 """`python app.py dpo`: train a policy version with DPO on the store's labels (for example an imported preference data
 set) in the terminal, as a `dpo` job with a progress bar, and register the new version.
 
-Options are generated from `DPORun` (`--policy`, `--source`) and `DPOConfig` (every setting: `--dpo-beta`,
-`--loss-type`, `--train-ties`, `--epochs`, `--learning-rate`, `--lora`, ...), so their help and defaults are the
-fields'. Settings left out take the project's loop preset where it has them (`LOOP_DEFAULTS`: β, batch size, epochs,
-learning rate, LoRA, sampling), printed when the run starts. Imports nothing heavy at module level (app.py builds its
-parser from here); the run itself is `trainers.jobs.dpo_job`.
+Options are generated from `DPORun` (`--source`; `--policy vK` the version to train) and `DPOConfig` (every setting:
+`--dpo-beta`, `--loss-type`, `--train-ties`, `--epochs`, `--learning-rate`, `--lora`, ...), so their help and defaults
+are the fields'. Settings left out take the project's loop preset where it has them (`LOOP_DEFAULTS`: β, batch size,
+epochs, learning rate, LoRA, sampling), printed when the run starts. Imports nothing heavy at module level (app.py
+builds its parser from here); the run itself is `trainers.jobs.dpo_job`.
 
     python app.py dpo --db studio.db                                      # every label that trains, newest policy
     python app.py dpo --db studio.db --source hh-rlhf --epochs 2 --dpo-beta 0.1
@@ -15,25 +15,22 @@ parser from here); the run itself is `trainers.jobs.dpo_job`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import asdict
 
 from storage import Store
-from storage import jobs as job_rows
 from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.dpo_config import DPOConfig, DPORun
 from .options import add_options, given_options
-from .ppo_cli import new_run, report_unfinished, resumed_run
+from .terminal_job import POLICY_OPTION, new_run, report_unfinished, resumed_run, run_in_terminal
 from .terminal_progress import StepBar
+from .version_option import add_version_option
 
-RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
-RUN_ALIASES = {"policy_id": ["--policy"]}
+RUN_SKIPPED = ("round", "settings", "policy_id")  # set by the loop, not on the command line; --policy vK (below)
 # the settings taken from the project's loop preset where the options leave them out (see command_defaults)
 LOOP_DEFAULTS = ("dpo_beta", "loss_type", "batch_size", "epochs", "learning_rate", "lora", "response_length",
                  "temperature", "top_p", "top_k")
@@ -41,7 +38,8 @@ LOOP_DEFAULTS = ("dpo_beta", "loss_type", "batch_size", "epochs", "learning_rate
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `DPORun` options, `--resume`, and one option per DPOConfig field (`--dpo-beta`...)."""
-    add_options(parser, DPORun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    add_options(parser, DPORun, skip=RUN_SKIPPED)
+    add_version_option(parser, POLICY_OPTION)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed DPO job")
     add_accelerate_option(parser)
     add_options(parser.add_argument_group("DPO settings (left out: the project's loop preset gives β, the batch "
@@ -96,26 +94,19 @@ def run(args: argparse.Namespace, store: Store) -> int:
 
 def run_here(args: argparse.Namespace, store: Store, run: DPORun) -> int:
     """Train in this process with a progress bar."""
+    from labeling.winrate import registered_version
+    from storage.policies import list_policies
+
     from ..jobs.dpo_job import left_out_line, run_dpo
-    from .worker import run_job as run_claimed_job
 
-    if args.resume is not None:
-        job = job_rows.claim_job(store, requeue(store, args.resume).id, os.getpid())
-    else:
-        job = open_job_here(store, JobKind.DPO, asdict(run))
-    job_id = job.id
-    bar = StepBar(f"dpo job {job_id}", {"loss": "dpo/loss", "accuracy": "dpo/accuracy", "kl": "dpo/kl"})
-    outcome = []
-    status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_dpo(s, run, j.id, listener=bar)))
-    bar.bar.close()
-    if status is JobStatus.COMPLETED:
-        done = outcome[0]
-        from labeling.winrate import registered_version
-        from storage.policies import list_policies
-
+    def done_line(job_id: int, done) -> str:
         left_out = left_out_line(done.left_out)
-        print(f"dpo job {job_id}: completed, {done.steps} steps on {done.labels} labels"
-              f"{'; ' + left_out if left_out else ''}; registered policy "
-              f"{registered_version(list_policies(store), done.policy_id)}")
-        return 0
-    return report_unfinished("dpo", job_rows.get_job(store, job_id))
+        return (f"dpo job {job_id}: completed, {done.steps} steps on {done.labels} labels"
+                f"{'; ' + left_out if left_out else ''}; registered policy "
+                f"{registered_version(list_policies(store), done.policy_id)}")
+
+    return run_in_terminal(
+        store, JobKind.DPO, run, args.resume, "dpo",
+        bar=lambda job_id: StepBar(f"dpo job {job_id}", {"loss": "dpo/loss", "accuracy": "dpo/accuracy",
+                                                         "kl": "dpo/kl"}),
+        train=lambda job_id, bar: run_dpo(store, run, job_id, listener=bar), done_line=done_line)

@@ -25,7 +25,7 @@ from ..jobs.phase_launch import PROGRESS, RESULT, write_json
 from ..reporting import JobCancelled, Reporter
 
 Phase = Callable[[dict, Reporter], dict]  # (spec, reporter) -> {"metrics", "digest" (weights_digest), ...}
-PHASES: dict[str, Phase] = {"ppo": policy_job.run_phase, "reward": reward_job.run_phase,  # what each rank runs
+PHASES: dict[str, Phase] = {"policy": policy_job.run_phase, "reward": reward_job.run_phase,  # what each rank runs
                             "dpo": dpo_job.run_phase}
 
 

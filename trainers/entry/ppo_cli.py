@@ -1,9 +1,9 @@
 """`python app.py ppo`: train a policy version with PPO (or GRPO: `--algorithm grpo`) in the terminal, as a `ppo`
 job with a progress bar.
 
-Options are generated from `PolicyRun` (`--iterations`, `--reward`, `--oracle`, `--policy`) and `PolicyConfig` (every
-setting: `--algorithm`, `--group-size`, `--batch-size`, `--learning-rate`, ...), so their help and defaults are the
-fields'. Imports nothing heavy at module level (app.py builds its parser from here); the run itself is
+Options are generated from `PolicyRun` (`--iterations`, `--reward`, `--oracle`; `--policy vK` the version to train) and
+`PolicyConfig` (every setting: `--algorithm`, `--group-size`, `--batch-size`, `--learning-rate`, ...), so their help and
+defaults are the fields'. Imports nothing heavy at module level (app.py builds its parser from here); the run itself is
 `trainers.jobs.policy_job`.
 
     python app.py ppo --db studio.db --iterations 20 --reward oracle --batch-size 32 --learning-rate 3e-4
@@ -15,29 +15,22 @@ fields'. Imports nothing heavy at module level (app.py builds its parser from he
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import asdict
-from typing import Callable, TypeVar
 
 from storage import Store
-from storage import jobs as job_rows
-from storage.errors import InvalidInput
-from storage.types import Job, JobStatus
+from storage.types import JobStatus
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
-from ..jobs.launcher import open_job_here, requeue
 from ..jobs.layer import JobKind
-from ..jobs.stopping import stopped_exit_code
 from ..loop.config import LoopConfig
 from ..policy.config import Algorithm, PolicyConfig, PolicyRun
 from ..reporting import Reporter
 from .options import add_options, given_options
+from .terminal_job import POLICY_OPTION, new_run, report_unfinished, resumed_run, run_in_terminal
+from .version_option import add_version_option
 
-Run = TypeVar("Run")  # a job's run dataclass: PolicyRun, DPORun, SFTRun
-
-RUN_SKIPPED = ("round", "settings")  # set by the loop, not on the command line
-RUN_ALIASES = {"policy_id": ["--policy"]}
+RUN_SKIPPED = ("round", "settings", "policy_id")  # set by the loop, not on the command line; --policy vK (below)
 # the settings taken from the project's loop preset where the options leave them out (see command_defaults)
 LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "epochs", "learning_rate", "init_kl_coef", "lora",
                  "response_length", "temperature", "top_p", "top_k")
@@ -45,7 +38,8 @@ LOOP_DEFAULTS = ("batch_size", "num_mini_batches", "epochs", "learning_rate", "i
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `PolicyRun` options, `--resume`, and one option per PolicyConfig field (`--batch-size`...)."""
-    add_options(parser, PolicyRun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    add_options(parser, PolicyRun, skip=RUN_SKIPPED)
+    add_version_option(parser, POLICY_OPTION)
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed PPO job")
     add_accelerate_option(parser)
     add_options(parser.add_argument_group("PPO and GRPO settings (left out: the project's loop preset gives the batch "
@@ -95,29 +89,6 @@ def checked_run(args: argparse.Namespace, store: Store) -> PolicyRun:
     return run
 
 
-def resumed_run(store: Store, job_id: int, kind: JobKind, run_type: type[Run], name: str) -> Run:
-    """The run job `job_id` saved, to resume it; a job of another kind is refused in one line (`name`: "a PPO",
-    "an SFT"...)."""
-    job = job_rows.get_job(store, job_id)
-    if job.kind != kind:
-        raise InvalidInput(f"job {job.id} is a {job.kind} job, not {name} job; give the id of {name} job")
-    return run_type.from_dict(job.config)
-
-
-def new_run(args: argparse.Namespace, store: Store,
-            from_args: Callable[[argparse.Namespace, LoopConfig], Run]) -> tuple[Run, str]:
-    """The run the command line asks for (`from_args(args, preset)`: the project's loop preset gives the settings
-    left out), its start policy fixed now so a resume trains the same version, and the line that says where its
-    settings come from. A store without a policy: one line, nothing else said."""
-    from ..jobs.policy_job import start_policy
-    from ..loop.presets import project_preset
-
-    preset = project_preset(store)
-    run = from_args(args, preset.config)
-    run.policy_id = start_policy(store, run.policy_id).id
-    return run, preset.line
-
-
 def run(args: argparse.Namespace, store: Store) -> int:
     """Train in this process with a progress bar, or (--accelerate-config) through the launcher, followed here;
     every check runs before the job row is written."""
@@ -141,39 +112,20 @@ def run(args: argparse.Namespace, store: Store) -> int:
 
 def run_here(args: argparse.Namespace, store: Store, run: PolicyRun) -> int:
     """Train in this process with a progress bar."""
+    from labeling.winrate import registered_version
+    from storage.policies import list_policies
+
     from ..jobs.policy_job import build_trainer, plan_policy, train_policy
-    from .worker import run_job as run_claimed_job
 
     plan = plan_policy(store, run)[0]
     if plan.left_out:
         print(f"{len(plan.left_out)} training prompts are left out, too long for the policy's context with "
               f"{run.config.response_length} response tokens (python app.py prompts --db {store.path} lists them)")
     trainer = build_trainer(plan)  # every check, models loaded, before the job row
-    if args.resume is not None:
-        job = job_rows.claim_job(store, requeue(store, args.resume).id, os.getpid())
-    else:
-        job = open_job_here(store, JobKind.POLICY, asdict(run))
-    job_id = job.id
     name = trainer.algorithm.value
-    bar = ProgressBar(job_id, run.iterations, trainer.algorithm)
-    outcome = []
-    status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(
-        train_policy(s, run, j.id, listener=bar, trainer=trainer)))
-    bar.bar.close()
-    if status is JobStatus.COMPLETED:
-        from labeling.winrate import registered_version
-        from storage.policies import list_policies
-
-        print(f"{name} job {job_id}: completed; registered policy "
-              f"{registered_version(list_policies(store), outcome[0].policy_id)}")
-        return 0
-    return report_unfinished(name, job_rows.get_job(store, job_id))
-
-
-def report_unfinished(name: str, job: Job) -> int:
-    """The last line of a job that did not complete: where it stopped and how to resume, or its error."""
-    if job.status is JobStatus.CANCELLED:
-        print(f"{name} job {job.id}: cancelled at {job.phase or 'its start'}; resume with --resume {job.id}")
-        return stopped_exit_code()  # 130 after Ctrl-C, 143 after SIGTERM; 0 after the Train tab's Stop
-    print(f"{name} job {job.id}: {job.status.value}: {job.error.splitlines()[-1]}", file=sys.stderr)
-    return 1
+    return run_in_terminal(
+        store, JobKind.POLICY, run, args.resume, name,
+        bar=lambda job_id: ProgressBar(job_id, run.iterations, trainer.algorithm),
+        train=lambda job_id, bar: train_policy(store, run, job_id, listener=bar, trainer=trainer),
+        done_line=lambda job_id, outcome: f"{name} job {job_id}: completed; registered policy "
+                                          f"{registered_version(list_policies(store), outcome.policy_id)}")

@@ -1,14 +1,16 @@
 """`python app.py train-reward`: train the reward model on every label in the store, in the terminal.
 
-The run is a `reward` job like the Train tab's (metrics, cancel, end state in the store), executed in this process
-with a progress bar; bad input fails in one line before the job is created. Options are generated from
-`RewardConfig` (help and defaults are the fields'; left out, the epochs, learning rate, batch size and `--lora` are
-the project's loop preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short
-names are aliases: `--lr` for `--learning-rate`, `--policy` for `--init-policy-id` (the policy version the model
-starts from), `--drop-both-bad` for `--no-both-bad-as-tie`. `--accelerate-config FILE` starts the job through the
-launcher (the training under `accelerate launch`) and follows it here. `--resume JOB` trains a stopped or failed
-reward job again with its settings (from its start: a reward model keeps no state between steps worth resuming, and
-the labels are read as they stand). Imports nothing heavy at module level (app.py builds its parser from here).
+The run is a `reward` job like the Train tab's (metrics, cancel, end state in the store), executed in this process with
+a progress bar; bad input fails in one line before the job is created. Options are generated from `RewardConfig` (help
+and defaults are the fields'; left out, the epochs, learning rate, batch size and `--lora` are the project's loop
+preset's, as `loop` and `ppo` take theirs: a real chat model's, or the demo's); the README's short names are aliases:
+`--lr` for `--learning-rate`, `--drop-both-bad` for `--no-both-bad-as-tie`. Versions are named as the Leaderboard names
+them: `--policy vK` the version the model starts from, `--norm-policy vK` the one whose samples normalise the rewards
+(`trainers.entry.version_option`; the old `--init-policy-id N` and `--policy-id N` took ids). `--accelerate-config FILE`
+starts the job through the launcher (the training under `accelerate launch`) and follows it here. `--resume JOB` trains
+a stopped or failed reward job again with its settings (from its start: a reward model keeps no state between steps
+worth resuming, and the labels are read as they stand). Imports nothing heavy at module level (app.py builds its parser
+from here).
 """
 
 from __future__ import annotations
@@ -32,14 +34,23 @@ from ..loop.config import LoopConfig, reward_settings
 from ..reporting import Reporter
 from ..reward.config import RewardConfig
 from .options import add_options, given_options
+from .version_option import VersionOption, add_version_option, version_id
 
-SKIPPED = ("round",)  # set by the loop, not on the command line
+VERSION_OPTIONS = (
+    VersionOption("--policy", "init_policy_id", "the version the model starts from (default: the project's reward "
+                  "base, else the SFT policy)", ("--init-policy-id",)),
+    VersionOption("--norm-policy", "policy_id", "the version whose samples normalise the rewards (default: the "
+                  "newest)", ("--policy-id",)),
+)
+SKIPPED = ("round", *(option.field for option in VERSION_OPTIONS))  # the loop's; the versions by name (above)
 PRESET_DEFAULTS = ("epochs", "learning_rate", "batch_size", "lora")  # from the project's loop preset where left out
-ALIASES = {"learning_rate": ["--lr"], "init_policy_id": ["--policy"]}
+ALIASES = {"learning_rate": ["--lr"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, RewardConfig, skip=SKIPPED, aliases=ALIASES)
+    for option in VERSION_OPTIONS:
+        add_version_option(parser, option)
     parser.add_argument("--drop-both-bad", dest="both_bad_as_tie", action="store_false", default=None,
                         help="leave 'both bad' labels out: the same as --no-both-bad-as-tie")
     parser.add_argument("--resume", type=int, default=None, metavar="JOB",
@@ -88,6 +99,8 @@ def run(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Sto
     else:
         preset = project_preset(store)
         config, settings_line = config_from_args(args, preset.config), preset.line
+        for option in VERSION_OPTIONS:
+            setattr(config, option.field, version_id(store, getattr(args, option.dest), option.flag))
     config.check()
     check_reward_inputs(store, config)
     print(settings_line)  # stdout: a bad input stays one line on stderr

@@ -2,10 +2,10 @@
 pipeline's first stage) in the terminal, as an `sft` job with a progress bar, and register the new version (by
 default a new root: the KL reference and the SFT side of win-rate pairs from then on).
 
-Options are generated from `SFTRun` (`--policy`, `--source`, `--as-root`) and `SFTConfig` (every setting: `--epochs`,
-`--learning-rate`, `--lora`, ...). Settings left out take the project's loop preset where it has them
-(`preset_settings`: LoRA, the learning rate and epochs), printed when the run starts. Every check (settings, policy,
-demonstrations) runs before the job row is written.
+Options are generated from `SFTRun` (`--source`, `--as-root`; `--policy vK` the version to fine-tune) and `SFTConfig`
+(every setting: `--epochs`, `--learning-rate`, `--lora`, ...). Settings left out take the project's loop preset where it
+has them (`preset_settings`: LoRA, the learning rate and epochs), printed when the run starts. Every check (settings,
+policy, demonstrations) runs before the job row is written.
 
     python app.py sft --db studio.db                           # every current demonstration, newest policy
     python app.py sft --db studio.db --source writers --epochs 2 --lora
@@ -15,28 +15,25 @@ demonstrations) runs before the job row is written.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from dataclasses import asdict
 
 from storage import Store
-from storage import jobs as job_rows
-from storage.types import JobStatus
 
-from ..jobs.launcher import requeue
 from ..jobs.layer import JobKind
 from ..loop.config import LoopConfig
 from ..policy.sft_config import SFTConfig, SFTRun
 from .options import add_options, given_options
-from .ppo_cli import new_run, report_unfinished, resumed_run
+from .terminal_job import POLICY_OPTION, new_run, resumed_run, run_in_terminal
 from .terminal_progress import StepBar
+from .version_option import VersionOption, add_version_option
 
-RUN_SKIPPED = ("round", "settings")
-RUN_ALIASES = {"policy_id": ["--policy"]}
+RUN_SKIPPED = ("round", "settings", "policy_id")  # set by the loop, not on the command line; --policy vK (below)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_options(parser, SFTRun, skip=RUN_SKIPPED, aliases=RUN_ALIASES)
+    add_options(parser, SFTRun, skip=RUN_SKIPPED)
+    add_version_option(parser, VersionOption(POLICY_OPTION.flag, POLICY_OPTION.field,
+                                             "the version to fine-tune (default: the newest)", POLICY_OPTION.old_flags))
     parser.add_argument("--resume", type=int, default=None, metavar="JOB", help="continue a stopped or failed SFT job")
     add_options(parser.add_argument_group("SFT settings (left out: the project's loop preset gives LoRA, the "
                                           "learning rate and epochs; the others' defaults as shown)"), SFTConfig)
@@ -69,26 +66,18 @@ def checked_run(args: argparse.Namespace, store: Store) -> tuple[SFTRun, str]:
 
 def run(args: argparse.Namespace, store: Store) -> int:
     """Train in this process with a progress bar; a refusal is its one line, before any job row."""
+    from labeling.winrate import registered_version
+    from storage.policies import list_policies
+
     from ..jobs.sft_job import outcome_line, plan_examples, run_sft
-    from .worker import run_job as run_claimed_job
 
     run, settings_line = checked_run(args, store)
     plan_examples(store, run)  # every check that loads no model
     print(settings_line, file=sys.stderr)
-    if args.resume is not None:
-        job_id = requeue(store, args.resume).id
-    else:
-        job_id = job_rows.create_job(store, JobKind.SFT.value, asdict(run))
-    job = job_rows.claim_job(store, job_id, os.getpid())
-    bar = StepBar(f"sft job {job_id}",
-                  {"loss": "sft/loss", "accuracy": "sft/token_accuracy", "heldout": "sft/heldout_loss"})
-    outcome = []
-    status = run_claimed_job(store, job, runner=lambda s, j: outcome.append(run_sft(s, run, j.id, listener=bar)))
-    bar.bar.close()
-    if status is JobStatus.COMPLETED:
-        from labeling.winrate import registered_version
-        from storage.policies import list_policies
-
-        print(outcome_line(job_id, outcome[0], registered_version(list_policies(store), outcome[0].policy_id)))
-        return 0
-    return report_unfinished("sft", job_rows.get_job(store, job_id))
+    return run_in_terminal(
+        store, JobKind.SFT, run, args.resume, "sft",
+        bar=lambda job_id: StepBar(f"sft job {job_id}", {"loss": "sft/loss", "accuracy": "sft/token_accuracy",
+                                                         "heldout": "sft/heldout_loss"}),
+        train=lambda job_id, bar: run_sft(store, run, job_id, listener=bar),
+        done_line=lambda job_id, outcome: outcome_line(
+            job_id, outcome, registered_version(list_policies(store), outcome.policy_id)))

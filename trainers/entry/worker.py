@@ -27,7 +27,7 @@ from storage.types import Job, JobStatus
 
 from ..export import job as export_job
 from ..jobs import arena_job, dpo_job, policy_job, reward_job, sft_job
-from ..jobs.layer import POLICIES_FOLDER, POLICY_PREFIX, STAGING_PREFIX, JobKind, error_tail
+from ..jobs.layer import POLICIES_FOLDER, POLICY_PREFIXES, STAGING_PREFIX, JobKind, error_tail
 from ..jobs.phase_launch import PhaseFailed, PhaseInterrupted, check_machine
 from ..jobs.stopping import stop_on_signals
 from ..loop import rounds
@@ -51,7 +51,7 @@ HEARTBEAT_S = 2.0
 PARTIAL_CHECKPOINTS = (f"{POLICIES_FOLDER}/{STAGING_PREFIX}*",
                        f"{reward_job.REWARD_MODELS_FOLDER}/{reward_job.STAGING_PREFIX}*", "ppo/*/.state-*.tmp")
 # Checkpoints a worker renamed to their final name but was killed before registering in the store.
-FINAL_CHECKPOINTS = (f"{POLICIES_FOLDER}/{POLICY_PREFIX}*",
+FINAL_CHECKPOINTS = (*(f"{POLICIES_FOLDER}/{prefix}*" for prefix in POLICY_PREFIXES),
                      f"{reward_job.REWARD_MODELS_FOLDER}/{reward_job.MODEL_PREFIX}*")
 
 

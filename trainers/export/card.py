@@ -81,7 +81,7 @@ def figures(store: Store, policy: Policy) -> list[str]:
         if s.policy_id != policy.id:
             continue
         if s.anchor:
-            lines.append(f"- leaderboard: {s.name} is the anchor (the SFT policy, strength 0)")
+            lines.append(f"- leaderboard: {s.name} is the SFT policy (strength 0)")
         elif s.strength is None:
             lines.append(f"- leaderboard: {s.name} has no judgements yet")
         else:

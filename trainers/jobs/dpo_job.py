@@ -187,7 +187,7 @@ def run_dpo(store: Store, run: DPORun, job_id: int | None = None, state_name: st
         raise
     policy_id = register_policy(store, Path(plan.staged), parent_id=start.id,
                                 round=run.round if run.round is not None else start.round + 1,
-                                note=f"DPO, {steps} steps on {len(plan.examples)} labels")
+                                note=f"DPO, {steps} steps on {len(plan.examples)} labels", made_by="dpo")
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
     return DPOOutcome(steps, policy_id, metrics, len(plan.examples), plan.left_out)

@@ -20,6 +20,7 @@ from storage import Store
 from storage import jobs as job_rows
 from storage.arena import arena_prompt, create_arena_job
 from storage.errors import InvalidInput
+from storage.jobs import RENAMED_KINDS
 from storage.types import Job, JobStatus
 
 from .launch_config import read_launch_config
@@ -51,10 +52,10 @@ def launch_worker(store: Store, job_id: int) -> subprocess.Popen:
 def start_job(store: Store, kind: JobKind | str, config: dict, accelerate_config: str | Path | None = None) -> int:
     """Queue a job and launch its worker; refused while another job is active. With `accelerate_config` (checked
     first) each of its training phases runs under `accelerate launch --config_file accelerate_config`."""
-    if kind not in {k.value for k in JobKind}:
+    if kind not in {k.value for k in JobKind} | set(RENAMED_KINDS):
         raise InvalidInput(f"unknown job kind {kind!r}; choose one of {', '.join(JobKind)}")
     launch = read_launch_config(accelerate_config).to_dict() if accelerate_config is not None else None
-    job_id = job_rows.create_job(store, JobKind(kind).value, config, launch)
+    job_id = job_rows.create_job(store, JobKind(RENAMED_KINDS.get(kind, kind)).value, config, launch)
     launch_worker(store, job_id)
     return job_id
 

@@ -7,7 +7,7 @@ process uses `JobKind` from here.
     trainer.train(iterations, reporter)                                           # JobCancelled when stopped
     staged = staging_path(store)
     trainer.save_pretrained(staged)
-    policy_id = register_policy(store, staged, parent_id=start.id, round=1, note="PPO, 10 iterations")
+    policy_id = register_policy(store, staged, parent_id=start.id, round=1, note="PPO, 10 iterations", made_by="ppo")
 """
 
 from __future__ import annotations
@@ -32,21 +32,24 @@ from ..reporting import Reporter
 
 POLICIES_FOLDER = "policies"
 STAGING_PREFIX = ".tmp-"  # a policy being written
-POLICY_PREFIX = "ppo-r"  # a trained policy, renamed complete: ppo-r<round>-<time>-<random>
+# a trained policy, renamed complete: <what made it>-r<round>-<time>-<random>, e.g. grpo-r2-...; an SFT version of
+# an older store may be a ppo-r folder (the prefix once named every version so)
+MADE_BY = ("ppo", "grpo", "dpo", "sft")
+POLICY_PREFIXES = tuple(f"{made_by}-r" for made_by in MADE_BY)
 TRACEBACK_LINES = 15  # what a failed job keeps of its traceback
 
 
 def start_a_project(store: Store) -> str:
     """How to give an empty store something to train, as the end of an error: the demo, or the user's model."""
     return (f"seed the demo with python app.py init --demo --db {store.path}, or start a project on your own model "
-            f"with python app.py init --policy MODEL --prompts FILE --db {store.path}")
+            f"with python app.py init --model MODEL --prompts FILE --db {store.path}")
 
 
 class JobKind(StrEnum):
     """What a job does; the store keeps the value (`jobs.kind`), the worker's `RUNNERS` maps each to its runner."""
 
     REWARD = "reward"
-    POLICY = "ppo"  # PPO or GRPO (the stored value predates GRPO)
+    POLICY = "policy"  # PPO or GRPO (stores before m021_policy_job_kind said "ppo": storage.jobs reads it as this)
     DPO = "dpo"
     SFT = "sft"
     LOOP = "loop"
@@ -67,10 +70,10 @@ def job_algorithm(job: Job) -> Algorithm | None:
 
 
 def job_kind_label(job: Job) -> str:
-    """The job's kind as the UI shows it, naming the algorithm when it is not PPO: `ppo`, `grpo`, `dpo`, `loop`,
-    `grpo loop`, `dpo loop`."""
+    """The job's kind as the UI shows it, naming a policy job's algorithm and a loop's when it is not PPO: `ppo`,
+    `grpo`, `dpo`, `loop`, `grpo loop`, `dpo loop`."""
     algorithm = job_algorithm(job)
-    if algorithm in (None, Algorithm.PPO):
+    if algorithm is None or (algorithm is Algorithm.PPO and job.kind == JobKind.LOOP):
         return job.kind
     return f"{algorithm.value} loop" if job.kind == JobKind.LOOP else algorithm.value
 
@@ -133,10 +136,12 @@ def staging_path(store: Store, folder: str = POLICIES_FOLDER, prefix: str = STAG
     return store.data_dir / folder / f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
-def register_policy(store: Store, staged: Path, parent_id: int | None, round: int, note: str) -> int:
+def register_policy(store: Store, staged: Path, parent_id: int | None, round: int, note: str, made_by: str) -> int:
     """Check that every weight of the complete policy directory (saved into `staged` by the trainer) is finite, rename
-    it to its final name beside it and register it; returns the new policy version's id. Non-finite weights:
-    NonFiniteWeights, the folder removed, nothing registered."""
+    it to its final name beside it (named by what made it, `made_by`: one of `MADE_BY`) and register it; returns the
+    new policy version's id. Non-finite weights: NonFiniteWeights, the folder removed, nothing registered."""
+    if made_by not in MADE_BY:
+        raise ValueError(f"made_by must be one of {', '.join(MADE_BY)}, got {made_by!r}")
     from ..models.finite import check_finite_weights  # torch: only where a policy is registered, never in the UI
 
     try:
@@ -144,6 +149,6 @@ def register_policy(store: Store, staged: Path, parent_id: int | None, round: in
     except Exception:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    final = staged.parent / f"{POLICY_PREFIX}{round}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    final = staged.parent / f"{made_by}-r{round}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     os.rename(staged, final)
     return add_policy(store, str(final), parent_id=parent_id, round=round, note=note)

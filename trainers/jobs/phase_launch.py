@@ -16,7 +16,7 @@ the other ranks read the spec and hear of a stop from rank 0. A rank killed with
 machine) ends the phase with `PhaseInterrupted` (the worker marks the job interrupted: resume continues from the
 last saved state); a rank's error ends it with `PhaseFailed` (the job fails with that rank's error line).
 
-    result = launch_phase(store, job_id, launch, "ppo-round-2", {"kind": "ppo", "plan": ...}, report, listener)
+    result = launch_phase(store, job_id, launch, "ppo-round-2", {"kind": "policy", "plan": ...}, report, listener)
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def train_policy(store: Store, run: PolicyRun, job_id: int | None = None, state_
         if launch is not None:
             plan.config = with_launch_precision(plan.config, launch)
             done = launch_phase(store, job_id, launch, f"{algorithm.value}-{state_name or 'run'}",
-                                {"kind": "ppo", "plan": asdict(plan)}, {"step_offset": step_offset, "phase": phase},
+                                {"kind": "policy", "plan": asdict(plan)}, {"step_offset": step_offset, "phase": phase},
                                 listener)
             iterations, metrics = done["iterations"], done["metrics"]
         else:
@@ -294,7 +294,7 @@ def register_trained(store: Store, plan: PolicyPlan, start: Policy, round: int |
     algorithm = Algorithm(plan.config["algorithm"])
     return register_policy(store, Path(plan.staged), parent_id=start.id,
                            round=round if round is not None else start.round + 1,
-                           note=f"{algorithm.value.upper()}, {iterations} iterations")
+                           note=f"{algorithm.value.upper()}, {iterations} iterations", made_by=algorithm.value)
 
 
 def run_job(store: Store, job: Job) -> None:

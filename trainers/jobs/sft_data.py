@@ -78,7 +78,7 @@ def check_sft_first(sft_first: bool, store: Store, lora: bool = False) -> None:
                            f"or import them (python app.py import-demonstrations --db {store.path} FILE), or turn "
                            "sft_first off")
     if count is not None and not lora and count < MIN_ROOT_DEMONSTRATIONS:
-        raise InvalidInput(f"sft_first fine-tunes every weight into a new root, which needs at least "
+        raise InvalidInput(f"sft_first fine-tunes every weight into a new SFT policy, which needs at least "
                            f"{MIN_ROOT_DEMONSTRATIONS} demonstrations, and the store has {count}; write more, train "
                            "LoRA (lora), or turn sft_first off")
 

@@ -34,7 +34,14 @@ from storage.types import Job, JobWarning, Policy
 
 from ..models.chat_format import PromptBudget, model_context
 from ..models.loading import load_chat_format, load_policy, load_tokenizer
-from ..policy.sft_config import ROOT_CHECK_RULE, SFTConfig, SFTExample, SFTRun, check_root_demonstrations
+from ..policy.sft_config import (
+    MAKE_SFT_POLICY,
+    ROOT_CHECK_RULE,
+    SFTConfig,
+    SFTExample,
+    SFTRun,
+    check_root_demonstrations,
+)
 from ..reporting import Reporter
 from .layer import job_reporter, register_policy, staging_path
 from .policy_job import pinned_examples, start_policy
@@ -97,11 +104,12 @@ def run_sft(store: Store, run: SFTRun, job_id: int | None = None, state_name: st
         raise
     made_root = run.as_root and not (check is not None and check.collapsed)
     start_name = version_names(list_policies(store))[start.id]
-    kept = " (a new root)" if made_root else " (not made the root: its fluency collapsed)" if run.as_root else ""
+    kept = (" (the new SFT policy)" if made_root else " (not made the SFT policy: its fluency collapsed)" if run.as_root
+            else "")
     policy_id = register_policy(store, staged, parent_id=None if made_root else start.id,
                                 round=run.round if run.round is not None else start.round,
                                 note=f"SFT of {start_name}, {result.steps} steps on {result.trained} demonstrations"
-                                     f"{kept}")
+                                     f"{kept}", made_by="sft")
     set_trained_from(store, policy_id, start.id)
     warning = None
     if check is not None and job_id is not None:
@@ -145,10 +153,10 @@ def not_made_root(store: Store, job_id: int | None, policy_id: int, start_name: 
     """The warning of a version meant as a new root that the check kept from anchoring, recorded on the job; returns
     it as one line."""
     version = version_names(list_policies(store))[policy_id]
-    title = f"{version} was not made the root: its held-out fluency collapsed"
-    detail = f"{check.line()}; it is registered as {start_name}'s child, and {start_name}'s root stays the anchor"
-    advice = (f"write more demonstrations or lower the learning rate; to make it the root anyway, python app.py "
-              f"set-root {version} --db {store.path}, or the Train tab's Make root")
+    title = f"{version} was not made the SFT policy: its held-out fluency collapsed"
+    detail = f"{check.line()}; it is registered as {start_name}'s child, and {start_name}'s SFT policy stays"
+    advice = (f"write more demonstrations or lower the learning rate; to make it the SFT policy anyway, python app.py "
+              f"set-root {version} --db {store.path}, or the Train tab's {MAKE_SFT_POLICY}")
     if job_id is not None:
         record_warnings(store, job_id, [JobWarning(job_id, ROOT_CHECK_RULE, round, step, title, detail, advice,
                                                    time.time())])

@@ -54,6 +54,6 @@ def start_line(store: Store, config: LoopConfig) -> str:
     if start.id == policies[-1].id:
         where.append("the store's newest version")
     if start.id != root.id:
-        where.append(f"trained from {names[start.parent_id]}; KL reference: {names[root.id]}, the SFT policy")
+        where.append(f"trained from {names[start.parent_id]}; the SFT policy: {names[root.id]}")
     line = f"starting from {names[start.id]} ({', '.join(where)})"
     return line if len(policies) == 1 else f"{line}; to start from another version: --from vK ({span(policies)})"

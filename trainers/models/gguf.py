@@ -40,7 +40,7 @@ def gguf_source(path: str | Path) -> Path | None:
     if len(files) > 1:
         named = ", ".join(f.name for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         raise ModelError(f"{path} holds {len(files)} GGUF files ({named}); give the one to start from, e.g. "
-                         f"--policy {files[0]}")
+                         f"--model {files[0]}")
     return files[0] if files else None
 
 

@@ -1,6 +1,7 @@
-"""What PPO and GRPO write to disk: the resumable state of a run (`ppo_state.pt`: trainable weights, optimizer, β,
-iteration, every process's RNG) and the trained policy (a plain Hugging Face directory; PPO's value head beside it,
-GRPO has none). DPO saves its policy with `write_policy` too (its resumable state is TRL's checkpoint).
+"""What PPO and GRPO write to disk: the resumable state of a run (`policy_state.pt`, once `ppo_state.pt`: trainable
+weights, optimizer, β, iteration, every process's RNG) and the trained policy (a plain Hugging Face directory; PPO's
+value head beside it, GRPO has none). DPO saves its policy with `write_policy` too (its resumable state is TRL's
+checkpoint).
 
     save_state(trainer, state_dir)            # every `save_every` iterations, at the end and on cancel
     load_state(trainer, state_dir)            # continue exactly where save_state left off
@@ -37,12 +38,13 @@ class Checkpointable(Protocol):
     backend: Any  # a RolloutBackend
 
 VALUE_HEAD_FILE = "value_head.safetensors"
-STATE_FILE = "ppo_state.pt"
+STATE_FILE = "policy_state.pt"
+OLD_STATE_FILE = "ppo_state.pt"  # what runs before the rename wrote; still read on resume
 CONFIG_FILE = "ppo_config.json"
 
 
 def save_state(trainer: Checkpointable, state_dir: str | Path) -> None:
-    """Write the run's state to `state_dir/ppo_state.pt` (renamed into place, so never half-written)."""
+    """Write the run's state to `state_dir/policy_state.pt` (renamed into place, so never half-written)."""
     accelerator = trainer.accelerator
     rng = gather_object([torch.get_rng_state()]) if accelerator.num_processes > 1 else [torch.get_rng_state()]
     if accelerator.is_main_process:
@@ -64,7 +66,7 @@ def load_state(trainer: Checkpointable, state_dir: str | Path) -> None:
     """Restore what `save_state` wrote, and hand the restored weights to the generation backend (a vLLM engine holds
     its own copy: without the sync the first iteration after a resume would sample from the weights the run started
     with); refuses a state made with other trainable weights (algorithm, LoRA or model)."""
-    state = torch.load(Path(state_dir) / STATE_FILE, map_location="cpu", weights_only=True)
+    state = torch.load(state_file(state_dir), map_location="cpu", weights_only=True)
     model = trainer.policy_model
     missing = model.load_state_dict(state["model"], strict=False).missing_keys
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -83,7 +85,13 @@ def load_state(trainer: Checkpointable, state_dir: str | Path) -> None:
 
 
 def has_state(state_dir: str | Path) -> bool:
-    return (Path(state_dir) / STATE_FILE).is_file()
+    return state_file(state_dir).is_file()
+
+
+def state_file(state_dir: str | Path) -> Path:
+    """The run's state file in `state_dir`: `STATE_FILE`, or an older run's `OLD_STATE_FILE` when only that is there."""
+    new, old = Path(state_dir) / STATE_FILE, Path(state_dir) / OLD_STATE_FILE
+    return old if old.is_file() and not new.is_file() else new
 
 
 def save_policy(trainer: Checkpointable, path: str | Path) -> None:

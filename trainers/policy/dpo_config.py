@@ -30,7 +30,7 @@ class DPOConfig:
     a frozen reference (the SFT root), then sampled to measure how far it moved."""
 
     dpo_beta: float = field(default=0.1, metadata={
-        "help": "DPO's β: the strength of the implicit KL anchor to the reference (> 0; higher stays closer). Not the "
+        "help": "DPO's β: the strength of the implicit KL term to the SFT policy (> 0; higher stays closer). Not the "
                 "PPO KL coefficient."})
     loss_type: str = field(default="sigmoid", metadata={
         "help": "TRL's DPO loss: " + ", ".join(LOSS_TYPES) + " (sigmoid: DPO itself)."})

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields
 
 from .config import PolicySetupError, check_bf16, known_settings
 
-ROOT_CHECK_RULE = "new_root_check"  # the job warning of an SFT version not made the root (trainers.jobs.sft_job)
+ROOT_CHECK_RULE = "new_root_check"  # the job warning of an SFT version not made the SFT policy (trainers.jobs.sft_job)
+MAKE_SFT_POLICY = "Make it the SFT policy"  # the Train tab's button that does it by hand (app.root_action)
 # A full fine-tune as a new root on fewer demonstrations is refused: at the demo's preset (1e-3, 6 epochs) 1 and 2
 # synthetic demonstrations moved its held-out fluency the most (ratio up to 1.56), 4 to 32 at most 1.16
 # (docs/benchmarks.md, "The new-root check")
@@ -86,9 +87,9 @@ def check_root_demonstrations(config: SFTConfig, as_root: bool, count: int) -> N
     demonstrations (LoRA, or a version that stays the start's child, may train on any number)."""
     if as_root and not config.lora and count < MIN_ROOT_DEMONSTRATIONS:
         raise SFTSetupError(f"{count} demonstration{'s' if count != 1 else ''} can train SFT, fewer than the "
-                            f"{MIN_ROOT_DEMONSTRATIONS} a full fine-tune as a new root needs (on fewer the demo's "
-                            "held-out fluency fell the most: docs/benchmarks.md); write more, or train LoRA (lora, "
-                            "--lora) or a child of the start (as_root false, --no-as-root)")
+                            f"{MIN_ROOT_DEMONSTRATIONS} a full fine-tune as a new SFT policy needs (on fewer the "
+                            "demo's held-out fluency fell the most: docs/benchmarks.md); write more, or train LoRA "
+                            "(lora, --lora) or a child of the start (as_root false, --no-as-root)")
 
 
 @dataclass
@@ -101,9 +102,9 @@ class SFTRun:
         "help": "Train only on the demonstrations by this author: a person, or an import's source name "
                 "(import-demonstrations --source); None: every current demonstration."})
     as_root: bool = field(default=True, metadata={
-        "help": "Register the SFT version as a new root: later rounds use it as the KL reference, DPO's reference and "
-                "the SFT side of win-rate pairs. Off: it is the start's child, and the start's root stays the "
-                "reference."})
+        "help": "Register the SFT version as the new SFT policy: later versions stay close to it (the KL term, DPO's "
+                "reference) and win-rate pairs compare against it. Off: it is the start's child, and the start's SFT "
+                "policy stays."})
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's)."})
     since: float | None = field(default=None, metadata={
         "help": "Train only on the demonstrations stored after this time (seconds since the epoch; a loop's SFT step "

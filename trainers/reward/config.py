@@ -83,7 +83,7 @@ class RewardConfig:
     policy_id: int | None = field(default=None, metadata={
         "help": "Policy version whose samples normalise the rewards (None: the newest)."})
     init_policy_id: int | None = field(default=None, metadata={
-        "help": "Policy version the model starts from (None: the SFT root of the normalising policy)."})
+        "help": "Policy version the model starts from (None: the project's reward base, else the SFT policy)."})
     round: int = field(default=0, metadata={"help": "Loop round that trains this reward model (0 outside the loop)."})
     seed: int = field(default=0, metadata={
         "help": "Seed of the split, the bootstrap, the head's init and the batches."})
