@@ -19,9 +19,10 @@ from labeling.winrate import version_number
 from storage.errors import InvalidInput
 
 from ..jobs.layer import JobKind
-from ..policy.config import Algorithm, RewardSource, renamed_settings
+from ..policy.config import Algorithm, RewardSource
 from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
 from ..reward.config import RewardConfig, RewardTraining
+from ..settings import renamed_settings
 from .loop_rewards import LOOP_REWARDS, check_loop_reward
 
 # A real model's reward learning rate for one epoch, by `reward_lora`: an adapter and a fresh score head start at zero
