@@ -78,7 +78,7 @@ def test_functions_alone_take_no_label_or_pair_settings_and_the_rlvr_defaults():
     assert rlvr.response_length == 48 and rlvr.lora  # a verifiable task's answers, not 256 tokens
     assert {name: getattr(rlvr, name) for name in RLVR_SETTINGS} == RLVR_SETTINGS
     assert rlvr.eval_prompts * rlvr.eval_samples >= 150  # a pass rate's 95% interval within ±8 points
-    assert loop_config(real, {**functions, "policy_iterations": 7}).policy_iterations == 7  # what is given wins
+    assert loop_config(real, {**functions, "policy_iterations": 7}).policy.iterations == 7  # what is given wins
     assert loop_config(real, {"rounds": 2}) == real.updated({"rounds": 2})  # the reward model's loop: as before
 
 
