@@ -61,3 +61,16 @@ def test_from_dict_reads_the_shared_settings_and_refuses_unknown_ones_alike(conf
     assert (read.lora, read.lora_r, read.max_grad_norm) == (True, 4, 0.5)
     with pytest.raises(InvalidInput, match=f"unknown {what} setting 'lora_rank'; see python app.py {command} --help"):
         config.from_dict({"lora_rank": 4})
+
+
+def test_a_stored_job_reads_back_into_its_run_alike():
+    from trainers.policy.config import PolicyRun
+    from trainers.policy.dpo_config import DPORun
+    from trainers.policy.sft_config import SFTRun
+    from trainers.settings import TrainerRun
+
+    for run, config in ((PolicyRun, PolicyConfig), (DPORun, DPOConfig), (SFTRun, SFTConfig)):
+        assert issubclass(run, TrainerRun) and run.SETTINGS is config
+        read = run.from_dict({"settings": {"lora": True}, "a_key_of_an_older_version": 1})
+        assert isinstance(read.config, config) and read.config.lora
+    assert PolicyRun.from_dict({"ppo": {"ppo_epochs": 3}}).config.epochs == 3  # jobs stored before the renames

@@ -98,6 +98,26 @@ class TrainerSettings:
             raise self.ERROR(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
 
 
+class TrainerRun:
+    """The base of what a trainer's job runs (`PolicyRun`, `DPORun`, `SFTRun`: dataclasses with a `settings` dict of
+    their `SETTINGS` fields), saved as the job's config: `from_dict` reads one back, old names (`RENAMED`) accepted and
+    keys the run no longer has left out, so a stored job still resumes."""
+
+    SETTINGS: ClassVar[type[TrainerSettings]]
+    RENAMED: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_dict(cls: type[Settings], values: dict) -> Settings:
+        values = renamed_settings(values, cls.RENAMED, "run")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+    @property
+    def config(self) -> TrainerSettings:
+        """The run's settings (old setting names accepted, unknown ones refused in one line)."""
+        return self.SETTINGS.from_dict(self.settings)
+
+
 @dataclass
 class ScheduledSettings(TrainerSettings):
     """`TrainerSettings` plus the learning-rate warmup, weight decay and logging of a trainer on TRL's `Trainer`."""

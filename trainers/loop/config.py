@@ -154,7 +154,7 @@ class LoopConfig:
 
     def __init__(self, **settings):
         """Settings named flat, as users, commands and stored jobs name them (`policy_lr=3e-4`, `reward_lora=True`:
-        each phase's are placed in its `phases` part), or whole phases (`policy=PolicyPhase(...)`); then checked."""
+        each put in its phase's part), or whole phases (`policy=PolicyPhase(...)`); then checked."""
         parts: dict[str, dict] = {phase: {} for phase in PHASES}
         for name, value in settings.items():
             if name in FLAT:
@@ -276,7 +276,7 @@ class LoopConfig:
 
     def to_dict(self) -> dict:
         """Every setting by its flat name: the shape jobs store, the Train tab's JSON and the `loop` options take."""
-        return {f.name: self.setting(f.name) for f in self.settings_fields()}
+        return {f.name: copy.deepcopy(self.setting(f.name)) for f in self.settings_fields()}
 
     @classmethod
     def settings_fields(cls) -> list[Field]:

@@ -5,7 +5,7 @@ No torch at import time, so the CLI builds its options fast."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
 
@@ -14,7 +14,7 @@ from storage import StudioError
 from storage.errors import InvalidInput
 
 from ..reward.function_specs import parse_reward_functions
-from ..settings import TrainerSettings, renamed_settings
+from ..settings import TrainerRun, TrainerSettings
 
 KL_KINDS = ("k1", "k2", "k3")
 
@@ -177,7 +177,7 @@ class PolicyConfig(TrainerSettings):
 
 
 @dataclass
-class PolicyRun:
+class PolicyRun(TrainerRun):
     """What a policy job (PPO or GRPO) does; `settings` holds `PolicyConfig` fields (defaults for those left out).
     Saved as the job's config, so a resumed job repeats it; jobs stored before the rename keep them under `ppo`."""
 
@@ -198,6 +198,7 @@ class PolicyRun:
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's + 1)."})
     settings: dict = field(default_factory=dict, metadata={"help": "PolicyConfig settings."})
 
+    SETTINGS: ClassVar[type] = PolicyConfig
     RENAMED: ClassVar[dict[str, str]] = {"ppo": "settings"}
 
     def check(self) -> None:
@@ -212,13 +213,3 @@ class PolicyRun:
         if functions and not RewardSource(self.reward).uses_functions:
             raise InvalidInput(f"--reward-functions goes with --reward functions or rm+functions, not {self.reward}")
 
-    @classmethod
-    def from_dict(cls, values: dict) -> PolicyRun:
-        values = renamed_settings(values, cls.RENAMED, "run")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
-
-    @property
-    def config(self) -> PolicyConfig:
-        """The run's `PolicyConfig` (old setting names accepted, unknown ones refused)."""
-        return PolicyConfig.from_dict(self.settings)

@@ -8,9 +8,10 @@ at import time, so the CLI builds its options and the UI validates a loop's DPO 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import ClassVar
 
-from ..settings import ScheduledSettings, positive_number
+from ..settings import ScheduledSettings, TrainerRun, positive_number
 from .config import PolicySetupError
 
 # TRL 1.16's DPOTrainer loss types (`trl.DPOConfig.loss_type`); tests/test_dpo.py checks TRL still offers exactly these
@@ -98,7 +99,7 @@ class DPOConfig(ScheduledSettings):
 
 
 @dataclass
-class DPORun:
+class DPORun(TrainerRun):
     """What a DPO job does; `settings` holds `DPOConfig` fields (defaults for those left out). Saved as the job's
     config, so a resumed job repeats it."""
 
@@ -109,12 +110,5 @@ class DPORun:
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's + 1)."})
     settings: dict = field(default_factory=dict, metadata={"help": "DPOConfig settings."})
 
-    @classmethod
-    def from_dict(cls, values: dict) -> DPORun:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+    SETTINGS: ClassVar[type] = DPOConfig
 
-    @property
-    def config(self) -> DPOConfig:
-        """The run's `DPOConfig` (unknown settings refused)."""
-        return DPOConfig.from_dict(self.settings)

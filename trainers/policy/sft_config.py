@@ -8,9 +8,10 @@ options and the UI validates the settings without loading a model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import ClassVar
 
-from ..settings import ScheduledSettings, positive_number
+from ..settings import ScheduledSettings, TrainerRun, positive_number
 from .config import PolicySetupError
 
 ROOT_CHECK_RULE = "new_root_check"  # the job warning of an SFT version not made the root (trainers.jobs.sft_job)
@@ -69,7 +70,7 @@ def check_root_demonstrations(config: SFTConfig, as_root: bool, count: int) -> N
 
 
 @dataclass
-class SFTRun:
+class SFTRun(TrainerRun):
     """What an SFT job does; `settings` holds `SFTConfig` fields (defaults for those left out). Saved as the job's
     config, so a resumed job repeats it."""
 
@@ -87,15 +88,8 @@ class SFTRun:
                 "of each round); None: all of them."})
     settings: dict = field(default_factory=dict, metadata={"help": "SFTConfig settings."})
 
-    @classmethod
-    def from_dict(cls, values: dict) -> SFTRun:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+    SETTINGS: ClassVar[type] = SFTConfig
 
-    @property
-    def config(self) -> SFTConfig:
-        """The run's `SFTConfig` (unknown settings refused)."""
-        return SFTConfig.from_dict(self.settings)
 
 
 @dataclass
