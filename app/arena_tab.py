@@ -37,7 +37,8 @@ from trainers.loop.presets import project_preset
 from trainers.models.chat_format import prompt_budget
 
 from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
-from .label_tab import VOTES, annotator_name
+from .label_screen import annotator_name
+from .label_tab import VOTES
 from .render import TEXT_SCOPE, panes_html, plain_text_toggle, text_html
 
 TITLE = "Arena"

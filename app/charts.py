@@ -17,7 +17,7 @@ from itertools import groupby
 import numpy as np
 from gradio.components.plot import PlotData
 
-from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
+from labeling.check_pairs import DEFAULT_MIN_AGREEMENT
 from storage.curves import Series
 from trainers.loop.diagnostics import downsample, ema
 from trainers.policy.config import Algorithm
@@ -48,7 +48,7 @@ OPTIMISER_PANELS = {Algorithm.PPO: PPO_PANELS, Algorithm.GRPO: GRPO_PANELS, Algo
 STEP_NAME = {Algorithm.DPO: "step"}  # what one point of the optimiser's series is (else "iteration")
 ROUND_PANELS = {"labels": "Labels collected", "reward_val_accuracy": "Reward model val. accuracy",
                 "score": "Mean reward-model score", "kl": "KL to reference", "oracle_score": "Oracle score",
-                "audit_agreement": "Audit pairs: people agree with the RM",
+                "check_agreement": "Check pairs: people agree with the RM",
                 "winrate": "Preferred to SFT (win rate, 95% CI)",
                 "lc_winrate": "Length-controlled win rate vs SFT"}
 INTERVAL_PANELS = ("winrate", "lc_winrate")  # drawn with error bars from `<key>_low` and `<key>_high`
@@ -224,9 +224,9 @@ def sft_figure(group: dict[str, list[Segment]], smoothing: float, name: str) -> 
 
 
 def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> PlotData:
-    """Per round: labels, reward-model validation accuracy, mean score, KL, oracle score, audit agreement, and the
+    """Per round: labels, reward-model validation accuracy, mean score, KL, oracle score, check agreement, and the
     round's version's win rate against the SFT policy (plain and length-controlled, with their 95% intervals as error
-    bars), with chance, the SFT policy's oracle score, the audit warning level and 50% as dotted reference lines."""
+    bars), with chance, the SFT policy's oracle score, the check warning level and 50% as dotted reference lines."""
     traces = {}
     for i, key in enumerate(ROUND_PANELS):
         points = [(r["round"], r["summary"][key]) for r in rounds if r["summary"].get(key) is not None]
@@ -246,7 +246,7 @@ def rounds_figure(rounds: list[dict], sft_oracle: float | None, name: str) -> Pl
                                "arrayminus": [s[key] - s[f"{key}_low"] for s in rows]}
         traces[key] = [line]
         reference = {"reward_val_accuracy": ("chance", 0.5), "oracle_score": ("SFT policy", sft_oracle),
-                     "audit_agreement": ("warning level", DEFAULT_MIN_AGREEMENT), "winrate": ("as good as SFT", 0.5),
+                     "check_agreement": ("warning level", DEFAULT_MIN_AGREEMENT), "winrate": ("as good as SFT", 0.5),
                      "lc_winrate": ("as good as SFT", 0.5)}.get(key)
         if reference and reference[1] is not None:
             traces[key].append(_trace([min(x) - 0.2, max(x) + 0.2], [reference[1]] * 2, reference[0], MUTED, 1, i + 1,

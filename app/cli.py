@@ -52,6 +52,17 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default="studio.db", help="store file (created if missing)")
 
 
+def on_store(module, parser: argparse.ArgumentParser, opens_it: bool = False) -> Callable[[argparse.Namespace], int]:
+    """The stanza of a subcommand that one module does on the store (a trainer's entry): --db and the module's
+    `add_arguments(parser)`; returns its handler, `module.run(args, store)` on the store opened from --db (with
+    `opens_it`, `module.run(args, open_store)`: the module opens it after its own checks)."""
+    add_store_arguments(parser)
+    module.add_arguments(parser)
+    if opens_it:
+        return lambda args: module.run(args, open_store)
+    return lambda args: module.run(args, open_store(args))
+
+
 def open_store(args: argparse.Namespace) -> Store:
     """Open (and migrate) the store, once the command's --accelerate-config (if any) is known good. Only `serve`
     seeds the demo (into an empty store, unless --no-demo), so a project's store never receives demo prompts or the
@@ -223,18 +234,14 @@ def label_arguments(parser: argparse.ArgumentParser):
 def train_reward_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import reward_cli
 
-    add_store_arguments(parser)
-    reward_cli.add_arguments(parser)
-    return lambda args: reward_cli.run(args, open_store)
+    return on_store(reward_cli, parser, opens_it=True)
 
 
 @subcommand("loop", "run the preference loop in the terminal (oracle or human labels)", audit=AuditAction.JOB_STARTED)
 def loop_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import loop_cli
 
-    add_store_arguments(parser)
-    loop_cli.add_arguments(parser)
-    return lambda args: loop_cli.run(args, open_store(args))
+    return on_store(loop_cli, parser)
 
 
 @subcommand("ppo", "train the newest policy with PPO against the newest reward model (or the demo oracle)",
@@ -242,9 +249,7 @@ def loop_arguments(parser: argparse.ArgumentParser):
 def ppo_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import ppo_cli
 
-    add_store_arguments(parser)
-    ppo_cli.add_arguments(parser)
-    return lambda args: ppo_cli.run(args, open_store(args))
+    return on_store(ppo_cli, parser)
 
 
 @subcommand("dpo", "train the newest policy with DPO on the store's labels (no reward model) and register it",
@@ -252,9 +257,7 @@ def ppo_arguments(parser: argparse.ArgumentParser):
 def dpo_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import dpo_cli
 
-    add_store_arguments(parser)
-    dpo_cli.add_arguments(parser)
-    return lambda args: dpo_cli.run(args, open_store(args))
+    return on_store(dpo_cli, parser)
 
 
 @subcommand("sft", "fine-tune the newest policy on the store's demonstrations (SFT) and register it as a new root",
@@ -262,9 +265,7 @@ def dpo_arguments(parser: argparse.ArgumentParser):
 def sft_arguments(parser: argparse.ArgumentParser):
     from trainers.entry import sft_cli
 
-    add_store_arguments(parser)
-    sft_cli.add_arguments(parser)
-    return lambda args: sft_cli.run(args, open_store(args))
+    return on_store(sft_cli, parser)
 
 
 @subcommand("set-root", "make a version a root (the KL reference and SFT side from then on), e.g. an SFT version "

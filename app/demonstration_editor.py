@@ -41,7 +41,7 @@ if (!window.studioDemonstrationKeys) {
   });
 }
 """
-Namer = Callable[[Studio, gr.Request | None, str | None], str]  # label_tab.annotator_name
+Namer = Callable[[Studio, gr.Request | None, str | None], str]  # label_screen.annotator_name
 
 
 @dataclass(frozen=True)

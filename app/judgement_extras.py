@@ -22,7 +22,7 @@ from labeling.strength import Strength
 from storage.errors import InvalidInput
 
 from .context import Refresh, Studio, bind, markdown_literal
-from .label_tab import Screen, only_status, unnamed, vote
+from .label_screen import Screen, only_status, unnamed, vote
 
 NO_STRENGTH = ""
 STRENGTHS = [  # (label with its key, value, key)
@@ -112,7 +112,7 @@ class Voted(Screen):
 def vote_with_extras(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | None,
                      vote_id: str | None, strength: str | None, rationale: str | None, left_rating: int | None,
                      right_rating: int | None, request: gr.Request) -> Voted:
-    """A vote button or key: the vote with its strength, rationale and ratings (`label_tab.vote`); extras that
+    """A vote button or key: the vote with its strength, rationale and ratings (`label_screen.vote`); extras that
     cannot go with it (a required rationale missing) are one hint and nothing is stored."""
     kept = [gr.skip()] * len(fields(ExtrasLayout))
     try:

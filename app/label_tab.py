@@ -8,13 +8,13 @@ always there; every text field is null when the queue is empty).
 
 On screen the prompt (a conversation as role-labelled turns), the two responses and the guidelines (the owner's
 markdown) are rendered by `app.render`, which lets nothing in them run, load or cover the page; the "Plain text"
-toggle shows the prompt and responses as they are.
+toggle shows the prompt and responses as they are. What the tab shares with its panels (the screen an action leaves,
+a vote, the annotator's name) lives in `app.label_screen`.
 """
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import gradio as gr
 
@@ -32,24 +32,29 @@ from labeling.annotation import (
     update_queue_settings,
 )
 from labeling.ranking import rankings_first
-from storage import jobs as job_rows
 from storage.audit import AuditAction
-from storage.errors import Conflict, InvalidInput, NotFound
-from trainers.loop.waiting import waiting_line
+from storage.errors import InvalidInput
 
-from . import demonstration_editor
-from .context import Refresh, Studio, View, bind, markdown_literal, user_errors, user_message
-from .label_suggestions import after_vote, before_vote
-from .render import TEXT_SCOPE, markdown_html, panes_html, plain_text_toggle, text_html
+from . import demonstration_editor, judgement_extras, ranking_panel
+from .context import Refresh, Studio, View, bind, markdown_literal, user_errors
+from .label_screen import (
+    NAME_HINT,
+    QUEUE,
+    QUEUE_WORKERS,
+    LabelLayout,
+    Screen,
+    annotator_name,
+    counts_line,
+    only_status,
+    screen,
+    serve,
+    unnamed,
+)
+from .render import TEXT_SCOPE, markdown_html, plain_text_toggle
 
 TITLE = "Label"
-QUEUE = "label-queue"  # one concurrency group for every queue action, so Gradio hands them out fairly
-QUEUE_WORKERS = 4
 POLL_S = 10.0
-EMPTY = "The queue is empty: new pairs arrive when the next round samples from the policy."
-EMPTY_HTML = f'<p class="queue-empty">{EMPTY}</p>'
 NAME_FIRST_HTML = '<p class="queue-empty">Type your name above to see the first pair.</p>'
-NAME_HINT = "Type your name above and press Enter (or **Start labeling**) first; then the keys vote."
 # The browser remembers the annotator's name in its localStorage under this key. The name is no secret: a fixed key
 # for Gradio's encryption lets it outlive a restart of the server (a random one would be new each start).
 REMEMBERED_NAME = {"storage_key": "rlhf-studio-annotator", "secret": "rlhf-studio-annotator-name"}
@@ -99,32 +104,12 @@ def pair_dict(shown: ShownPair | None, done) -> dict:
             "right": shown.right, **base}
 
 
-def prompt_html(shown: ShownPair) -> str:
-    """The prompt pane: the conversation's turns, or the text, as markdown (and its plain form)."""
-    return panes_html([("prompt-text", "Prompt", text_html(shown.messages or shown.prompt))])
-
-
-def responses_html(shown: ShownPair) -> str:
-    """The two responses side by side in equal-height panes that scroll when long."""
-    return panes_html([("response-left", "Left response", text_html(shown.left)),
-                       ("response-right", "Right response", text_html(shown.right))])
-
-
 def guidelines_html(guidelines: str) -> str:
     """The guidelines as annotators see them: markdown rendered like model output (raw HTML shows as text)."""
     return f'<div class="guidelines-text">{markdown_html(guidelines)}</div>'
 
 
 # ---- the public API -----------------------------------------------------------------------------------------------
-
-def annotator_name(studio: Studio, request: gr.Request | None, typed: str | None) -> str:
-    """The annotator: under --auth the logged-in user (typing another name is refused), else the typed name."""
-    name = studio.annotator(request, typed)
-    if studio.users is not None and typed and typed.strip() and normal_name(typed) != name:
-        raise gr.Error(user_message(f"you are signed in as {name}; you cannot label as someone else"),
-                       print_exception=False)
-    return name
-
 
 def api_next_pair(studio: Studio, annotator: str, request: gr.Request) -> dict:
     """Reserve the next pair for `annotator` (or return the one already reserved for them); `pair_id` is null
@@ -158,44 +143,9 @@ def api_undo_label(studio: Studio, annotator: str, request: gr.Request) -> dict:
 
 # ---- the screen ---------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class LabelLayout:
-    """The Label tab's components."""
-
-    name_entry: gr.Row  # the name box and Start, until a name is set
-    name_box: gr.Textbox
-    start: gr.Button
-    name_shown: gr.Row  # "Labeling as NAME · change" once it is
-    labeling_as: gr.Markdown
-    change: gr.Button
-    counts: gr.Markdown
-    guidelines: gr.HTML
-    pair_panel: gr.Column  # the pair and its votes, shown while `pair_shown` (a ranking may come first)
-    prompt: gr.HTML
-    responses: gr.HTML  # the left and right panes
-    votes: dict[Choice, gr.Button]
-    undo: gr.Button
-    status: gr.Markdown
-    plain: gr.Checkbox  # shows the texts as they are instead of rendered
-    guidelines_box: gr.Textbox
-    overlap: gr.Number
-    ttl: gr.Number
-    save: gr.Button
-    pair_id: gr.State  # the pair on this browser's screen
-    vote_id: gr.State  # the id a vote on it carries: a retried click stores it once
-    poll: gr.Timer  # on while the queue is empty: looks for new pairs now and then
-    ranking_turn: gr.State  # a new token each time no pair is on screen: the ranking panel then serves a ranking
-    pair_shown: gr.State  # no listener outputs the panel itself: an error would cover it, buttons and all
-    annotator: gr.BrowserState  # the name this browser labels as, remembered across reloads
-    editor: demonstration_editor.EditorLayout | None = None  # a better answer, written or edited (W)
-    extras: object = None  # app.judgement_extras.ExtrasLayout (it imports us): strength, rationale, ratings
-    ranking: object = None  # app.ranking_panel.RankingLayout (it imports us): K answers to rank
-
-
 def layout(signed_in: bool) -> LabelLayout:
     """Name box (hidden under --auth), guidelines, the prompt, the responses side by side, vote buttons, undo, the
     plain-text toggle, queue settings."""
-    from . import judgement_extras, ranking_panel  # the vote's extras; a ranking in place of the pair (they import us)
     with gr.Column(elem_id="label-tab", elem_classes=[TEXT_SCOPE]):
         with gr.Row(elem_id="label-top"):
             with gr.Row(visible=not signed_in, elem_id="name-entry", scale=3) as name_entry:
@@ -242,59 +192,6 @@ def layout(signed_in: bool) -> LabelLayout:
 
 
 @dataclass(frozen=True)
-class Screen(View):
-    """What an action leaves on screen: the pair (or none: the empty queue, or a ranking's turn), progress, status."""
-
-    pair_id: int | None
-    vote_id: str | None
-    prompt: str  # HTML, as are the responses
-    responses: str
-    counts: str
-    status: str
-    poll: gr.Timer
-    pair_shown: bool  # False while a ranking comes first
-    ranking_turn: str | None  # new when no pair is on screen: the ranking panel looks for a ranking (gr.skip: not)
-
-
-def counts_line(studio: Studio, name: str, pair_id: int | None) -> str:
-    """Progress, and each loop round that waits for people with the labels it has now (`pair_id`: on screen)."""
-    done = progress(studio.store, name)
-    waits = [line for job in job_rows.list_jobs(studio.store, limit=5)
-             if (line := waiting_line(studio.store, job, name, pair_id))]
-    return " · ".join([f"**{done.labeled_today}** labeled today · **{done.left_in_queue}** left in the queue", *waits])
-
-
-def screen(studio: Studio, name: str, shown: ShownPair | None, message: str = "", ranking: bool = False) -> Screen:
-    """A shown pair (a new vote id for it); or none: the empty queue (polling), or the pair hidden (`ranking`) for
-    the ranking that comes first; either way a new `ranking_turn`."""
-    counts = counts_line(studio, name, shown and shown.pair_id)
-    if shown is None:
-        return Screen(None, None, "" if ranking else EMPTY_HTML, "", counts, message, gr.Timer(active=not ranking),
-                      not ranking, uuid.uuid4().hex)
-    return Screen(shown.pair_id, uuid.uuid4().hex, prompt_html(shown), responses_html(shown), counts,
-                  message + before_vote(studio.store, name, shown.pair_id), gr.Timer(active=False),
-                  True, gr.skip())
-
-
-def serve(studio: Studio, name: str, message: str = "") -> Screen:
-    """The annotator's next item: room for a ranking while rankings come first (`labeling.ranking.rankings_first`),
-    else their reserved or next pair."""
-    if rankings_first(studio.store, name):
-        return screen(studio, name, None, message, ranking=True)
-    return screen(studio, name, next_pair(studio.store, name), message)
-
-
-def only_status(view: type[View], message: str) -> View:
-    """A view that changes nothing on screen but the status line (a hint instead of an error)."""
-    return view(**{f.name: message if f.name == "status" else gr.skip() for f in fields(view)})
-
-
-def unnamed(studio: Studio, annotator: str | None) -> bool:
-    """True while this browser has no name to label as (under --auth the login is the name)."""
-    return studio.users is None and not (annotator or "").strip()
-
-
-@dataclass(frozen=True)
 class Named(Screen):
     """Start labeling: the screen, the name the browser remembers, and "Labeling as NAME · change" in place of the
     name box."""
@@ -325,28 +222,6 @@ def start_labeling(studio: Studio, typed: str, annotator: str | None, request: g
 def change_name(annotator: str | None) -> tuple:
     """The "change" link: the name box again, holding the current name, in place of "Labeling as"."""
     return gr.update(visible=True), gr.update(value=annotator or ""), gr.update(visible=False)
-
-
-def vote(studio: Studio, choice: Choice, annotator: str | None, pair_id: int | None, vote_id: str | None,
-         request: gr.Request, judgement: dict | None = None) -> Screen:
-    """A vote button: store the vote on the pair on screen and show the next one; a pair that left the annotator
-    (expired, taken) is a warning, and the next pair is shown. Before a name is set, a hint and nothing else.
-    `judgement`: its strength, rationale and ratings (`app.judgement_extras`)."""
-    if unnamed(studio, annotator):
-        return only_status(Screen, NAME_HINT)
-    with user_errors():
-        name = annotator_name(studio, request, annotator)
-        if pair_id is None:
-            return serve(studio, name, "Nothing to vote on yet.")
-        ranking = rankings_first(studio.store, name)  # the next item is a ranking: no pair is reserved
-        try:
-            _, shown = submit_and_next(studio.store, name, pair_id, choice.value, vote_id, then_pair=not ranking,
-                                       **(judgement or {}))
-        except (Conflict, NotFound) as exc:
-            gr.Warning(user_message(str(exc)))
-            return serve(studio, name)
-        saved = f"Saved: {choice.value.replace('_', ' ')}." + after_vote(studio.store, name, pair_id)  # a judge's
-        return screen(studio, name, shown, saved, ranking)
 
 
 def undo(studio: Studio, annotator: str | None, request: gr.Request) -> Screen:
@@ -437,7 +312,6 @@ def build(studio: Studio) -> list[Refresh]:
             None, js=FOCUS_PAIR_JS)
     ui.change.click(change_name, ui.annotator, [ui.name_entry, ui.name_box, ui.name_shown], queue=False,
                     api_visibility="private").then(None, js=FOCUS_NAME_JS)
-    from . import judgement_extras, ranking_panel  # they import us
     extras = judgement_extras.build(studio, ui, private)  # the vote buttons, with a strength, rationale, ratings
     ui.undo.click(bind(undo, studio), ui.annotator, shown, **private)
     ui.poll.tick(bind(poll_queue, studio), [ui.annotator, ui.pair_id], shown, **private)

@@ -30,7 +30,7 @@ from storage.rankings import ranking_size
 
 from .context import Refresh, Studio, View, bind, user_errors, user_message
 from .judgement_extras import rationale_field
-from .label_tab import (
+from .label_screen import (
     EMPTY_HTML,
     QUEUE,
     QUEUE_WORKERS,
@@ -204,8 +204,8 @@ def ranking_screen(studio: Studio, shown: ShownRanking | None, message: str = ""
 
 @dataclass(frozen=True)
 class Served(View):
-    """What a ranking action leaves on the Label tab: the panel, and the pair's part of the screen (`label_tab.Screen`:
-    hidden for a ranking, or the pair back when none is left)."""
+    """What a ranking action leaves on the Label tab: the panel, and the pair's part of the screen
+    (`label_screen.Screen`: hidden for a ranking, or the pair back when none is left)."""
 
     ranking: RankingScreen
     pair: Screen
@@ -262,7 +262,7 @@ def send(studio: Studio, order: str, typed: str, ranking_id: int | None, vote_id
 
 def after_send(studio: Studio, name: str, message: str = "") -> Served:
     """The panel with the next ranking, and the Label tab's counts; with none left for the annotator, the panel's
-    `message` and the pair back in its place (`label_tab.serve`)."""
+    `message` and the pair back in its place (`label_screen.serve`)."""
     shown = next_ranking(studio.store, name)
     if shown is None:
         return Served(ranking_screen(studio, None, message), serve(studio, name))

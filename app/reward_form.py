@@ -52,7 +52,7 @@ def reward_settings_json(advanced_json: str, reward: str, rm_weight: float, leng
 
 # the Train tab's fields a loop on the functions alone never reads: its labels, pairs and reward model
 LABEL_FIELDS = ("samples_per_prompt", "labels_per_round", "label_budget", "label_decay", "annotator", "selector",
-                "ensemble", "reward_lr", "reward_epochs", "reward_patience", "reward_warm_start", "audit_share",
+                "ensemble", "reward_lr", "reward_epochs", "reward_patience", "reward_warm_start", "check_share",
                 "dpo_beta")
 RLVR_FIELDS = ("algorithm", "rounds", "policy_iterations", "policy_lr", "kl_coef", "group_size")  # filled for RLVR
 

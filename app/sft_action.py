@@ -31,8 +31,9 @@ from trainers.policy.sft_config import SFTConfig, SFTRun, check_root_demonstrati
 
 from .code_names import refuse_code_names
 from .context import Studio, user_errors
+from .job_view import JobView, job_status_dict, job_view
 from .refusals import refusing
-from .train_tab import JobView, config_from_form, job_status_dict, job_view
+from .train_checks import config_from_form
 
 RUN_FIELDS = ("policy_id", "source", "as_root")  # the SFTRun fields the API takes beside SFTConfig's settings
 

@@ -1,7 +1,8 @@
 """The Train tab's form checked field by field, each named by its label ("Rounds is required", "Reward LR must be above
 0"), before any job row is written; the whole numbers made ints. The settings' own checks (`LoopConfig`) still run
 after, on what the form and the advanced JSON give together; a message of theirs that names a form field by its
-setting name says its label instead.
+setting name says its label instead. `config_from_form` turns the checked form, its preset and the advanced JSON into
+the run's `LoopConfig` (the Train tab's buttons and its SFT action start from it).
 
 The form's components carry no minimum or maximum of their own: Gradio would refuse a value before this check with a
 message that names no field ("Value -1 is less than minimum value 1")."""
@@ -13,8 +14,10 @@ import re
 from dataclasses import dataclass
 
 from storage.errors import InvalidInput
+from trainers.loop.config import LoopConfig, settings_from_json
 
-from .train_form import iterations_label, lr_label
+from . import reward_form
+from .train_form import FORM, iterations_label, lr_label
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ LABELS = {  # the form's fields by their labels on screen (the two of the policy
     "ensemble": "Reward ensemble size", "kl_coef": "β: KL coefficient", "reward_lr": "Reward LR",
     "reward_epochs": "Reward epochs", "annotator": "Labels from", "algorithm": "Policy optimiser",
     "group_size": "G: GRPO responses per prompt", "dpo_beta": "DPO β (its KL anchor)",
-    "label_decay": "Label decay (each later round × this)", "audit_share": "Audit share of labels",
+    "label_decay": "Label decay (each later round × this)", "check_share": "Check-pair share of labels",
     "reward_patience": "Reward early-stop patience (0: off)", "reward_warm_start": "Warm-start the reward model",
     "on_warning": "On a failure warning", "sft_first": "SFT first: fine-tune on the demonstrations before round 1",
 }
@@ -46,7 +49,7 @@ RULES = {
     "label_budget": Rule(0, whole=True, optional=True), "policy_iterations": Rule(1, whole=True),
     "ensemble": Rule(1, whole=True), "kl_coef": Rule(0), "reward_lr": Rule(0, above=True),
     "policy_lr": Rule(0, above=True), "reward_epochs": Rule(1, whole=True), "group_size": Rule(2, whole=True),
-    "dpo_beta": Rule(0, above=True), "label_decay": Rule(0, above=True, high=1), "audit_share": Rule(0, high=0.5),
+    "dpo_beta": Rule(0, above=True), "label_decay": Rule(0, above=True, high=1), "check_share": Rule(0, high=0.5),
     "reward_patience": Rule(0, whole=True),
 }
 
@@ -96,3 +99,20 @@ def in_form_words(message: str, values: dict) -> str:
     algorithm = values.get("algorithm") or "ppo"
     names = re.compile(r"\b(" + "|".join(map(re.escape, values)) + r")\b")
     return names.sub(lambda found: f'"{field_label(found.group(1), algorithm)}"', message)
+
+
+def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str, *values) -> LoopConfig:
+    """The preset (of the project's `presets`), then the form's fields (each checked, by its label), then the advanced
+    JSON on top; a reward of the functions alone starts from the preset's RLVR settings and reads no label field. A
+    reward learning rate changed in the form counts as given when the JSON switches `reward_lora`."""
+    on_top = settings_from_json(advanced)
+    form, base = reward_form.form_for_reward(dict(zip(FORM, values, strict=True)), presets[preset], on_top)
+    settings = {**base.to_dict(), **checked_form(form)}
+    settings["label_budget"] = settings["label_budget"] or None  # blank or 0: from N
+    try:
+        config = LoopConfig.from_dict(settings)
+    except InvalidInput as exc:
+        raise InvalidInput(in_form_words(str(exc), form)) from None
+    if config.reward_model.learning_rate != presets[preset].reward_model.learning_rate:
+        on_top = {"reward_lr": config.reward_model.learning_rate, **on_top}
+    return config.updated(on_top)

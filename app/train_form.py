@@ -32,7 +32,7 @@ from .context import Studio, markdown_literal
 # the form's LoopConfig fields, in the order it sends them
 FORM = ("rounds", "samples_per_prompt", "labels_per_round", "label_budget", "policy_iterations", "selector", "ensemble",
         "kl_coef", "reward_lr", "policy_lr", "reward_epochs", "annotator", "algorithm", "group_size", "dpo_beta",
-        "label_decay", "audit_share", "reward_patience", "reward_warm_start", "on_warning", "sft_first",
+        "label_decay", "check_share", "reward_patience", "reward_warm_start", "on_warning", "sft_first",
         "rank_k")
 LIMIT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
@@ -121,7 +121,7 @@ def labels_line(use: LabelUse | None, collected: list[int] | None) -> str:
 
 
 def schedule_text(rounds, labels_per_round, label_budget, label_decay) -> str:
-    """The labels each round collects with the form's counts (audit pairs included): N, N x decay, ..., or the N the
+    """The labels each round collects with the form's counts (check pairs included): N, N x decay, ..., or the N the
     budget B gives."""
     try:
         rounds, decay = int(rounds), float(label_decay)
@@ -131,7 +131,7 @@ def schedule_text(rounds, labels_per_round, label_budget, label_decay) -> str:
     except (TypeError, ValueError):
         return "**Labels:** set the rounds, N (or B) and a label decay in (0, 1] to see how many each round collects."
     source = f"N = {first} from the budget B = {int(label_budget)}" if label_budget else f"N = {first}"
-    return f"**Labels:** {schedule_line(first, decay, rounds)} ({source}; audit pairs included)."
+    return f"**Labels:** {schedule_line(first, decay, rounds)} ({source}; check pairs included)."
 
 
 def fill_preset(name: str, presets: dict[str, LoopConfig] | None = None) -> list:

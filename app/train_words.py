@@ -26,7 +26,7 @@ INFO = {
     "samples_per_prompt": "Answers the policy writes to each prompt per round; pairs to label are drawn among them "
                           "(at least 2).",
     "labels_per_round": "Labels collected in the first round; each later round collects N × the label decay "
-                        "(audit pairs included).",
+                        "(check pairs included).",
     "label_budget": "The labels of the whole loop, split over the rounds for you; leave it blank to use N instead.",
     "policy_iterations": "Optimisation steps of the policy each round (PPO or GRPO; DPO runs epochs over the labels "
                          "instead).",
@@ -48,7 +48,7 @@ INFO = {
     "group_size": "GRPO only: answers sampled per prompt and compared with each other (at least 2).",
     "dpo_beta": "DPO only: how strongly DPO keeps the policy close to the SFT policy (its own β; higher: closer).",
     "label_decay": "Each later round collects this share of the previous round's labels; 1 collects N every round.",
-    "audit_share": "The share of each round's labels spent on audit pairs, which check that the reward model agrees "
+    "check_share": "The share of each round's labels spent on check pairs, which check that the reward model agrees "
                    "with people; 0 turns the check off.",
     "reward_patience": "Stop training the reward model after this many checks without a better validation loss, "
                        "keeping its best weights; 0 trains every epoch.",
@@ -73,7 +73,7 @@ def advanced_line() -> str:
     """The line under the advanced heading: the fields suit most loops; where each is explained."""
     return ("The fields below suit most loops as the preset sets them. Each is explained in "
             f"[the loop's options]({doc_link('commands.md#loop')}); the reward functions in "
-            f"[rewards]({doc_link('rewards.md')}), failure warnings and audit pairs in "
+            f"[rewards]({doc_link('rewards.md')}), failure warnings and check pairs in "
             f"[warnings]({doc_link('warnings.md')}), what the settings measured in "
             f"[benchmarks]({doc_link('benchmarks.md')}).")
 

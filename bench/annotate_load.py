@@ -33,12 +33,12 @@ import gradio as gr  # noqa: E402
 import psutil  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
+from bench.studio_driver import Ledger, free_port  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.generations import NewGeneration, add_generations  # noqa: E402
 from storage.labels import list_labels  # noqa: E402
 from storage.pairs import NewPair, add_pairs  # noqa: E402
 from storage.prompts import add_prompts, list_prompts  # noqa: E402
-from tests.helpers import Ledger, free_port  # noqa: E402
 
 
 def fill(store: Store, n_pairs: int, seed: int = 0) -> None:
@@ -54,7 +54,7 @@ def fill(store: Store, n_pairs: int, seed: int = 0) -> None:
 
 def serve(db: str, port: int) -> None:
     """The studio's app plus a no-op endpoint (this benchmark's only), launched like `python app.py serve`."""
-    from app.label_tab import QUEUE_WORKERS
+    from app.label_screen import QUEUE_WORKERS
     from app.ui import build_app, launch_options
 
     def noop(annotator: str, request: gr.Request) -> dict:

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.label_efficiency import seeded_template  # noqa: E402
+from bench.demo_runs import seeded_template  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 WORK = OUT / "failure_warnings"

@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from assets.corpus import build_corpus  # noqa: E402
+from bench.tiny_models import build_tiny_qwen  # noqa: E402
 from storage import Store  # noqa: E402
 from storage import jobs as job_rows  # noqa: E402
 from storage.metrics import read_metrics  # noqa: E402
 from storage.policies import list_policies  # noqa: E402
 from storage.prompts import list_prompts  # noqa: E402
-from tests.tiny_models import build_tiny_qwen  # noqa: E402
 from trainers.entry.worker import run_job  # noqa: E402
 from trainers.jobs.launch_config import read_launch_config  # noqa: E402
 from trainers.jobs.launcher import start_job  # noqa: E402

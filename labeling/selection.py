@@ -31,26 +31,13 @@ import itertools
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from storage.errors import InvalidInput
 from storage.pairs import NewPair
-from storage.types import Generation
-
-
-class Selector(StrEnum):
-    """How a round's pairs are chosen; each queued pair keeps its selector's value."""
-
-    RANDOM = "random"
-    DISAGREEMENT = "disagreement"
-    THOMPSON = "thompson"
-    INFO_GAIN = "info_gain"
-    DIVERSE = "diverse"
-    D_OPTIMAL = "d_optimal"
-
+from storage.types import Generation, Selector
 
 POSTERIOR_SELECTORS = frozenset({Selector.THOMPSON, Selector.INFO_GAIN, Selector.DIVERSE, Selector.D_OPTIMAL})
 

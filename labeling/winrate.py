@@ -4,7 +4,7 @@ When a policy version is registered, `winrate_pairs` (default 24) blind pairs ar
 samples against the SFT root's samples of the same prompts (and, with `winrate_previous`, against the previous
 version's): each of the version's samples is used once before any is used twice, and which of the two is the pair's
 first is a seeded coin flip, stored with the pair. They are queued spread through the places annotators label next
-(as audit pairs are): the first places of the next round's pairs, or for a loop's final version the places left in
+(as check pairs are): the first places of the next round's pairs, or for a loop's final version the places left in
 the queue, so neither place, id nor anything shown tells them apart. Their labels never train (see
 `storage.winrate`).
 
@@ -32,10 +32,10 @@ import numpy as np
 from storage import Store
 from storage.pairs import NewPair
 from storage.policies import list_policies, root_policy
-from storage.types import Generation, Outcome, Policy
-from storage.winrate import WINRATE_SELECTOR, QueuePlace, WinrateJudgement, winrate_judgements
+from storage.types import Generation, Outcome, Policy, Selector
+from storage.winrate import QueuePlace, WinrateJudgement, winrate_judgements
 
-from .audit_pairs import audit_positions
+from .check_pairs import check_positions
 from .winrate_stats import (
     BOOTSTRAP_ROUNDS,
     bootstrap_strengths,
@@ -83,7 +83,7 @@ def make_winrate_pairs(version: Sequence[Generation], opponent: Sequence[Generat
                 continue
             a, b = ours[k % len(ours)], others[(k % len(ours) + k // len(ours)) % len(others)]
             first, second = (a, b) if rng.random() < 0.5 else (b, a)
-            pairs.append(NewPair(prompt, first.id, second.id, WINRATE_SELECTOR, None, round, a.policy_id))
+            pairs.append(NewPair(prompt, first.id, second.id, Selector.WINRATE, None, round, a.policy_id))
     return pairs
 
 
@@ -102,7 +102,7 @@ def place_in_queue(pairs: Sequence[NewPair], places: Sequence[QueuePlace], withi
     it goes in `round` at score 0."""
     regular = min(within, len(places))
     out = []
-    for k, (pair, position) in enumerate(zip(pairs, audit_positions(len(pairs), regular + len(pairs)), strict=True)):
+    for k, (pair, position) in enumerate(zip(pairs, check_positions(len(pairs), regular + len(pairs)), strict=True)):
         before = min(position - k, max(regular - 1, 0))  # open pairs served before this one
         if not places:
             out.append(replace(pair, round=round, score=0.0))

@@ -16,15 +16,14 @@ import time
 
 from .db import Store
 from .errors import Conflict
-from .generations import _row as generation_row  # one shape for a generation's row
+from .generations import generation_row
 from .jobs import ACTIVE, BESIDE_TRAINING
 from .pairs import NewPair, add_pairs
 from .prompts import add_prompts
 from .settings import get_setting, set_setting
-from .types import Generation, JobStatus
+from .types import Generation, JobStatus, Selector
 
 ARENA_SOURCE = "arena"  # the source of a prompt typed in the arena, and of the arena's answers (generations)
-ARENA_SELECTOR = "arena"  # the selector of an arena vote's pair: a win-rate pair the label queue never serves
 ARENA_KIND = BESIDE_TRAINING  # the job kind (trainers.jobs.layer.JobKind.ARENA)
 ARENA_TRAINS = "arena_votes_train"  # setting: arena votes also train (default off: they only judge versions)
 
@@ -78,7 +77,7 @@ def arena_answers(store: Store, job_id: int) -> list[Generation]:
 def arena_pair(store: Store, first_id: int, second_id: int) -> int | None:
     """The arena pair of these two answers, if a vote made it."""
     row = store.db().execute("SELECT id FROM pairs WHERE selector = ? AND first_id = ? AND second_id = ?",
-                             [ARENA_SELECTOR, first_id, second_id]).fetchone()
+                             [Selector.ARENA, first_id, second_id]).fetchone()
     return row[0] if row else None
 
 
@@ -87,7 +86,7 @@ def open_arena_pair(store: Store, voter: str, first: Generation, second: Generat
     """The pair of two answers (first shown left) as a win-rate pair of `judged_id` against `opponent_id`, reserved
     for `voter` so the vote is stored the way every label is; returns the pair id."""
     with store.write() as db:
-        pair_id = add_pairs(store, [NewPair(first.prompt_id, first.id, second.id, ARENA_SELECTOR, None, 0,
+        pair_id = add_pairs(store, [NewPair(first.prompt_id, first.id, second.id, Selector.ARENA, None, 0,
                                             judged_id)])[0]
         db.execute("INSERT INTO winrate_pairs (pair_id, policy_id, opponent_id) VALUES (?, ?, ?)",
                    [pair_id, judged_id, opponent_id])

@@ -47,7 +47,8 @@ def add_generations(store: Store, generations: list[NewGeneration],
     return ids
 
 
-def _row(row: dict) -> Generation:
+def generation_row(row: dict) -> Generation:
+    """A `generations` row as a `Generation`."""
     eos = row["ended_with_eos"]
     return Generation(row["id"], row["prompt_id"], row["policy_id"], row["text"], row["token_count"],
                       json.loads(row["params"]), row["seed"], None if eos is None else bool(eos), row["source"])
@@ -57,7 +58,8 @@ def get_generations(store: Store, ids: list[int]) -> dict[int, Generation]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    return {r["id"]: _row(r) for r in store.db().query(f"SELECT * FROM generations WHERE id IN ({marks})", list(ids))}
+    rows = store.db().query(f"SELECT * FROM generations WHERE id IN ({marks})", list(ids))
+    return {r["id"]: generation_row(r) for r in rows}
 
 
 def list_generations(store: Store, policy_id: int | None = None, prompt_id: int | None = None,
@@ -73,7 +75,7 @@ def list_generations(store: Store, policy_id: int | None = None, prompt_id: int 
         clauses.append("prompt_id = ?")
         params.append(prompt_id)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    return [_row(r) for r in store.db().query(f"SELECT * FROM generations {where} ORDER BY id", params)]
+    return [generation_row(r) for r in store.db().query(f"SELECT * FROM generations {where} ORDER BY id", params)]
 
 
 

@@ -9,8 +9,8 @@ from typing import Iterable
 from .db import Store
 from .errors import Conflict, InvalidInput, NotFound
 from .gold import ANSWERS
-from .preferences import Preference, _pair, _prompt
-from .votes import Reserved, _reserve
+from .preferences import Preference, imported_pair_id, imported_prompt_id
+from .votes import Reserved, write_reservation
 
 
 def import_gold_pairs(store: Store, rows: Iterable[Preference], source: str) -> tuple[int, int]:
@@ -18,10 +18,10 @@ def import_gold_pairs(store: Store, rows: Iterable[Preference], source: str) -> 
     now, added, known = time.time(), 0, 0
     with store.write() as db:
         for row in rows:
-            prompt_id, new_prompt = _prompt(db, row, source, now)
+            prompt_id, new_prompt = imported_prompt_id(db, row, source, now)
             if new_prompt:
                 db.execute("UPDATE prompts SET excluded = 1 WHERE id = ?", [prompt_id])
-            pair_id = _pair(db, prompt_id, new_prompt, row, source, now)
+            pair_id = imported_pair_id(db, prompt_id, new_prompt, row, source, now)
             if db.execute("SELECT 1 FROM gold_items WHERE pair_id = ?", [pair_id]).fetchone():
                 known += 1
                 continue
@@ -76,4 +76,4 @@ def reserve_gold_pair(store: Store, annotator: str, first_on_left: bool, ttl_s: 
             return None
         pair_id, first_id, second_id = row
         db.execute("DELETE FROM reservations WHERE annotator = ?", [annotator])
-        return _reserve(db, pair_id, annotator, first_id if first_on_left else second_id, now + ttl_s, now)
+        return write_reservation(db, pair_id, annotator, first_id if first_on_left else second_id, now + ttl_s, now)

@@ -11,8 +11,9 @@ from typing import Iterable
 
 from .db import Store
 from .errors import Conflict, InvalidInput, NotFound
-from .preferences import IMPORTED, _generation, _prompt
-from .rankings import RANKED, ReservedRanking, _members, _reserve
+from .preferences import imported_prompt_id, imported_response_id
+from .rankings import RANKED, ReservedRanking, ranking_members, write_ranking_reservation
+from .types import Selector
 
 
 @dataclass(frozen=True)
@@ -35,16 +36,16 @@ def import_gold_rankings(store: Store, rows: Iterable[GoldRankingRow], source: s
     now, added, known = time.time(), 0, 0
     with store.write() as db:
         for row in rows:
-            prompt_id, new_prompt = _prompt(db, row, source, now)
+            prompt_id, new_prompt = imported_prompt_id(db, row, source, now)
             if new_prompt:
                 db.execute("UPDATE prompts SET excluded = 1 WHERE id = ?", [prompt_id])
-            ids = [_generation(db, prompt_id, text, source, now, new_prompt) for text in row.responses]
+            ids = [imported_response_id(db, prompt_id, text, source, now, new_prompt) for text in row.responses]
             if not new_prompt and _known(db, prompt_id, ids):
                 known += 1
                 continue
             shown = rng.sample(range(len(ids)), len(ids))  # shown[position] = the row's index shown there
             ranking_id = db.execute("INSERT INTO rankings (prompt_id, selector, created) VALUES (?, ?, ?)",
-                                    [prompt_id, IMPORTED, now]).lastrowid
+                                    [prompt_id, Selector.IMPORTED, now]).lastrowid
             for position, index in enumerate(shown):
                 db.execute("INSERT INTO ranking_members (ranking_id, position, generation_id) VALUES (?, ?, ?)",
                            [ranking_id, position, ids[index]])
@@ -59,7 +60,7 @@ def _known(db, prompt_id: int, generation_ids: list[int]) -> bool:
     """Is a gold ranking of these answers of the prompt stored (in any order)?"""
     rows = db.execute("SELECT k.id FROM rankings k JOIN gold_rankings g ON g.ranking_id = k.id"
                       " WHERE k.prompt_id = ?", [prompt_id]).fetchall()
-    return any(sorted(_members(db, r[0])) == sorted(generation_ids) for r in rows)
+    return any(sorted(ranking_members(db, r[0])) == sorted(generation_ids) for r in rows)
 
 
 def mark_gold_ranking(store: Store, label_id: int) -> int:
@@ -109,4 +110,4 @@ def reserve_gold_ranking(store: Store, annotator: str, ttl_s: float, now: float)
         if row is None:
             return None
         db.execute("DELETE FROM ranking_reservations WHERE annotator = ?", [annotator])
-        return _reserve(db, row[0], annotator, now + ttl_s, now)
+        return write_ranking_reservation(db, row[0], annotator, now + ttl_s, now)

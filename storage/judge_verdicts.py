@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from .db import Store
-from .types import Outcome
+from .types import Outcome, Selector
 
 JUDGE_PREFIX = "judge:"  # a judge's verdicts train under the annotator name `judge:<name>`
 STATUSES = ("ok", "timeout", "refusal", "unparseable", "error")
@@ -104,9 +104,8 @@ def unjudged_pairs(store: Store, judge: str, limit: int, round: int | None = Non
     """Up to `limit` queued pairs `judge` has not answered, in the queue's order (newest round first, then selector
     score, then id); imported pairs are never queued, so never judged; with `round`, only that round's pairs; without
     `winrate`, none of the win-rate pairs; with `job_id`, only the pairs that loop job queued."""
-    from .preferences import IMPORTED  # preferences -> labels -> this module: imported here, not at the top
 
-    clauses = [f"p.selector != '{IMPORTED}'",
+    clauses = [f"p.selector != '{Selector.IMPORTED}'",
                "NOT EXISTS (SELECT 1 FROM judge_verdicts j WHERE j.pair_id = p.id AND j.judge = :judge)"]
     if round is not None:
         clauses.append("p.round = :round")

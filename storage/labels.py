@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
-from .arena import ARENA_SELECTOR, arena_votes_train
+from .arena import arena_votes_train
 from .db import Store
 from .gold import NOT_GOLD, left_out_annotators
 from .judge_verdicts import judge_training_rows
-from .types import Label, Outcome
+from .types import Label, Outcome, Selector
 
 
 def _row(row: dict) -> Label:
@@ -121,7 +121,7 @@ def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPa
     verdicts that train (`storage.judge_verdicts`: the user chose the judge as annotator), as annotator
     `judge:<name>` with negative ids, on pairs no person labelled."""
     skips = "" if include_skips else " AND l.outcome != 'skip'"
-    arena = f" OR pr.selector = '{ARENA_SELECTOR}'" if arena_votes_train(store) else ""  # the admin allows it
+    arena = f" OR pr.selector = '{Selector.ARENA}'" if arena_votes_train(store) else ""  # the admin allows it
     evaluation = f"({_NOT_EVALUATION}{arena})"
     left_out = sorted(left_out_annotators(store))  # flagged by their gold accuracy (storage.gold), when asked
     skips += f" AND {NOT_GOLD}" + (f" AND l.annotator NOT IN ({', '.join('?' * len(left_out))})" if left_out else "")

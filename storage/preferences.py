@@ -1,7 +1,9 @@
 """Preference data sets stored as labels: each row's prompt, both responses, a pair and its label, in one go.
 
-Imported pairs carry the selector `imported` and arrive already labeled, so they never enter the human queue; their
-responses carry the generation source `import:<source>`, which keeps them out of sampling.
+Imported pairs carry the selector `imported` (`Selector.IMPORTED`) and arrive already labeled, so they never enter
+the human queue; their responses carry the generation source `import:<source>`, which keeps them out of sampling.
+`imported_prompt_id`, `imported_pair_id` and `imported_response_id` find or store one row inside a write; gold items
+and gold rankings import through them too.
 """
 
 from __future__ import annotations
@@ -15,9 +17,7 @@ from sqlite_utils import Database
 
 from .db import Store
 from .labels import NewLabel, find_vote, insert_label
-from .types import Outcome
-
-IMPORTED = "imported"  # selector of pairs that arrive already labeled (preference import)
+from .types import Outcome, Selector
 
 # Lookups of rows stored before, each served by an index (migration m007). The GLOB term always holds for the
 # `import:<source>` bound here; it lets SQLite use the partial index of imported responses.
@@ -56,13 +56,13 @@ def import_preferences(store: Store, rows: Iterable[Preference], source: str, no
     with store.write() as db:
         for row in rows:
             vote_id = preference_vote_id(source, row)
-            prompt_id, new_prompt = _prompt(db, row, source, now)
+            prompt_id, new_prompt = imported_prompt_id(db, row, source, now)
             if new_prompt:
                 prompt_ids.append(prompt_id)
             if not new_prompt and find_vote(db, vote_id):  # a stored vote's prompt is stored (never deleted)
                 duplicates += 1
                 continue
-            pair_id = _pair(db, prompt_id, new_prompt, row, source, now)
+            pair_id = imported_pair_id(db, prompt_id, new_prompt, row, source, now)
             insert_label(db, NewLabel(pair_id, source, Outcome.FIRST, vote_id, margin=row.margin), now)
             added += 1
     return PreferenceImport(added, duplicates, tuple(prompt_ids))
@@ -74,7 +74,7 @@ def preference_vote_id(source: str, row: Preference) -> str:
                                       ).hexdigest()
 
 
-def _prompt(db: Database, row: Preference, source: str, now: float) -> tuple[int, bool]:
+def imported_prompt_id(db: Database, row: Preference, source: str, now: float) -> tuple[int, bool]:
     """The id of the row's prompt, stored now unless it was before, and whether it is new."""
     values = {"text": row.prompt, "source": source, "created": now}
     if row.messages is not None:  # only a conversation writes `messages` (m008): a text row fits any schema
@@ -86,19 +86,19 @@ def _prompt(db: Database, row: Preference, source: str, now: float) -> tuple[int
     return db.execute("SELECT id FROM prompts WHERE text = ?", [row.prompt]).fetchone()[0], False
 
 
-def _pair(db: Database, prompt_id: int, new_prompt: bool, row: Preference, source: str, now: float) -> int:
+def imported_pair_id(db: Database, prompt_id: int, new_prompt: bool, row: Preference, source: str, now: float) -> int:
     """The imported pair (chosen first) of a row's texts, reused when stored before, else stored now. Nothing of a
     new prompt is stored yet, so its responses and pair are stored without lookups."""
-    chosen_id, rejected_id = (_generation(db, prompt_id, text, source, now, new_prompt)
+    chosen_id, rejected_id = (imported_response_id(db, prompt_id, text, source, now, new_prompt)
                               for text in (row.chosen, row.rejected))
-    pair = None if new_prompt else db.execute(_FIND_PAIR, [chosen_id, rejected_id, IMPORTED]).fetchone()
+    pair = None if new_prompt else db.execute(_FIND_PAIR, [chosen_id, rejected_id, Selector.IMPORTED]).fetchone()
     if pair:
         return pair[0]
     return db.execute("INSERT INTO pairs (prompt_id, first_id, second_id, selector, created) VALUES (?, ?, ?, ?, ?)",
-                      [prompt_id, chosen_id, rejected_id, IMPORTED, now]).lastrowid
+                      [prompt_id, chosen_id, rejected_id, Selector.IMPORTED, now]).lastrowid
 
 
-def _generation(db: Database, prompt_id: int, text: str, source: str, now: float, new_prompt: bool) -> int:
+def imported_response_id(db: Database, prompt_id: int, text: str, source: str, now: float, new_prompt: bool) -> int:
     """An imported response, reused by text; its generation source `import:<source>` keeps it out of sampling."""
     found = None if new_prompt else db.execute(_FIND_GENERATION, [prompt_id, text, f"import:{source}"]).fetchone()
     if found:

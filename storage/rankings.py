@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from .db import Store
 from .errors import Conflict, InvalidInput, NotFound
 from .gold import NOT_GOLD_RANKING, left_out_annotators
-from .preferences import IMPORTED
 from .prompts import stored_messages
+from .types import Selector
 
 RANKED, ALL_BAD, SKIP = "ranked", "all_bad", "skip"
 
@@ -109,7 +109,8 @@ def ranking_size(store: Store, ranking_id: int) -> int:
     return size
 
 
-def _members(db, ranking_id: int) -> tuple[int, ...]:
+def ranking_members(db, ranking_id: int) -> tuple[int, ...]:
+    """A stored ranking's generation ids in position order (inside a transaction: `db` is its connection)."""
     return tuple(r[0] for r in db.execute("SELECT generation_id FROM ranking_members WHERE ranking_id = ?"
                                           " ORDER BY position", [ranking_id]))
 
@@ -117,7 +118,7 @@ def _members(db, ranking_id: int) -> tuple[int, ...]:
 def list_rankings(store: Store, round: int | None = None) -> list[Ranking]:
     db = store.db()
     where, params = ("", []) if round is None else ("WHERE round = ?", [round])
-    return [Ranking(r["id"], r["prompt_id"], _members(db, r["id"]), r["round"], r["policy_id"], r["selector"],
+    return [Ranking(r["id"], r["prompt_id"], ranking_members(db, r["id"]), r["round"], r["policy_id"], r["selector"],
                     r["score"], r["votes"], r["job_id"])
             for r in db.query(f"SELECT * FROM rankings {where} ORDER BY id", params)]
 
@@ -130,7 +131,7 @@ _UNJUDGED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM ranking_labels l WHERE l.ranking
                      " AND l.annotator = :annotator AND l.undone IS NULL)")
 _NEXT = f"""
 SELECT k.id FROM rankings k INDEXED BY rankings_queue
-WHERE k.votes < :overlap AND k.selector != '{IMPORTED}' AND {_UNJUDGED_BY_THEM} AND {_TAKEN} < :overlap
+WHERE k.votes < :overlap AND k.selector != '{Selector.IMPORTED}' AND {_UNJUDGED_BY_THEM} AND {_TAKEN} < :overlap
   AND (:job IS NULL OR k.job_id = :job)
 ORDER BY k.round DESC, k.score DESC, k.id
 LIMIT 1
@@ -143,7 +144,8 @@ def _may_hold(db, ranking_id: int, annotator: str, overlap: int, now: float, liv
     return bool(row[0]) and (live or row[1] < overlap)
 
 
-def _reserve(db, ranking_id: int, annotator: str, expires: float, now: float) -> ReservedRanking:
+def write_ranking_reservation(db, ranking_id: int, annotator: str, expires: float, now: float) -> ReservedRanking:
+    """Reserve ranking `ranking_id` for `annotator` until `expires` (inside a write: `db` is its connection)."""
     db.execute("INSERT INTO ranking_reservations (ranking_id, annotator, expires, shown) VALUES (?, ?, ?, ?)",
                [ranking_id, annotator, expires, now])
     prompt, messages = db.execute("SELECT p.text, p.messages FROM rankings k JOIN prompts p ON p.id = k.prompt_id"
@@ -165,9 +167,9 @@ def reserve_next_ranking(store: Store, annotator: str, overlap: int, ttl_s: floa
         db.execute("DELETE FROM ranking_reservations WHERE annotator = ?", [annotator])
         for ranking_id, expires, owner in own:
             if job_id in (None, owner) and _may_hold(db, ranking_id, annotator, overlap, now, live=expires > now):
-                return _reserve(db, ranking_id, annotator, now + ttl_s, now)
+                return write_ranking_reservation(db, ranking_id, annotator, now + ttl_s, now)
         row = db.execute(_NEXT, {"annotator": annotator, "now": now, "overlap": overlap, "job": job_id}).fetchone()
-        return None if row is None else _reserve(db, row[0], annotator, now + ttl_s, now)
+        return None if row is None else write_ranking_reservation(db, row[0], annotator, now + ttl_s, now)
 
 
 def submit_ranking(store: Store, annotator: str, ranking_id: int, outcome: str, tiers: list[list[int]] | None,
@@ -216,14 +218,14 @@ def undo_last_ranking(store: Store, annotator: str, overlap: int, ttl_s: float, 
         db.execute("DELETE FROM ranking_reservations WHERE annotator = ?", [annotator])
         if not _may_hold(db, ranking_id, annotator, overlap, now):
             return None
-        return _reserve(db, ranking_id, annotator, now + ttl_s, now)
+        return write_ranking_reservation(db, ranking_id, annotator, now + ttl_s, now)
 
 
 def open_rankings(store: Store, annotator: str, overlap: int) -> int:
     """Items in the queue that still want a verdict and that this annotator has not judged."""
     params = {"annotator": annotator, "overlap": overlap, "now": 0.0}
     return store.db().execute(f"SELECT count(*) FROM rankings k WHERE k.votes < :overlap"
-                              f" AND k.selector != '{IMPORTED}' AND {_UNJUDGED_BY_THEM}", params).fetchone()[0]
+                              f" AND k.selector != '{Selector.IMPORTED}' AND {_UNJUDGED_BY_THEM}", params).fetchone()[0]
 
 
 def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: bool = False,

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from .db import Store
+from .types import Selector
 
 REWARD_BASE_SETTING = "reward_base"  # the folder reward models start from (init --reward-base); None: the SFT policy
 
@@ -16,7 +17,7 @@ DEFAULTS: dict[str, Any] = {
     ),
     "overlap": 1,
     "reservation_ttl_s": 600,
-    "selector": "random",
+    "selector": Selector.RANDOM.value,
 }
 
 

@@ -1,9 +1,30 @@
-"""Typed rows returned by storage functions, and the label outcome enum."""
+"""Typed rows returned by storage functions, the label outcome enum and every pair selector's value."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+
+class Selector(enum.StrEnum):
+    """What queued or stored a pair (`pairs.selector`, `rankings.selector`); annotators never see it. The first six
+    choose a loop round's pairs (the setting `selector`, `ROUND_SELECTORS`); the others mark pairs made for one
+    purpose."""
+
+    RANDOM = "random"
+    DISAGREEMENT = "disagreement"
+    THOMPSON = "thompson"
+    INFO_GAIN = "info_gain"
+    DIVERSE = "diverse"
+    D_OPTIMAL = "d_optimal"
+    CHECK = "check"  # a check pair: one the reward model ranked confidently, to check it (`storage.check_pairs`)
+    WINRATE = "winrate"  # two versions' held-out samples, judging a version (`storage.winrate`)
+    ARENA = "arena"  # an arena vote: a win-rate pair the label queue never serves (`storage.arena`)
+    IMPORTED = "imported"  # arrived already labeled (`storage.preferences`, gold rankings): never queued
+
+
+ROUND_SELECTORS = (Selector.RANDOM, Selector.DISAGREEMENT, Selector.THOMPSON, Selector.INFO_GAIN, Selector.DIVERSE,
+                   Selector.D_OPTIMAL)  # the values of a loop's `selector` setting, the default first
 
 
 class Outcome(str, enum.Enum):

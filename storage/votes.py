@@ -20,13 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .arena import ARENA_SELECTOR
 from .db import Store
 from .errors import Conflict, NotFound
 from .labels import NewLabel, find_vote, insert_label
-from .preferences import IMPORTED
 from .prompts import stored_messages
-from .types import Outcome
+from .types import Outcome, Selector
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,8 @@ _TAKEN = """
     p.votes + (SELECT count(*) FROM reservations r WHERE r.pair_id = p.id AND r.annotator != :annotator
                AND r.expires > :now)
 """
-_QUEUED = f"p.selector NOT IN ('{IMPORTED}', '{ARENA_SELECTOR}')"  # imported pairs and arena votes are never served
+# imported pairs and arena votes are never served
+_QUEUED = f"p.selector NOT IN ('{Selector.IMPORTED}', '{Selector.ARENA}')"
 _UNLABELED_BY_THEM = ("NOT EXISTS (SELECT 1 FROM labels l WHERE l.pair_id = p.id AND l.annotator = :annotator"
                       " AND l.undone IS NULL)")
 
@@ -113,16 +112,17 @@ def reserve_next_pair(store: Store, annotator: str, overlap: int, ttl_s: float, 
         for pair_id, left_id, expires, kind, owner in own:
             if left_id is not None and selector in (None, kind) and job_id in (None, owner) and _may_hold(
                     db, pair_id, annotator, overlap, now, live=expires > now):
-                return _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
+                return write_reservation(db, pair_id, annotator, left_id, now + ttl_s, now)
         row = db.execute(_NEXT_PAIR, {"annotator": annotator, "now": now, "overlap": overlap,
                                       "selector": selector, "job": job_id}).fetchone()
         if row is None:
             return None
         pair_id, first_id, second_id = row
-        return _reserve(db, pair_id, annotator, first_id if first_on_left else second_id, now + ttl_s, now)
+        return write_reservation(db, pair_id, annotator, first_id if first_on_left else second_id, now + ttl_s, now)
 
 
-def _reserve(db, pair_id: int, annotator: str, left_id: int, expires: float, now: float) -> Reserved:
+def write_reservation(db, pair_id: int, annotator: str, left_id: int, expires: float, now: float) -> Reserved:
+    """Reserve pair `pair_id` for `annotator` until `expires`, `left_id` shown on the left (inside a write: `db`)."""
     db.execute("INSERT INTO reservations (pair_id, annotator, expires, left_id, shown) VALUES (?, ?, ?, ?, ?)",
                [pair_id, annotator, expires, left_id, now])
     return _reserved(db, pair_id, left_id, expires)
@@ -180,7 +180,7 @@ def undo_last(store: Store, annotator: str, overlap: int, ttl_s: float, now: flo
         db.execute("DELETE FROM reservations WHERE annotator = ?", [annotator])
         if left_id is None or not _may_hold(db, pair_id, annotator, overlap, now):
             return None
-        return _reserve(db, pair_id, annotator, left_id, now + ttl_s, now)
+        return write_reservation(db, pair_id, annotator, left_id, now + ttl_s, now)
 
 
 def release_reservations(store: Store, annotator: str) -> int:

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arena import ARENA_SELECTOR, ARENA_SOURCE
+from .arena import ARENA_SOURCE
 from .db import Store
 from .pairs import NewPair, add_pairs
-from .preferences import IMPORTED
-from .types import Outcome
-
-WINRATE_SELECTOR = "winrate"  # the selector value of a win-rate pair in `pairs` (annotators never see selectors)
+from .types import Outcome, Selector
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ def list_winrate_pairs(store: Store, policy_id: int | None = None) -> list[Winra
         "SELECT w.pair_id, p.prompt_id, w.policy_id, w.opponent_id, g.policy_id = w.policy_id FROM winrate_pairs w"
         " JOIN pairs p ON p.id = w.pair_id JOIN generations g ON g.id = p.first_id"
         " WHERE (? IS NULL OR w.policy_id = ?) AND p.selector != ? ORDER BY w.pair_id",
-        [policy_id, policy_id, ARENA_SELECTOR])
+        [policy_id, policy_id, Selector.ARENA])
     return [WinratePair(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows.fetchall()]
 
 
@@ -118,7 +115,7 @@ def open_places(store: Store, limit: int) -> list[QueuePlace]:
     the queue serves them."""
     rows = store.db().execute(
         f"SELECT id, round, score FROM pairs p WHERE p.votes = 0"
-        f" AND p.selector NOT IN ('{IMPORTED}', '{ARENA_SELECTOR}')"
+        f" AND p.selector NOT IN ('{Selector.IMPORTED}', '{Selector.ARENA}')"
         " ORDER BY p.round DESC, p.score DESC, p.id LIMIT ?", [max(0, limit)])
     return [QueuePlace(*r) for r in rows.fetchall()]
 

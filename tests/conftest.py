@@ -13,9 +13,9 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from bench.studio_driver import launch_studio  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
-from tests.helpers import launch_studio  # noqa: E402
 
 pytest_plugins = (
     "tests.model_fixtures",  # tiny Llama/Qwen2 chat models and bad model folders (session fixtures)
@@ -87,7 +87,8 @@ def queue_pairs(store):
 @pytest.fixture
 def serve_studio():
     """`serve_studio(store, users=None, **options)`: the studio served in this process as `python app.py serve`
-    serves it (tests.helpers.launch_studio); returns the running Blocks (URL: `.local_url`), closed after the test."""
+    serves it (bench.studio_driver.launch_studio); returns the running Blocks (URL: `.local_url`), closed after the
+    test."""
     running = []
 
     def serve(store: Store, users=None, **options):

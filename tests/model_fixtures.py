@@ -1,4 +1,4 @@
-"""Session fixtures of tiny real chat models (built by `tests/tiny_models.py`), loaded by conftest's `pytest_plugins`.
+"""Session fixtures of tiny real chat models (built by `bench/tiny_models.py`), loaded by conftest's `pytest_plugins`.
 
 The builders are imported inside each fixture, so a test session that uses none of them does not import torch here.
 Every folder is built once per session: never write into one, copy it first.
@@ -14,7 +14,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_qwen_dir(tmp_path_factory) -> Path:
     """The tiny Qwen2 chat model (pad `<|endoftext|>` distinct from EOS `<|im_end|>`)."""
-    from tests.tiny_models import build_tiny_qwen
+    from bench.tiny_models import build_tiny_qwen
 
     return build_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen") / "qwen")
 
@@ -22,7 +22,7 @@ def tiny_qwen_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """The tiny Llama-3-style chat model (no pad token; reserved special tokens a pad fix reuses)."""
-    from tests.tiny_models import build_tiny_llama
+    from bench.tiny_models import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama") / "llama")
 
@@ -31,7 +31,7 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
 def bad_model_dirs(tmp_path_factory, tiny_qwen_dir, tiny_llama_dir) -> dict[str, Path]:
     """Folders the studio refuses as a policy, keyed by what is wrong: pickle_only, remote_code, encoder_only,
     classifier_only (a valid reward base), no_tokenizer, no_config, damaged_weights, a_file, missing."""
-    from tests import tiny_models as tiny
+    from bench import tiny_models as tiny
 
     root = tmp_path_factory.mktemp("bad-models")
     (root / "a_file").write_text("not a model\n")

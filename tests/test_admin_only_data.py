@@ -72,7 +72,7 @@ def run_listener(http, fn_index: int, session: str) -> str:
 def test_no_listener_of_the_served_page_hands_an_annotator_a_reference_or_a_folder(store, serve_studio, tmp_path):
     import httpx
 
-    from tests.helpers import hashed_auth_file
+    from bench.studio_driver import hashed_auth_file
 
     project(store)
     users = hashed_auth_file(tmp_path / "users.txt", {"alice": "alice-pw", "owner": "owner-pw"}, admins={"owner"})

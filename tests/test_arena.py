@@ -17,7 +17,6 @@ from labeling.annotation import next_pair, update_queue_settings
 from labeling.arena import vote_arena
 from labeling.winrate import winrate_report
 from storage.arena import (
-    ARENA_SELECTOR,
     ARENA_SOURCE,
     arena_answers,
     arena_place,
@@ -32,6 +31,7 @@ from storage.labels import list_labels, training_labels
 from storage.pairs import get_pair
 from storage.policies import add_policy, list_policies
 from storage.prompts import count_prompts, get_prompt
+from storage.types import Selector
 from storage.winrate import list_winrate_pairs, winrate_judgements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def test_a_prompt_gets_two_blind_answers_and_the_vote_is_a_judgement_on_peoples_
     assert (vote["first"], vote["second"]) == (names[stored[0].policy_id], names[stored[1].policy_id])
     label = next(label for label in list_labels(demo_store) if label.id == vote["label_id"])
     pair = get_pair(demo_store, label.pair_id)
-    assert label.annotator == "ada" and pair.selector == ARENA_SELECTOR
+    assert label.annotator == "ada" and pair.selector == Selector.ARENA
     assert (pair.first_id, pair.second_id, pair.prompt_id) == (stored[0].id, stored[1].id, prompt.id)
     assert label.outcome.value == "first"
     with pytest.raises(Exception, match="already voted"):
@@ -171,7 +171,7 @@ blocks.close()
 
 
 def test_four_people_at_once_every_vote_is_stored_and_the_ui_never_generates(demo_store):
-    from tests.helpers import free_port
+    from bench.studio_driver import free_port
 
     second_version(demo_store)
     result = subprocess.run([sys.executable, "-c", FOUR_USERS, str(demo_store.path), str(free_port())], cwd=ROOT,

@@ -22,9 +22,10 @@ from app.audit import HEADERS
 from app.auth import Users
 from app.cli import record_terminal_action
 from app.context import Studio
+from bench.studio_driver import hashed_auth_file
 from storage import jobs as job_rows
 from storage.audit import MAX_TEXT, AuditAction, list_actions, record_action
-from tests.helpers import hashed_auth_file, workerless_studio
+from tests.helpers import workerless_studio
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = Users({"alice": "a", "owner": "o"}, frozenset({"owner"}))

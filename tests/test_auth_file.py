@@ -14,8 +14,8 @@ import pytest
 from app import passwords
 from app.auth import add_user, hash_auth_file, read_auth_file
 from app.passwords import DEFAULT_COST, ScryptCost, hash_password, parse_entry, verify_password
+from bench.studio_driver import TEST_SCRYPT_COST, free_port, hashed_auth_file
 from storage.errors import InvalidInput
-from tests.helpers import TEST_SCRYPT_COST, free_port, hashed_auth_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = TEST_SCRYPT_COST

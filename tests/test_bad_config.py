@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
+from bench.studio_driver import launch_studio
 from storage import Store
 from storage import jobs as job_rows
 from storage.policies import add_policy
 from storage.prompts import add_prompts, count_prompts
-from tests.helpers import launch_studio
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = 64  # the defaults (48 prompts per round, PPO batch 32) fit

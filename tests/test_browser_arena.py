@@ -7,11 +7,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from storage.arena import ARENA_SELECTOR, ARENA_SOURCE
+from storage.arena import ARENA_SOURCE
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.policies import add_policy, list_policies
 from storage.prompts import get_prompt
+from storage.types import Selector
 
 pytestmark = pytest.mark.browser
 
@@ -45,6 +46,6 @@ def test_an_arena_vote_with_a_key_names_the_versions_after_it(demo_store, serve_
     label = list_labels(demo_store)[-1]
     pair = get_pair(demo_store, label.pair_id)
     prompt = get_prompt(demo_store, pair.prompt_id)
-    assert (label.annotator, label.outcome.value, pair.selector) == ("ada", "first", ARENA_SELECTOR)
+    assert (label.annotator, label.outcome.value, pair.selector) == ("ada", "first", Selector.ARENA)
     assert (prompt.source, prompt.text) == (ARENA_SOURCE, PROMPT)
     assert dialogs == []  # nothing anyone typed ran

@@ -7,14 +7,14 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from app import label_tab
+from app import label_screen, label_tab
+from bench.studio_driver import hashed_auth_file
 from labeling.conversations import conversation_text
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import get_pair
 from storage.settings import set_setting
 from storage.types import Outcome
-from tests.helpers import hashed_auth_file
 
 pytestmark = pytest.mark.browser
 
@@ -171,7 +171,7 @@ def test_model_output_renders_as_literal_text_and_runs_nothing(store, queue_pair
     page.wait_for_timeout(300)
     assert dialogs == []
     assert len(list_labels(store)) == 3
-    expect(page.locator("#pair-prompt")).to_have_text(label_tab.EMPTY)
+    expect(page.locator("#pair-prompt")).to_have_text(label_screen.EMPTY)
     queue_pairs([("A late prompt.", "late a", "late b")])  # the empty queue is polled: new pairs show up
     expect(page.locator("#pair-prompt .text-rendered")).to_have_text("A late prompt.", timeout=15_000)
 

@@ -6,7 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app import sessions
-from tests.helpers import FakeTime, hashed_auth_file
+from bench.studio_driver import hashed_auth_file
+from tests.helpers import FakeTime
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=20_000)

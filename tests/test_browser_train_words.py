@@ -42,7 +42,7 @@ def test_every_train_tab_input_has_its_sentence_and_the_advanced_ones_fold_under
     fields = panel.element_handle().evaluate(INPUTS_JS)
     labels = {field["label"] for field in fields}
     for named in ("Labels from", "Pair selector", "Reward ensemble size", "β: KL coefficient", "DPO β (its KL anchor)",
-                  "Audit share of labels", "Reward early-stop patience (0: off)", "Warm-start the reward model",
+                  "Check-pair share of labels", "Reward early-stop patience (0: off)", "Warm-start the reward model",
                   "Label decay (each later round × this)", "B: labels of all rounds (blank: from N)",
                   "The policy maximises", "Advanced settings as JSON"):
         assert named in labels, f"{named!r} is not among the tab's inputs: {sorted(labels)}"

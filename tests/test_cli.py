@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import SUBCOMMANDS
+from bench.studio_driver import free_port
 from storage.errors import Conflict, InvalidInput
-from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,6 +13,7 @@ from trainers.entry.options import add_options, given_options
 from trainers.loop.config import LoopConfig
 from trainers.policy.config import PolicyConfig, PolicyRun
 from trainers.reward.config import RewardConfig
+from trainers.settings import note_renamed
 
 
 def parser_of(add_arguments) -> argparse.ArgumentParser:
@@ -137,7 +138,7 @@ def test_a_label_budget_sets_the_first_rounds_labels_and_refuses_labels_per_roun
     assert loop_cli.config_from_args(parser.parse_args(["--label-budget", "60"]), LoopConfig(labels_per_round=5)
                                      ).labels_per_round == 43
     assert "100 + 30 + 9 = 139 labels over 3 rounds" in option_help(parser, "--labels-per-round")
-    assert "audit pairs included" in option_help(parser, "--label-budget")
+    assert "check pairs included" in option_help(parser, "--label-budget")
     with pytest.raises(InvalidInput, match="^give label_budget .* or labels_per_round .*, not both$"):
         loop_cli.config_from_args(parser.parse_args(["--label-budget", "150", "--labels-per-round", "50"]))
     assert LoopConfig.from_dict(config.to_dict()) == config  # a stored job reads back the same
@@ -148,3 +149,15 @@ def test_the_old_policy_setting_names_still_work_on_the_command_line():
     assert given_options(loop, LoopConfig) == {"policy_iterations": 7, "policy_lr": 3e-4}
     ppo = parser_of(ppo_cli.add_arguments).parse_args(["--ppo-epochs", "3"])
     assert ppo_cli.run_from_args(ppo).settings["epochs"] == 3
+
+
+def test_the_old_check_pair_flags_still_work_with_a_note_naming_the_new_ones(capsys):
+    note_renamed.cache_clear()  # the note is once per process: start this test's process afresh
+    parser = parser_of(loop_cli.add_arguments)
+    args = parser.parse_args(["--audit-share", "0.2", "--audit-min-agreement", "0.7", "--audit-share", "0.3"])
+    assert given_options(args, LoopConfig) == {"check_share": 0.3, "check_min_agreement": 0.7}
+    assert capsys.readouterr().err.splitlines() == [
+        "note: --audit-share is now called --check-share; the old name still works",
+        "note: --audit-min-agreement is now called --check-min-agreement; the old name still works"]
+    assert given_options(parser.parse_args(["--check-share", "0"]), LoopConfig) == {"check_share": 0.0}
+    assert capsys.readouterr().err == ""  # the new flag: no note

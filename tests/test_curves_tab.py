@@ -34,7 +34,7 @@ def test_points_are_tagged_with_their_round(store):
     assert kl.steps == list(range(1, 11)) and kl.rounds == [1] * 5 + [2] * 5
     assert set(metric_series(store, run["job_id"], prefix="round/")) == {
         "round/labels", "round/reward_val_accuracy", "round/score", "round/kl", "round/oracle_score",
-        "round/audit_agreement"}
+        "round/check_agreement"}
     assert metric_series(store, run["job_id"] + 1, prefix="ppo/") == {}
 
 

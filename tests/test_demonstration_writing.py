@@ -81,7 +81,7 @@ def two_annotators(store, queue_pairs, serve_studio, tmp_path):
     """Two pairs queued and a studio under --auth: ada and bob annotate; returns (ada's client, bob's, pair ids)."""
     from gradio_client import Client
 
-    from tests.helpers import hashed_auth_file
+    from bench.studio_driver import hashed_auth_file
 
     pair_ids = queue_pairs([("the movie was", " dull .", " fine ."), ("the meal was", " cold .", " warm .")])
     users = hashed_auth_file(tmp_path / "users.txt", {"ada": "ada-pw", "bob": "bob-pw"})

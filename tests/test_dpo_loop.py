@@ -1,5 +1,5 @@
 """Iterative DPO in the loop: a round trains the newest policy on every label so far without a reward model (unless
-the audit pairs or the disagreement selector need one), its steps numbered on across rounds, its samples' KL in the
+the check pairs or the disagreement selector need one), its steps numbered on across rounds, its samples' KL in the
 round summary and the per-phase warnings."""
 
 from storage import jobs as job_rows
@@ -12,14 +12,14 @@ from trainers.loop.failure_warnings import DPO_STEP_OFFSET, policy_phase_warning
 from trainers.loop.rounds import Loop
 
 DPO_TINY = {"algorithm": "dpo", "rounds": 2, "prompts_per_round": 16, "labels_per_round": 24, "label_decay": 0.5,
-            "queue_reserve": 8, "audit_share": 0.0, "dpo_batch_size": 4, "policy_epochs": 1}
+            "queue_reserve": 8, "check_share": 0.0, "dpo_batch_size": 4, "policy_epochs": 1}
 
 
-def test_a_dpo_round_needs_a_reward_model_only_for_audit_pairs_or_the_disagreement_selector():
-    assert not needs_reward_model(LoopConfig(algorithm="dpo", audit_share=0.0))
-    assert needs_reward_model(LoopConfig(algorithm="dpo", audit_share=0.1))
-    assert needs_reward_model(LoopConfig(algorithm="dpo", audit_share=0.0, selector="disagreement", ensemble=2))
-    assert needs_reward_model(LoopConfig(algorithm="ppo", audit_share=0.0))
+def test_a_dpo_round_needs_a_reward_model_only_for_check_pairs_or_the_disagreement_selector():
+    assert not needs_reward_model(LoopConfig(algorithm="dpo", check_share=0.0))
+    assert needs_reward_model(LoopConfig(algorithm="dpo", check_share=0.1))
+    assert needs_reward_model(LoopConfig(algorithm="dpo", check_share=0.0, selector="disagreement", ensemble=2))
+    assert needs_reward_model(LoopConfig(algorithm="ppo", check_share=0.0))
 
 
 def test_a_two_round_dpo_loop_trains_without_a_reward_model_and_numbers_its_steps_on(demo_store):

@@ -10,8 +10,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
 
 from assets import DEMO_POLICY_DIR
+from bench.tiny_models import build_tiny_gemma3, build_tiny_llama, build_tiny_qwen
 from storage.errors import InvalidInput
-from tests.tiny_models import build_tiny_gemma3, build_tiny_llama, build_tiny_qwen
 from trainers.export.gguf_file import write_gguf
 from trainers.export.modelfile import modelfile_text
 from trainers.models.gguf import config_fixes, convert_gguf

@@ -30,11 +30,12 @@ import pytest
 from gradio_client import Client
 
 import storage.db
+from bench.studio_driver import free_port
 from storage import JobStatus, Store
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.policies import add_policy
-from tests.helpers import free_port, wait_for
+from tests.helpers import wait_for
 from trainers.entry import worker
 from trainers.loop.config import LoopConfig
 

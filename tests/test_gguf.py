@@ -9,11 +9,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from app.cli import main
+from bench.tiny_models import folder_digest
 from storage import Store
 from storage.policies import list_policies
 from storage.settings import REWARD_BASE_SETTING, get_setting
 from tests.tiny_gguf import write_tiny_gguf
-from tests.tiny_models import folder_digest
 from trainers.loop.project import MODELS_DIR, init_project
 from trainers.models.chat_format import ChatFormat
 from trainers.models.gguf import readable_architectures

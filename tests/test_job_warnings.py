@@ -1,16 +1,16 @@
-"""Stored failure warnings (once per rule and round), paused jobs that resume past them, and audit pairs' votes."""
+"""Stored failure warnings (once per rule and round), paused jobs that resume past them, and check pairs' votes."""
 
 import pytest
 
 from storage import Conflict, JobStatus
 from storage import jobs as job_rows
-from storage.audit_pairs import audit_pair_ids, audit_votes, queue_pairs_with_audits
+from storage.check_pairs import check_pair_ids, check_votes, queue_pairs_with_checks
 from storage.generations import NewGeneration, add_generations
 from storage.job_warnings import list_warnings, record_warnings
 from storage.labels import NewLabel, insert_label
 from storage.pairs import NewPair, list_pairs
 from storage.prompts import NewPrompt, add_prompts, list_prompts
-from storage.types import JobWarning, Outcome
+from storage.types import JobWarning, Outcome, Selector
 
 
 def warning(job_id, rule="kl_per_token", round=1, step=7):
@@ -47,19 +47,19 @@ def test_a_completed_job_does_not_resume(store):
         job_rows.requeue_job(store, job)
 
 
-def test_audit_pairs_are_ordinary_pairs_with_the_reward_models_prediction(store):
+def test_check_pairs_are_ordinary_pairs_with_the_reward_models_prediction(store):
     add_prompts(store, [NewPrompt("p")])
     [prompt] = list_prompts(store)
     a, b, c = add_generations(store, [NewGeneration(prompt.id, t) for t in "abc"])
-    pairs = [NewPair(prompt.id, a, b, "random", 0.9, 2), NewPair(prompt.id, a, c, "audit", 0.9, 2),
+    pairs = [NewPair(prompt.id, a, b, "random", 0.9, 2), NewPair(prompt.id, a, c, Selector.CHECK, 0.9, 2),
              NewPair(prompt.id, b, c, "random", 0.5, 2)]
-    ids = queue_pairs_with_audits(store, pairs, {1: (None, 0.9)})
+    ids = queue_pairs_with_checks(store, pairs, {1: (None, 0.9)})
     assert [p.id for p in list_pairs(store)] == ids
-    assert audit_pair_ids(store, round=2) == [ids[1]] and audit_pair_ids(store, round=1) == []
+    assert check_pair_ids(store, round=2) == [ids[1]] and check_pair_ids(store, round=1) == []
     with store.write() as db:
         insert_label(db, NewLabel(ids[1], "ann", Outcome.SECOND, "v1"), 1.0)
         insert_label(db, NewLabel(ids[1], "bob", Outcome.SKIP, "v2"), 1.0)
         insert_label(db, NewLabel(ids[0], "ann", Outcome.FIRST, "v3"), 1.0)
-    [vote] = audit_votes(store)
+    [vote] = check_votes(store)
     assert (vote.pair_id, vote.round, vote.annotator, vote.outcome, vote.prob_first) == (
         ids[1], 2, "ann", Outcome.SECOND, 0.9)

@@ -7,7 +7,7 @@ import pytest
 
 from labeling.judge_agreement import agreement_of, judge_agreement, store_agreement
 from storage.judge_verdicts import NewVerdict, add_verdicts
-from storage.types import Outcome
+from storage.types import Outcome, Selector
 from tests.helpers import label_pairs
 from trainers.loop.config import LoopConfig
 from trainers.loop.judging import JUDGE_AGREEMENT_RULE, judge_agreement_findings
@@ -97,7 +97,7 @@ def test_verdicts_on_win_rate_pairs_never_train_and_show_beside_peoples_figures(
     add_prompts(store, [NewPrompt("held out")], heldout=True)
     prompt = list_prompts(store)[0].id
     mine, theirs = add_generations(store, [NewGeneration(prompt, "new answer", new), NewGeneration(prompt, "old", sft)])
-    queue_winrate_pairs(store, [NewPair(prompt, theirs, mine, "winrate", round=1)], [WinrateMark(new, sft)])
+    queue_winrate_pairs(store, [NewPair(prompt, theirs, mine, Selector.WINRATE, round=1)], [WinrateMark(new, sft)])
 
     class PrefersNew:  # prefers the new version's answer in both orders
         name = "j"

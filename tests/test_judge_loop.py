@@ -23,7 +23,7 @@ from trainers.loop.judging import collect_judge_labels
 
 TINY = {"prompts_per_round": 8, "samples_per_prompt": 3, "queue_reserve": 6, "reward_epochs": 2,
         "policy_iterations": 1, "policy_batch_size": 8, "policy_epochs": 1, "response_length": 8, "eval_prompts": 4,
-        "eval_samples": 1, "winrate_pairs": 0, "audit_share": 0.0}
+        "eval_samples": 1, "winrate_pairs": 0, "check_share": 0.0}
 
 
 def test_a_hybrid_loop_trains_on_confident_verdicts_and_people_label_the_rest(demo_store, capsys):

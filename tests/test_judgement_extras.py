@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 from gradio.utils import get_function_params
 
-from app import judgement_extras, label_tab, ranking_panel
+from app import judgement_extras, label_screen, label_tab, ranking_panel
 from app.context import Studio, bind
 from labeling.annotation import Choice
 from labeling.notes import MAX_RATIONALE_CHARS, update_note_modes
@@ -84,7 +84,7 @@ def test_the_note_fields_show_as_the_settings_ask(store):
 def test_before_a_name_the_vote_is_the_name_hint_and_the_listener_takes_the_fields_and_the_request(store):
     studio = Studio(store)
     voted = judgement_extras.vote_with_extras(studio, Choice.LEFT, "", None, None, "better", "why", 1, 2, None)
-    assert voted.status == label_tab.NAME_HINT and voted.strength == SKIPPED
+    assert voted.status == label_screen.NAME_HINT and voted.strength == SKIPPED
     listener = bind(judgement_extras.vote_with_extras, studio, Choice.LEFT)
     assert [name for name, *_ in get_function_params(listener)] == [
         "annotator", "pair_id", "vote_id", "strength", "rationale", "left_rating", "right_rating"]  # and the request

@@ -9,9 +9,9 @@ import uuid
 import pytest
 from gradio_client import Client
 
+from bench.studio_driver import hashed_auth_file
 from labeling.annotation import queue_settings
 from storage.labels import list_labels
-from tests.helpers import hashed_auth_file
 
 N_ANNOTATORS = 8
 N_PAIRS = 32

@@ -1,7 +1,7 @@
 """The judge's suggestion on the Label tab (app.label_suggestions): after the vote by default, before it when the
 project says so, never when it says never; said in the annotator's own screen sides."""
 
-from app import label_tab
+from app import label_screen, label_tab
 from app.context import Studio
 from app.label_suggestions import SuggestionTiming, set_timing
 from labeling.annotation import Choice
@@ -25,7 +25,7 @@ def test_the_judges_verdict_shows_after_the_vote_in_screen_sides(store, queue_pa
     start = label_tab.start_labeling(studio, "alice", None, None)
     assert "Judge" not in start.status  # not before the vote: no anchoring
     side = first_side(store, start.pair_id, start)
-    after = label_tab.vote(studio, Choice.TIE, "alice", start.pair_id, start.vote_id, None)
+    after = label_screen.vote(studio, Choice.TIE, "alice", start.pair_id, start.vote_id, None)
     assert f"Judge qwen said **{side}** (confidence 90%)." in after.status and "Judge qwen suggests" not in after.status
 
 
@@ -36,10 +36,10 @@ def test_before_the_vote_when_the_project_says_so_and_never_when_never(store, qu
     assert set_timing(store, "before") is SuggestionTiming.BEFORE
     start = label_tab.start_labeling(studio, "alice", None, None)
     assert "Judge qwen suggests a tie (confidence 100%)." in start.status
-    after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
+    after = label_screen.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
     assert "said" not in after.status and "suggests a tie" in after.status  # the next pair's, before its vote
     set_timing(store, "never")
-    last = label_tab.vote(studio, Choice.LEFT, "alice", after.pair_id, after.vote_id, None)
+    last = label_screen.vote(studio, Choice.LEFT, "alice", after.pair_id, after.vote_id, None)
     assert "Judge" not in last.status
 
 
@@ -48,7 +48,7 @@ def test_a_failed_verdict_or_none_shows_nothing(store, queue_pairs):
     add_verdicts(store, [NewVerdict(ids[0], "qwen", "timeout")])
     studio = Studio(store)
     start = label_tab.start_labeling(studio, "alice", None, None)
-    after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
+    after = label_screen.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
     assert after.status == "Saved: left."
 
 

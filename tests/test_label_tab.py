@@ -8,7 +8,7 @@ import gradio as gr
 import pytest
 from gradio.utils import get_function_params
 
-from app import label_tab
+from app import label_screen, label_tab
 from app.auth import Users
 from app.context import Studio, bind
 from labeling.annotation import ShownPair
@@ -16,9 +16,9 @@ from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import NewPair, get_pair
 from storage.policies import add_policy
-from storage.types import JobStatus
+from storage.types import JobStatus, Selector
 from storage.votes import release_reservations
-from storage.winrate import WINRATE_SELECTOR, WinrateMark, queue_winrate_pairs
+from storage.winrate import WinrateMark, queue_winrate_pairs
 from trainers.loop.ranking_round import round_judgements
 from trainers.loop.waiting import waiting_phase
 
@@ -28,7 +28,7 @@ Choice = label_tab.Choice
 
 def prompt_pane(text: str) -> str:
     """The prompt pane of a pair whose prompt is this plain text."""
-    return label_tab.prompt_html(ShownPair(1, text, "left", "right"))
+    return label_screen.prompt_html(ShownPair(1, text, "left", "right"))
 
 
 def signed_in(name: str) -> SimpleNamespace:
@@ -59,7 +59,7 @@ def test_a_skip_is_not_counted_as_labeled_today(store, queue_pairs):
     assert skipped["next"]["labeled_today"] == 0
     voted = label_tab.api_submit_label(studio, "alice", skipped["next"]["pair_id"], "left", "vote-2", None)
     assert voted["next"]["labeled_today"] == 1
-    assert label_tab.counts_line(studio, "alice", None).startswith("**1** labeled today")
+    assert label_screen.counts_line(studio, "alice", None).startswith("**1** labeled today")
 
 
 def test_the_key_legend_names_every_key_w_included():
@@ -81,7 +81,7 @@ def test_a_conversation_shows_as_turns_and_the_api_adds_its_messages(store, queu
     assert '<div class="turn turn-system" data-role="system"><div class="turn-role">System</div>' in screen.prompt
     assert "<em>markdown</em>" in screen.prompt and "&lt;b&gt;Sort&lt;/b&gt; this." in screen.prompt
     assert "<b>" not in screen.prompt
-    assert screen.responses == label_tab.responses_html(ShownPair(1, "", shown["left"], shown["right"]))
+    assert screen.responses == label_screen.responses_html(ShownPair(1, "", shown["left"], shown["right"]))
     assert '<pre><code class="language-py">sorted(x)' in screen.responses and "<td>1</td>" in screen.responses
     queue_pairs([("plain", "a", "b")])
     label_tab.api_submit_label(studio, "alice", shown["pair_id"], "tie", "v1", None)
@@ -110,7 +110,7 @@ def test_a_vote_shows_the_next_pair_with_a_new_vote_id(store, queue_pairs):
     assert start.prompt in (prompt_pane("p1"), prompt_pane("p2"))
     assert start.vote_id and start.labeling_as == "Labeling as **alice**" and start.annotator == "alice"
     assert start.counts == "**0** labeled today · **2** left in the queue" and start.poll.active is False
-    after = label_tab.vote(studio, Choice.BOTH_BAD, "alice", start.pair_id, start.vote_id, None)
+    after = label_screen.vote(studio, Choice.BOTH_BAD, "alice", start.pair_id, start.vote_id, None)
     assert after.pair_id != start.pair_id and after.vote_id != start.vote_id and after.status == "Saved: both bad."
     [label] = list_labels(store)
     assert (label.pair_id, label.vote_id, label.outcome.value) == (start.pair_id, start.vote_id, "both_bad")
@@ -124,16 +124,17 @@ def test_a_vote_on_a_pair_that_left_the_annotator_warns_and_moves_on(store, queu
     start = label_tab.start_labeling(studio, "alice", None, None)
     label_tab.api_submit_label(studio, "alice", start.pair_id, "left", "elsewhere", None)  # another tab of alice's
     with pytest.warns(UserWarning, match="not reserved for alice"):  # gr.Warning outside a request is a warning
-        after = label_tab.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
-    assert after.pair_id is None and after.prompt == label_tab.EMPTY_HTML and len(list_labels(store)) == 1
+        after = label_screen.vote(studio, Choice.LEFT, "alice", start.pair_id, start.vote_id, None)
+    assert after.pair_id is None and after.prompt == label_screen.EMPTY_HTML and len(list_labels(store)) == 1
 
 
 def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
     studio = Studio(store)
     empty = label_tab.start_labeling(studio, "alice", None, None)
-    assert (empty.pair_id, empty.vote_id, empty.prompt, empty.poll.active) == (None, None, label_tab.EMPTY_HTML, True)
+    assert (empty.pair_id, empty.vote_id, empty.prompt, empty.poll.active) == (
+        None, None, label_screen.EMPTY_HTML, True)
     assert empty.responses == ""
-    assert label_tab.vote(studio, Choice.LEFT, "alice", None, None, None).status == "Nothing to vote on yet."
+    assert label_screen.vote(studio, Choice.LEFT, "alice", None, None, None).status == "Nothing to vote on yet."
     assert label_tab.poll_queue(studio, "alice", None, None) == gr.skip()  # nothing new: the screen stays
     queue_pairs([("p", "a", "b")])
     arrived = label_tab.poll_queue(studio, "alice", None, None)
@@ -145,9 +146,9 @@ def test_an_empty_queue_polls_until_pairs_arrive(store, queue_pairs):
 def test_before_a_name_votes_undo_and_start_show_one_hint_and_change_nothing(store, queue_pairs):
     queue_pairs([("p", "a", "b")])
     studio = Studio(store)
-    for screen in (label_tab.vote(studio, Choice.LEFT, "", None, None, None), label_tab.undo(studio, None, None),
+    for screen in (label_screen.vote(studio, Choice.LEFT, "", None, None, None), label_tab.undo(studio, None, None),
                    label_tab.start_labeling(studio, "  ", None, None)):
-        assert screen.status == label_tab.NAME_HINT  # a hint in the status line, no error raised
+        assert screen.status == label_screen.NAME_HINT  # a hint in the status line, no error raised
         assert all(value == gr.skip() for name, value in vars(screen).items() if name != "status")
     assert label_tab.poll_queue(studio, "", None, None) == gr.skip()
     too_long = label_tab.start_labeling(studio, "x" * 65, None, None)
@@ -172,7 +173,7 @@ def test_a_new_name_gives_back_the_old_names_pair_and_votes_as_the_new_one(store
     alice = label_tab.start_labeling(studio, "alice", None, None)
     renamed = label_tab.start_labeling(studio, "alice12", "alice", None)
     assert renamed.pair_id == alice.pair_id and release_reservations(store, "alice") == 0
-    after = label_tab.vote(studio, Choice.LEFT, renamed.annotator, renamed.pair_id, renamed.vote_id, None)
+    after = label_screen.vote(studio, Choice.LEFT, renamed.annotator, renamed.pair_id, renamed.vote_id, None)
     assert after.status == "Saved: left." and [label.annotator for label in list_labels(store)] == ["alice12"]
 
 
@@ -187,7 +188,7 @@ def test_a_loop_waiting_for_people_shows_beside_the_queue_counts(store, queue_pa
     assert label_tab.show_counts(Studio(store), "alice", started.pair_id, None) == (  # the tab opened again
         f"**0** labeled today · **1** left in the queue · round 2 of 3 needs 2 more labels (loop job {job_id})")
     assert label_tab.show_counts(Studio(store), "", started.pair_id, None) == gr.skip()  # no name yet
-    after = label_tab.vote(Studio(store), Choice.LEFT, "alice", started.pair_id, started.vote_id, None)
+    after = label_screen.vote(Studio(store), Choice.LEFT, "alice", started.pair_id, started.vote_id, None)
     assert after.counts == ("**1** labeled today · **0** left in the queue · round 2 of 3 needs 1 more label "
                             f"(loop job {job_id})")  # counted now, not at the loop's next poll
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
@@ -217,9 +218,9 @@ def test_only_admins_save_queue_settings(store):
 def test_a_view_fills_the_layout_components_of_its_field_names(store):
     with gr.Blocks():
         ui = label_tab.layout(signed_in=False)
-    assert label_tab.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.responses, ui.counts,
+    assert label_screen.Screen.components(ui) == [ui.pair_id, ui.vote_id, ui.prompt, ui.responses, ui.counts,
                                               ui.status, ui.poll, ui.pair_shown, ui.ranking_turn]
-    screen = label_tab.Screen(1, "v", "p", "lr", "c", "s", None, True, "t")
+    screen = label_screen.Screen(1, "v", "p", "lr", "c", "s", None, True, "t")
     assert screen.values() == (1, "v", "p", "lr", "c", "s", None, True, "t")
     assert list(ui.votes) == list(Choice) and ui.votes[Choice.SKIP].elem_id == "vote-skip"
     assert ui.prompt.value == label_tab.NAME_FIRST_HTML  # a line, not a blank band, where the pair will be
@@ -236,7 +237,7 @@ def test_bind_shows_gradio_the_handler_without_its_leading_arguments(store, queu
     assert [(name, hint) for name, _, _, hint in get_function_params(listener)] == [("annotator", str)]
     assert listener.__name__ == "api_next_pair" and listener.__doc__ == label_tab.api_next_pair.__doc__
     assert listener("alice", None)["prompt"] == "p"
-    vote = bind(label_tab.vote, studio, Choice.TIE)
+    vote = bind(label_screen.vote, studio, Choice.TIE)
     assert [name for name, *_ in get_function_params(vote)] == ["annotator", "pair_id", "vote_id", "judgement"]
     shown = bind(label_tab.start_labeling, studio)("alice", None, None)
     assert isinstance(shown, tuple) and shown[2] == prompt_pane("p")  # Screen.values(): pair_id, vote_id, prompt, ...
@@ -262,10 +263,10 @@ def test_votes_on_the_waiting_rounds_pairs_lower_its_count_at_once(demo_store, q
     line = f" · round 1 of 3 needs {{}} (loop job {job_id}{{}})"
     opened = label_tab.show_counts(studio, "alice", before.pair_id, None)  # the Label tab opened again
     assert opened.endswith(line.format("2 more labels", "; the pair on screen is not one of its pairs"))
-    first = label_tab.vote(studio, Choice.LEFT, "alice", before.pair_id, before.vote_id, None)
+    first = label_screen.vote(studio, Choice.LEFT, "alice", before.pair_id, before.vote_id, None)
     assert before.pair_id not in theirs and first.pair_id in theirs and first.counts.endswith(
         line.format("2 more labels", ""))
-    second = label_tab.vote(studio, Choice.RIGHT, "alice", first.pair_id, first.vote_id, None)
+    second = label_screen.vote(studio, Choice.RIGHT, "alice", first.pair_id, first.vote_id, None)
     assert second.pair_id in theirs and second.counts.endswith(line.format("1 more label", ""))
 
 
@@ -278,21 +279,21 @@ def test_the_line_says_which_labels_the_waiting_round_does_not_count(store, queu
     older = queue_pairs([("old", "a0", "b0")], round=1, scores=[9.0])
     own = queue_pairs([("own", "a1", "b1")], round=2, scores=[1.0], job_id=job_id)
     judged = [get_pair(store, pair_id) for pair_id in queue_pairs([("w1", "a", "b"), ("w2", "c", "d")])]
-    queue_winrate_pairs(store, [NewPair(p.prompt_id, p.first_id, p.second_id, WINRATE_SELECTOR, 3.0 - i, round=2)
+    queue_winrate_pairs(store, [NewPair(p.prompt_id, p.first_id, p.second_id, Selector.WINRATE, 3.0 - i, round=2)
                                 for i, p in enumerate(judged)], [WinrateMark(v1, sft)] * 2, job_id)
     studio = Studio(store)
     line = f" · round 1 of 2 {{}} (loop job {job_id}{{}})"
     first = label_tab.start_labeling(studio, "alice", None, None)  # the queue's first: a win-rate pair
     assert first.counts.endswith(line.format("needs 1 more label", "; 2 win-rate pairs among its pairs do not count"))
-    elsewhere = label_tab.screen(studio, "alice", ShownPair(older[0], "old", "a0", "b0"))
+    elsewhere = label_screen.screen(studio, "alice", ShownPair(older[0], "old", "a0", "b0"))
     assert elsewhere.counts.endswith(line.format("needs 1 more label", "; the pair on screen is not one of its "
                                                  "pairs; 2 win-rate pairs among its pairs do not count"))
-    second = label_tab.vote(studio, Choice.LEFT, "alice", first.pair_id, first.vote_id, None)
+    second = label_screen.vote(studio, Choice.LEFT, "alice", first.pair_id, first.vote_id, None)
     assert second.counts.endswith(line.format("needs 1 more label", "; 1 win-rate pair among its pairs does not count"))
-    third = label_tab.vote(studio, Choice.LEFT, "alice", second.pair_id, second.vote_id, None)
+    third = label_screen.vote(studio, Choice.LEFT, "alice", second.pair_id, second.vote_id, None)
     assert third.pair_id == own[0] and third.counts.endswith(line.format("needs 1 more label", ""))
     assert round_judgements(store, 2, job_id) == 0
-    fourth = label_tab.vote(studio, Choice.TIE, "alice", third.pair_id, third.vote_id, None)
+    fourth = label_screen.vote(studio, Choice.TIE, "alice", third.pair_id, third.vote_id, None)
     assert round_judgements(store, 2, job_id) == 1 and fourth.pair_id == older[0]  # then the older rounds' pairs
     assert fourth.counts.endswith(line.format("has the 1 label it waits for",
                                               "; the pair on screen is not one of its pairs"))

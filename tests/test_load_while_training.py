@@ -7,9 +7,9 @@ import time
 
 from gradio_client import Client
 
+from bench.studio_driver import annotate, audit, job_progress, stop_and_wait
 from storage import JobStatus
 from storage import jobs as job_rows
-from tests.helpers import annotate, audit, job_progress, stop_and_wait
 
 LOOP = {"rounds": 1, "prompts_per_round": 8, "samples_per_prompt": 3, "labels_per_round": 8, "queue_reserve": 4,
         "reward_epochs": 1, "reward_batch_size": 8, "policy_iterations": 20, "policy_batch_size": 8, "policy_epochs": 1,

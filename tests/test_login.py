@@ -13,9 +13,10 @@ from gradio_client import Client
 from app import passwords, sessions
 from app.auth import AuthFile, add_user, read_auth_file, write_auth_file
 from app.passwords import hash_password
+from bench.studio_driver import TEST_SCRYPT_COST, hashed_auth_file
 from storage.errors import InvalidInput
 from storage.labels import list_labels
-from tests.helpers import TEST_SCRYPT_COST, FakeTime, hashed_auth_file
+from tests.helpers import FakeTime
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "owner": "owner-pw"}
 ATTACKER = {"X-Forwarded-For": "10.0.0.66"}  # uvicorn takes the client address from a proxy on 127.0.0.1

@@ -171,7 +171,7 @@ def test_with_pair_with_previous_a_round_pairs_its_samples_with_the_previous_ver
     child = get_policy(demo_store, add_policy(demo_store, sft.path, parent_id=sft.id, round=1, note="a copy"))
     for pair_with_previous, g in ((False, 2), (True, 3)):
         config = LoopConfig.from_dict({**TINY, "samples_per_prompt": 2, "response_length": 8, "labels_per_round": 12,
-                                       "queue_reserve": 0, "audit_share": 0.0,
+                                       "queue_reserve": 0, "check_share": 0.0,
                                        "pair_with_previous": pair_with_previous})
         job_id = job_rows.create_job(demo_store, "loop", config.to_dict())
         loop = Loop(demo_store, job_rows.get_job(demo_store, job_id), log=lambda line: None)

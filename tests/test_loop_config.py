@@ -19,6 +19,7 @@ from trainers.loop.label_schedule import first_round_labels, labels_in_round
 from trainers.loop.presets import model_preset, real_model_config
 from trainers.loop.prompt_use import check_against_store
 from trainers.policy.config import PolicyRun
+from trainers.settings import note_renamed
 
 
 def test_defaults_and_presets_are_valid():
@@ -232,6 +233,18 @@ def test_settings_stored_under_their_old_names_keep_their_meaning():
     run = PolicyRun.from_dict({"iterations": 2, "ppo": {"algorithm": "grpo", "ppo_epochs": 3}})  # a job stored so
     assert run.settings == {"algorithm": "grpo", "ppo_epochs": 3} and run.config.epochs == 3
     assert run.config.algorithm == "grpo"
+
+
+def test_the_check_pairs_old_setting_names_work_with_a_note_printed_once(capsys):
+    note_renamed.cache_clear()  # the note is once per process: start this test's process afresh
+    config = LoopConfig.from_dict({"audit_share": 0.2, "audit_min_agreement": 0.7})
+    assert (config.check_share, config.check_min_agreement) == (0.2, 0.7)
+    assert LoopConfig().updated({"audit_share": 0.3}).check_share == 0.3
+    assert capsys.readouterr().err.splitlines() == [
+        "note: loop setting 'audit_share' is now called 'check_share'; the old name still works",
+        "note: loop setting 'audit_min_agreement' is now called 'check_min_agreement'; the old name still works"]
+    with pytest.raises(InvalidInput, match="'audit_share' is the old name of 'check_share'"):
+        LoopConfig.from_dict({"audit_share": 0.1, "check_share": 0.1})
 
 
 def test_the_loops_reward_model_trains_incrementally_on_each_rounds_new_labels_and_a_replay():

@@ -26,7 +26,7 @@ from trainers.reporting import JobCancelled
 
 TINY = {"samples_per_prompt": 3, "prompts_per_round": 8, "queue_reserve": 4, "reward_epochs": 1,
         "policy_iterations": 1, "policy_batch_size": 8, "policy_epochs": 1, "response_length": 8, "eval_prompts": 2,
-        "eval_samples": 1, "winrate_pairs": 0, "audit_share": 0.0}
+        "eval_samples": 1, "winrate_pairs": 0, "check_share": 0.0}
 RANKINGS_OF_4 = {**TINY, "rank_k": 4, "samples_per_prompt": 4, "prompts_per_round": 12}
 
 

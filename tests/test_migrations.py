@@ -6,9 +6,16 @@ import pytest
 from sqlite_utils import Database
 
 from storage import NotAStudioStore, Store, StoreFromNewerVersion, StoreUnavailable, preferences
+from storage.check_pairs import check_pair_ids, check_votes
+from storage.job_warnings import list_warnings
+from storage.jobs import get_job
+from storage.metrics import read_metrics
 from storage.migrations import MIGRATION_SET, migrations
-from storage.preferences import IMPORTED, Preference, PreferenceImport, import_preferences
+from storage.pairs import list_pairs
+from storage.preferences import Preference, PreferenceImport, import_preferences
 from storage.prompts import add_prompts, list_prompts
+from storage.rounds import list_rounds
+from storage.types import Outcome, Selector
 
 NEW_INDEXES = {"pairs_generations", "generations_imported_text"}  # m007
 TABLES = {"prompts", "policies", "generations", "pairs", "reservations", "labels", "reward_models", "jobs", "metrics",
@@ -73,7 +80,7 @@ def test_import_lookup_indexes_are_added_to_a_store_with_data(tmp_path):
     assert import_preferences(store, [Preference("Review it.", " Great film.", " Fine.")], "hh", 1.0).added == 1
     assert db.execute("SELECT count(*) FROM generations").fetchone()[0] == 3  # its stored responses are reused
     plans = [db.execute(f"EXPLAIN QUERY PLAN {query}", args).fetchall()[0][3]
-             for query, args in ((preferences._FIND_PAIR, [1, 2, IMPORTED]),
+             for query, args in ((preferences._FIND_PAIR, [1, 2, Selector.IMPORTED]),
                                  (preferences._FIND_GENERATION, [1, " Fine.", "import:hh"]))]
     assert "USING INDEX pairs_generations" in plans[0] and "USING INDEX generations_imported_text" in plans[1]
 
@@ -123,3 +130,43 @@ def test_failed_write_transaction_rolls_back(store):
     assert list_prompts(store) == []
     add_prompts(store, ["after"])
     assert [p.text for p in list_prompts(store)] == ["after"]
+
+
+def test_an_old_stores_audit_pairs_become_check_pairs(tmp_path):
+    """m020: the pairs that check the reward model, once `audit` pairs, keep their rows, labels and prediction under
+    the new names; so do the round's agreement, its metric, the warning rule and the loop settings stored before."""
+    path = tmp_path / "old.db"
+    old = Database(path)
+    migrations.apply(old, stop_before="m020_check_pairs")
+    for sql in ("INSERT INTO prompts (id, text, created) VALUES (1, 'p', 0)",
+                "INSERT INTO generations (id, prompt_id, text, created) VALUES (1, 1, 'a', 0), (2, 1, 'b', 0)",
+                "INSERT INTO jobs (id, kind, config, status, created) VALUES"
+                " (1, 'loop', '{\"rounds\": 2, \"audit_share\": 0.2, \"audit_min_agreement\": 0.7}', 'paused', 0)",
+                "INSERT INTO pairs (id, prompt_id, first_id, second_id, round, selector, score, created, job_id)"
+                " VALUES (1, 1, 1, 2, 1, 'audit', 0.5, 0, 1), (2, 1, 2, 1, 1, 'random', 0.4, 0, 1)",
+                "INSERT INTO audit_pairs (pair_id, prob_first) VALUES (1, 0.9)",
+                "INSERT INTO labels (pair_id, annotator, outcome, vote_id, created)"
+                " VALUES (1, 'ann', 'second', 'v', 0)",
+                "INSERT INTO rounds (job_id, round, config, summary, created) VALUES"
+                " (1, 1, '{\"audit_share\": 0.2}', '{\"labels\": 8, \"audit_agreement\": 0.25}', 0)",
+                "INSERT INTO metrics (job_id, step, name, value, created)"
+                " VALUES (1, 1, 'round/audit_agreement', 0.25, 0)",
+                "INSERT INTO job_warnings (job_id, rule, round, title, detail, advice, created)"
+                " VALUES (1, 'audit_agreement_low', 1, 't', 'd', 'a', 0)"):
+        old.execute(sql)
+    old.conn.commit()
+    old.conn.close()
+
+    store = Store(path)
+    db = store.db()
+    assert [m.name for m in migrations.applied(db)][-1] == "m020_check_pairs"
+    assert "audit_pairs" not in db.table_names()
+    assert [p.selector for p in list_pairs(store)] == [Selector.CHECK, Selector.RANDOM]
+    assert check_pair_ids(store) == [1]
+    [vote] = check_votes(store)
+    assert (vote.pair_id, vote.annotator, vote.outcome, vote.prob_first) == (1, "ann", Outcome.SECOND, 0.9)
+    [row] = list_rounds(store)
+    assert row["summary"] == {"labels": 8, "check_agreement": 0.25} and row["config"] == {"check_share": 0.2}
+    assert [m["name"] for m in read_metrics(store, 1)] == ["round/check_agreement"]
+    assert [w.rule for w in list_warnings(store, 1)] == ["check_agreement_low"]
+    assert get_job(store, 1).config == {"rounds": 2, "check_share": 0.2, "check_min_agreement": 0.7}

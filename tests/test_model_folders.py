@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+from bench.tiny_models import build_tiny_llama, build_tiny_qwen, folder_digest, make_pickle_shards, same_weights
 from storage.errors import StudioError
-from tests.tiny_models import build_tiny_llama, build_tiny_qwen, folder_digest, make_pickle_shards, same_weights
 from trainers.models.checks import ModelRole, declared_end_ids, inspect_model_dir, read_tokenizer
 from trainers.models.copies import (
     MODEL_FILES,

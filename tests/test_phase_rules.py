@@ -100,11 +100,11 @@ def test_reward_model_on_too_few_validation_pairs_names_the_count():
     assert d.reward_model_findings(2, 80, 0.5, 30) == []  # 30 pairs: enough to train on, too few to judge chance
 
 
-def test_audit_agreement_below_the_threshold():
-    [low] = d.audit_findings(3, 0.5, 10, 0.6)
-    assert low.rule == "audit_agreement_low" and "50%" in low.detail and "10 labels" in low.detail
-    assert d.audit_findings(3, 0.7, 10, 0.6) == [] and d.audit_findings(3, 0.2, 4, 0.6) == []
-    assert d.audit_findings(3, None, 0, 0.6) == []
+def test_check_agreement_below_the_threshold():
+    [low] = d.check_pair_findings(3, 0.5, 10, 0.6)
+    assert low.rule == "check_agreement_low" and "50%" in low.detail and "10 labels" in low.detail
+    assert d.check_pair_findings(3, 0.7, 10, 0.6) == [] and d.check_pair_findings(3, 0.2, 4, 0.6) == []
+    assert d.check_pair_findings(3, None, 0, 0.6) == []
 
 
 def test_people_preferring_the_sft_policy_while_the_score_rose():

@@ -104,20 +104,20 @@ def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_st
 
 
 def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
-    from app import train_form, train_tab
+    from app import train_checks, train_form
     from app.context import Studio
 
     name, *values, chosen = train_form.project_form(Studio(real_store))
     assert name == REAL and "**real model (LoRA)**" in chosen and "LoRA" in chosen
     assert values == train_form.fill_preset(REAL, {REAL: project_preset(real_store).config})
-    config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"seed": 3}', *values)
+    config = train_checks.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"seed": 3}', *values)
     assert config.lora and config.response_length == 256 and config.seed == 3  # fields off the form come too
-    switched = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
+    switched = train_checks.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
                                           *values)
     # the preset's rate left: the kind's own
     assert (switched.reward_model.lora, switched.reward_model.learning_rate) == (False, 1e-5)
     typed = dict(zip(train_form.FORM, values, strict=True)) | {"reward_lr": 5e-5}
-    config = train_tab.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
+    config = train_checks.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
                                         *typed.values())
     # a rate typed in the form is a rate given
     assert (config.reward_model.lora, config.reward_model.learning_rate) == (False, 5e-5)

@@ -2,11 +2,11 @@
 
 import pytest
 
+from bench.tiny_models import build_tiny_llama, folder_digest, make_pickle_only
 from storage import Conflict, Store
 from storage.policies import add_policy, list_policies
 from storage.prompts import add_prompts, count_prompts
 from storage.settings import REWARD_BASE_SETTING, get_setting
-from tests.tiny_models import build_tiny_llama, folder_digest, make_pickle_only
 from trainers.loop.project import MODELS_DIR, init_project
 from trainers.models.loading import ModelError, load_policy, load_reward_model, load_tokenizer
 

@@ -19,7 +19,7 @@ from trainers.models.chat_format import ChatFormat
 LONG = "the movie was long and slow and " * 12  # ~80 demo tokens: over the demo's budget of 40
 TINY_LOOP = {"prompts_per_round": 8, "samples_per_prompt": 2, "queue_reserve": 0, "reward_epochs": 1,
              "policy_iterations": 1, "policy_batch_size": 8, "policy_mini_batches": 1, "policy_epochs": 1,
-             "audit_share": 0.0}
+             "check_share": 0.0}
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:

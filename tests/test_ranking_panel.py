@@ -4,7 +4,7 @@ in the pair's place, and once it is sent the pair comes back; the waiting line c
 
 import os
 
-from app import label_tab, ranking_panel
+from app import label_screen, label_tab, ranking_panel
 from app.context import Studio
 from labeling.annotation import next_pair
 from storage import jobs as job_rows
@@ -27,7 +27,7 @@ def test_a_waiting_loops_ranking_comes_after_a_vote_on_a_pair_and_the_pairs_come
     job_rows.claim_job(store, job_id, os.getpid())
     [ranking] = queue_rankings(store, [("Review.", ["Great.", "Dull.", "Fine."])], round=1, job_id=job_id)  # round 1
     job_rows.heartbeat(store, job_id, phase=f"round 1/1: {waiting_phase(0, 1, 'rankings')}")
-    voted = label_tab.vote(studio, Choice.LEFT, "newbie", started.pair_id, started.vote_id, None)
+    voted = label_screen.vote(studio, Choice.LEFT, "newbie", started.pair_id, started.vote_id, None)
     assert (voted.pair_id, voted.pair_shown, voted.status) == (None, False, "Saved: left.") and voted.ranking_turn
     assert voted.counts.endswith(f"round 1 of 1 needs 1 more ranking (loop job {job_id})")
     assert release_reservations(store, "newbie") == 0  # the ranking comes next: no pair was reserved

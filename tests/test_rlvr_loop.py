@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import reward_form, train_form, train_tab
+from app import reward_form, train_checks, train_form, train_tab
 from app.cli import main
 from storage import Store
 from storage import jobs as job_rows
@@ -114,7 +114,7 @@ def test_the_reward_form_starts_a_functions_loop_without_the_label_fields(store,
     form.update(dict(zip(reward_form.RLVR_FIELDS, (update["value"] for update in values), strict=True)))
     form.update({name: None for name in reward_form.LABEL_FIELDS})  # left blank: never asked for
     form["labels_per_round"] = 0  # or nonsense: not read
-    state = train_tab.start(studio, JobKind.LOOP, train_tab.config_from_form(
+    state = train_tab.start(studio, JobKind.LOOP, train_checks.config_from_form(
         {"demo": LoopConfig()}, "demo", advanced, *form.values()), OWNER)
     [job] = job_rows.list_jobs(store)
     assert state["job_id"] == job.id
@@ -122,6 +122,6 @@ def test_the_reward_form_starts_a_functions_loop_without_the_label_fields(store,
                                                                                                  40)
     # the reward model's loop still asks for them
     with pytest.raises(InvalidInput, match="K: samples per prompt is required"):
-        train_tab.config_from_form({"demo": LoopConfig()}, "demo", "{}", *form.values())
+        train_checks.config_from_form({"demo": LoopConfig()}, "demo", "{}", *form.values())
     shown = reward_form.use_rewards(advanced, "rm", 1.0, 200, "", *weights)[1:2 + len(reward_form.LABEL_FIELDS)]
     assert all(update["visible"] is True for update in shown)

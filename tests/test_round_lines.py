@@ -19,8 +19,8 @@ def test_what_a_round_did_not_measure_is_left_out():
     bare = {"labels": 8, "reward_val_accuracy": None, "score": None, "kl": None}
     unjudged = VersionFigures(2, "v1", 1, 0, 0, 0, 0, None, None, None, None, None, None, None)
     assert round_line(1, 1, "v1", bare, judged=unjudged) == "round 1/1 done: v1 · 8 labels"
-    assert round_line(1, 2, "v1", {**bare, "oracle_score": -0.25, "audit_agreement": 0.875}) == (
-        "round 1/2 done: v1 · 8 labels · oracle score -0.25 · audit agreement 88%")
+    assert round_line(1, 2, "v1", {**bare, "oracle_score": -0.25, "check_agreement": 0.875}) == (
+        "round 1/2 done: v1 · 8 labels · oracle score -0.25 · check-pair agreement 88%")
 
 
 def test_a_step_reads_as_its_epoch_and_ensemble_member():

@@ -1,7 +1,7 @@
 """Stored text is counted in the reward model's own tokens before it is fed (trainers/reward/scorer.py): a sampled
 response whose decoded text re-tokenizes longer than it was sampled (lone bytes decode to replacement characters,
 three tokens each in the demo's tokenizer) can put a prompt and response over the reward model's 64-token context.
-Such a row is never fed (nothing is cut): its score is NaN and the scorer counts it; the loop's audit pairs and its
+Such a row is never fed (nothing is cut): its score is NaN and the scorer counts it; the loop's check pairs and its
 disagreement and posterior selectors leave such pairs out, where they raised `IndexError: index out of range in self`
 in every later loop, and the round logs how many of its samples were too long, naming them."""
 
@@ -16,7 +16,7 @@ from storage.generations import NewGeneration, add_generations, list_generations
 from storage.policies import add_policy
 from storage.prompts import add_prompts, list_prompts
 from storage.reward_models import add_reward_model
-from trainers.loop.audit_pairs import pick_audit_pairs
+from trainers.loop.check_pairs import pick_check_pairs
 from trainers.loop.config import LoopConfig
 from trainers.loop.prompt_use import samples_too_long_line
 from trainers.loop.selecting import choose_pairs
@@ -72,11 +72,11 @@ def test_a_row_over_the_context_is_not_fed_but_nan_and_counted(store, samples):
     assert np.isfinite(features[:, :2]).all() and np.isnan(features[:, 2]).all() and scorer.too_long == 2
 
 
-def test_the_audit_pairs_leave_out_a_pair_over_the_context(store, samples):
+def test_the_check_pairs_leave_out_a_pair_over_the_context(store, samples):
     generations, prompts = samples
-    audits, reward_model_id = pick_audit_pairs(store, generations, prompts, n=3, taken=[], round=1)
-    assert [(a.pair.first_id, a.pair.second_id) for a in audits] == [(generations[0].id, generations[1].id)]
-    assert np.isfinite(audits[0].prob_first)
+    checks, reward_model_id = pick_check_pairs(store, generations, prompts, n=3, taken=[], round=1)
+    assert [(a.pair.first_id, a.pair.second_id) for a in checks] == [(generations[0].id, generations[1].id)]
+    assert np.isfinite(checks[0].prob_first)
 
 
 @pytest.mark.parametrize("selector", ["disagreement", "info_gain"])

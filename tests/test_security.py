@@ -21,10 +21,10 @@ from app import train_form
 from app.cli import build_parser
 from app.limits import MAX_UPLOAD_MB
 from app.server import serve
+from bench.studio_driver import free_port, hashed_auth_file
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
 from storage.settings import set_setting
-from tests.helpers import free_port, hashed_auth_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}

@@ -5,12 +5,13 @@ the features the posterior reads are those the reward model scores."""
 import numpy as np
 import pytest
 
-from labeling.selection import POSTERIOR_SELECTORS, Selector, candidate_pairs
+from labeling.selection import POSTERIOR_SELECTORS, candidate_pairs
 from labeling.synthetic import OracleAnnotator
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.pairs import list_pairs
 from storage.policies import latest_policy
 from storage.prompts import list_prompts
+from storage.types import Selector
 from trainers.jobs.reward_job import train_reward_model
 from trainers.loop.config import LoopConfig
 from trainers.loop.selecting import PosteriorView, choose_pairs

@@ -14,8 +14,9 @@ import psutil
 import pytest
 from gradio_client import Client
 
+from bench.studio_driver import free_port, hashed_auth_file
 from storage.labels import list_labels
-from tests.helpers import free_port, hashed_auth_file, wait_for
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORDS = {"alice": "alice-pw", "owner": "owner-pw"}

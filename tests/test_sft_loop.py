@@ -18,7 +18,7 @@ from trainers.loop.rounds import Loop
 from trainers.loop.sft_steps import SFT_ORACLE, SFT_POLICY, sft_settings
 
 DPO_TINY = {"algorithm": "dpo", "rounds": 2, "prompts_per_round": 16, "labels_per_round": 24, "label_decay": 0.5,
-            "queue_reserve": 8, "audit_share": 0.0, "dpo_batch_size": 4, "policy_epochs": 1, "eval_prompts": 4,
+            "queue_reserve": 8, "check_share": 0.0, "dpo_batch_size": 4, "policy_epochs": 1, "eval_prompts": 4,
             "winrate_pairs": 4, "sft_epochs": 1.0, "sft_lr": 1e-3}
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import root_action, sft_action, train_tab
+from app import job_view, root_action, sft_action
 from app.auth import Users
 from app.context import Studio
 from storage.audit import list_actions
@@ -86,7 +86,7 @@ def test_the_train_tab_shows_the_warning_and_its_make_root_button_works_for_admi
     garbling_sft(demo_store, capsys)
     studio = Studio(demo_store, Users({"alice": "a", "owner": "o"}, frozenset({"owner"})))
     [job] = list_jobs(demo_store)
-    status = train_tab.job_view(studio, job).status
+    status = job_view.job_view(studio, job).status
     assert "⚠ v1 was not made the root" in status and "Make root" in status
     with pytest.raises(gr.Error, match="only an admin"):
         root_action.on_make_root(studio, SimpleNamespace(username="alice"), "v1")

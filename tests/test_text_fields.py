@@ -7,12 +7,12 @@ import json
 
 import httpx
 
+from bench.studio_driver import hashed_auth_file
 from labeling.text_fields import surrogate_field
 from storage import jobs as job_rows
 from storage.demonstrations import list_demonstrations
 from storage.labels import list_labels
 from storage.settings import get_setting
-from tests.helpers import hashed_auth_file
 
 SURROGATES = ("\ud800", "a rationale \udcff", "\udfff")
 

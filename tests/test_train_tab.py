@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import train_form, train_tab
+from app import job_view, train_checks, train_form, train_tab
 from app.auth import Users
 from app.refusals import unchanged
 from app.train_checks import field_label
@@ -72,7 +72,7 @@ def test_stop_goes_through_the_launcher_and_resume_continues(studio, store, monk
     assert job_rows.get_job(store, job_id).cancel_requested
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
     with pytest.warns(UserWarning, match="no job is running"):  # a refusal: a message that goes away
-        assert train_tab.on_stop(studio, OWNER) == unchanged(train_tab.JobView)
+        assert train_tab.on_stop(studio, OWNER) == unchanged(job_view.JobView)
     monkeypatch.setattr(train_tab, "resume_job", lambda store, job_id: job_rows.requeue_job(store, job_id))
     resumed = train_tab.on_resume(studio, OWNER)
     assert resumed.status.startswith(f"**Job {job_id}** (ppo) — **queued**") and resumed.timer.active
@@ -148,7 +148,7 @@ def test_a_resumed_job_counts_only_its_running_time(studio, store):
     job_rows.requeue_job(store, job_id)
     job_rows.claim_job(store, job_id, os.getpid())
     job_rows.finish_job(store, job_id, JobStatus.CANCELLED)
-    assert train_tab.job_status_dict(studio, job_rows.get_job(store, job_id))["elapsed_s"] < ran + 0.5
+    assert job_view.job_status_dict(studio, job_rows.get_job(store, job_id))["elapsed_s"] < ran + 0.5
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
@@ -164,7 +164,7 @@ def test_each_field_is_checked_by_its_label_before_any_job_row(studio, store, fi
     values = train_form.fill_preset("demo")
     values[train_form.FORM.index(field)] = value
     with pytest.warns(UserWarning, match=f"^{message}$"):
-        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(train_tab.JobView)
+        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(job_view.JobView)
     assert job_rows.list_jobs(store) == []
 
 
@@ -174,14 +174,14 @@ def test_answers_per_judgement_in_the_form_is_rank_k_pairs_or_a_ranking_and_7_is
     assert field_label("rank_k", "ppo") == "Answers per judgement" and values[field] == 2
     values[train_form.FORM.index("labels_per_round")] = 8.0  # 8 prompts give 8 rankings of their 4 samples
     settings = json.dumps({"prompts_per_round": 8, "policy_batch_size": 8})
-    assert train_tab.config_from_form({"demo": LoopConfig()}, "demo", settings, *values).rank_k == 2  # pairs
+    assert train_checks.config_from_form({"demo": LoopConfig()}, "demo", settings, *values).rank_k == 2  # pairs
     values[field] = 4.0  # as gr.Number sends it
     train_tab.on_start(studio, "loop", OWNER, "demo", settings, *values)
     [job] = job_rows.list_jobs(store)
     assert job.config["rank_k"] == 4  # rankings of 4 answers
     values[field] = 7.0
     with pytest.warns(UserWarning, match="^Answers per judgement must be at most 6, got 7$"):
-        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(train_tab.JobView)
+        assert train_tab.on_start(studio, "loop", OWNER, "demo", "{}", *values) == unchanged(job_view.JobView)
     values[field] = 5.0  # more than K (samples per prompt): the settings' own check, in the form's words
     with pytest.warns(UserWarning, match='^"Answers per judgement" must be 2 \\(pairs\\) to 6 and at most '
                                          '"K: samples per prompt" \\(4\\), got 5$'):
@@ -224,9 +224,9 @@ def test_a_label_budget_in_the_form_sets_n_and_the_form_says_what_each_round_col
     # 28 + 8 + 3 = 39 labels: the N field gave way
     assert (job.config["label_budget"], job.config["labels_per_round"]) == (40, 28)
     assert train_form.schedule_text(3, 100, None, 0.3) == \
-        "**Labels:** 100 + 30 + 9 = 139 labels over 3 rounds (N = 100; audit pairs included)."
+        "**Labels:** 100 + 30 + 9 = 139 labels over 3 rounds (N = 100; check pairs included)."
     assert train_form.schedule_text(3, 100, 150, 0.3) == \
-        "**Labels:** 108 + 32 + 10 = 150 labels over 3 rounds (N = 108 from the budget B = 150; audit pairs included)."
+        "**Labels:** 108 + 32 + 10 = 150 labels over 3 rounds (N = 108 from the budget B = 150; check pairs included)."
     assert train_form.schedule_text(3, None, None, 0.3).startswith("**Labels:** set the rounds, N (or B)")
     assert train_form.schedule_text(3, 100, None, 0).startswith("**Labels:** set the rounds")
 
@@ -249,7 +249,7 @@ def test_the_newest_job_is_shown(studio, store):
 def test_the_job_buttons_are_named_outputs(studio):
     with gr.Blocks():
         ui = train_tab.layout()
-    assert train_tab.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer, ui.start_loop,
+    assert job_view.JobView.components(ui) == [ui.status, ui.progress, ui.logs, ui.timer, ui.start_loop,
                                                 ui.train_reward, ui.run_policy, ui.run_sft, ui.stop, ui.resume,
                                                 ui.to_leaderboard]
     assert [c.label for c in ui.form] == [field_label(name, "ppo") for name in train_form.FORM]  # one set of labels
@@ -260,7 +260,7 @@ def test_the_job_buttons_are_named_outputs(studio):
                                          "β: KL coefficient", "Reward LR", "PPO LR", "Reward epochs", "Labels from",
                                          "Policy optimiser", "G: GRPO responses per prompt",
                                          "DPO β (its KL anchor)", "Label decay (each later round × this)",
-                                         "Audit share of labels",
+                                         "Check-pair share of labels",
                                          "Reward early-stop patience (0: off)", "Warm-start the reward model",
                                          "On a failure warning",
                                          "SFT first: fine-tune on the demonstrations before round 1",
@@ -442,10 +442,10 @@ def test_reward_functions_from_the_form_and_module_functions_refused_from_the_br
 
 
 def test_the_status_says_percent_elapsed_and_time_left_and_a_finished_loop_shows_its_result(studio, store):
-    assert train_tab.time_line(80, 0.4, True, 120) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
-    assert train_tab.time_line(5, 0.01, True, None) == "1% · 5 s elapsed, estimating the time left…"  # too early
-    assert train_tab.time_line(4000, 1.0, active=False) == "100% · 1 h 06 min elapsed"
-    assert train_tab.time_line(3, None, active=True) == "3 s elapsed"
+    assert job_view.time_line(80, 0.4, True, 120) == "40% · 1 min 20 s elapsed, about 2 min 00 s left"
+    assert job_view.time_line(5, 0.01, True, None) == "1% · 5 s elapsed, estimating the time left…"  # too early
+    assert job_view.time_line(4000, 1.0, active=False) == "100% · 1 h 06 min elapsed"
+    assert job_view.time_line(3, None, active=True) == "3 s elapsed"
     job_id = job_rows.create_job(store, "loop", {"rounds": 2})
     job_rows.claim_job(store, job_id, os.getpid())
     job_rows.heartbeat(store, job_id, phase="round 1/2: training the reward model", progress=0.15)

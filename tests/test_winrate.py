@@ -21,9 +21,8 @@ from storage.pairs import NewPair, add_pairs, get_pair
 from storage.policies import get_policy, list_policies
 from storage.prompts import list_prompts
 from storage.rounds import round_label_count, round_pair_count
-from storage.types import Generation
+from storage.types import Generation, Selector
 from storage.winrate import (
-    WINRATE_SELECTOR,
     WinrateMark,
     list_winrate_pairs,
     open_places,
@@ -56,7 +55,7 @@ def test_a_versions_samples_are_paired_once_each_against_the_same_prompts_with_r
     pairs = make_winrate_pairs(mine, theirs, 24, seed=5, round=2)
     by_id = {g.id: g for g in mine + theirs}
     assert len(pairs) == 24
-    assert all(p.selector == WINRATE_SELECTOR and p.round == 2 and p.policy_id == v1 for p in pairs)
+    assert all(p.selector == Selector.WINRATE and p.round == 2 and p.policy_id == v1 for p in pairs)
     version_side = [by_id[p.first_id].policy_id == v1 for p in pairs]
     assert 0 < sum(version_side) < 24  # sides are drawn, not fixed
     used = [p.first_id if first else p.second_id for p, first in zip(pairs, version_side, strict=True)]

@@ -40,7 +40,7 @@ def _write_tokenizer(writer: gguf.GGUFWriter, model_dir: Path) -> None:
 
 
 def write_tiny_gguf(model_dir: Path, path: Path, architecture: str = "llama") -> Path:
-    """The Llama model of `model_dir` (tests/tiny_models.py's) as a GGUF file at `path`; `architecture` names
+    """The Llama model of `model_dir` (bench/tiny_models.py's) as a GGUF file at `path`; `architecture` names
     another in the metadata (one transformers cannot read, for the refusal tests)."""
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     config = model.config

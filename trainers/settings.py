@@ -14,7 +14,9 @@ needs a GPU). `from_dict` reads a job's or a command's settings, old names (`REN
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, TypeVar
 
@@ -23,15 +25,22 @@ from storage.errors import InvalidInput
 Settings = TypeVar("Settings")  # a settings dataclass: PolicyConfig, DPOConfig, SFTConfig
 
 
+@functools.cache
+def note_renamed(old: str, new: str) -> None:
+    """Say on stderr, once per process, that the setting or flag `old` is now called `new` (the old one still works)."""
+    print(f"note: {old} is now called {new}; the old name still works", file=sys.stderr)
+
+
 def renamed_settings(values: dict, renamed: dict[str, str], what: str) -> dict:
-    """`values` with each setting stored under an old name (`renamed`: old -> new) moved to its new name, so jobs and
-    configs written before a rename keep their meaning; both names at once is refused in one line."""
+    """`values` with each setting stored under an old name (`renamed`: old -> new) moved to its new name (noted once),
+    so jobs and configs written before a rename keep their meaning; both names at once is refused in one line."""
     values = dict(values)
     for old, new in renamed.items():
         if old in values:
             if new in values:
                 raise InvalidInput(f"{what} setting {old!r} is the old name of {new!r}; give only {new!r}")
             values[new] = values.pop(old)
+            note_renamed(f"{what} setting {old!r}", repr(new))
     return values
 
 

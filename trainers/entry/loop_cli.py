@@ -16,12 +16,11 @@ import argparse
 import os
 import sys
 
-from labeling.selection import Selector
 from labeling.winrate import winrate_report
 from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
-from storage.types import JobStatus
+from storage.types import JobStatus, Selector
 
 from ..jobs.follow import add_accelerate_option, launch_and_follow
 from ..jobs.launcher import open_job_here, reap_orphans, requeue
@@ -70,7 +69,7 @@ def project_config(args: argparse.Namespace, store: Store) -> LoopConfig:
     check_against_store(config, store)
     print(preset.line)  # stdout: a bad input stays one line on stderr
     if collects_labels(config):  # a loop on the reward functions alone collects none
-        print(f"labels: {config.schedule} (audit pairs included)")
+        print(f"labels: {config.schedule} (check pairs included)")
     else:
         print(rlvr_line(config))
     print(start_line(store, config))

@@ -17,6 +17,8 @@ import dataclasses
 import json
 from typing import Iterable
 
+from ..settings import note_renamed
+
 TYPES = {"int": int, "float": float, "str": str}
 
 
@@ -40,19 +42,43 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, confi
         old = [option_name(name) for name, new in old_names.items() if new == f.name]
         flags = [option_name(f.name), *aliases.get(f.name, []), *old]
         kind = _annotation(f).replace(" | None", "")
+        store = _noting(argparse.BooleanOptionalAction if kind == "bool" else _Store, old)
         if kind == "bool":
-            parser.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                                help=field_help(f))
+            parser.add_argument(*flags, dest=f.name, action=store, default=None, help=field_help(f))
         elif kind == "list[str]":
-            parser.add_argument(*flags, dest=f.name, nargs="+", default=None, help=field_help(f))
+            parser.add_argument(*flags, dest=f.name, action=store, nargs="+", default=None, help=field_help(f))
         elif kind == "list":
-            parser.add_argument(*flags, dest=f.name, type=json_list, default=None, metavar="JSON", help=field_help(f))
+            parser.add_argument(*flags, dest=f.name, action=store, type=json_list, default=None, metavar="JSON",
+                                help=field_help(f))
         elif kind in TYPES:
             choices = f.metadata.get("choices")
-            parser.add_argument(*flags, dest=f.name, type=TYPES[kind], default=None, help=field_help(f),
+            parser.add_argument(*flags, dest=f.name, action=store, type=TYPES[kind], default=None, help=field_help(f),
                                 choices=[str(c) for c in choices] if choices is not None else None)
         else:
             raise TypeError(f"{config.__name__}.{f.name}: no command-line option for type {f.type}; skip it")
+
+
+class _Store(argparse.Action):
+    """argparse's plain `store`, as a class `_noting` can extend."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+
+
+def _noting(action: type[argparse.Action], old: list[str]) -> type[argparse.Action]:
+    """`action` that, given one of the `old` flags (or its `--no-` form), notes once which flag is the new one."""
+    if not old:
+        return action
+
+    class Noting(action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            negative = option_string.startswith("--no-")
+            if option_string in old or (negative and "--" + option_string[5:] in old):
+                new = self.option_strings[0]
+                note_renamed(option_string, "--no-" + new[2:] if negative else new)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Noting
 
 
 def json_list(text: str) -> list:

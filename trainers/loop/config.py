@@ -11,13 +11,13 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replac
 from enum import StrEnum
 from typing import ClassVar
 
-from labeling.audit_pairs import DEFAULT_MIN_AGREEMENT
+from labeling.check_pairs import DEFAULT_MIN_AGREEMENT
 from labeling.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
-from labeling.selection import Selector
 from labeling.synthetic import DEFAULT_ORACLE
 from labeling.text_fields import refuse_surrogates
 from labeling.winrate import version_number
 from storage.errors import InvalidInput
+from storage.types import ROUND_SELECTORS, Selector
 
 from ..jobs.layer import JobKind
 from ..policy.config import Algorithm, RewardSource
@@ -67,10 +67,10 @@ class LoopConfig:
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={
-        "help": f"N: new labels collected in the first round, then N x label_decay^i in round i (audit pairs "
+        "help": f"N: new labels collected in the first round, then N x label_decay^i in round i (check pairs "
                 f"included); the defaults give {schedule_line(100, 0.3, 3)}; or give label_budget instead"})
     label_budget: int | None = field(default=None, metadata={
-        "help": "B: the labels that train over the whole loop (audit pairs included), split over the rounds by the "
+        "help": "B: the labels that train over the whole loop (check pairs included), split over the rounds by the "
                 "schedule (N, N x label_decay, ...: the N whose schedule sums closest to B); instead of "
                 "labels_per_round"})
     label_decay: float = field(default=0.3, metadata={
@@ -104,7 +104,7 @@ class LoopConfig:
         "help": "warn when the judge, labelling for training, agrees with people's labels less often than this"})
     selector: str = field(default=Selector.RANDOM.value, metadata={
         "help": "pair selector: random, disagreement (an ensemble's), or a posterior one on the reward model's last "
-                "layer: thompson, info_gain, diverse, d_optimal", "choices": Selector})
+                "layer: thompson, info_gain, diverse, d_optimal", "choices": ROUND_SELECTORS})
     rank_k: int = field(default=2, metadata={
         "help": "answers an annotator judges at once: 2 queues pairs; 3-6 queues rankings of that many of a prompt's "
                 "samples (at most samples_per_prompt), each ranking one of the round's labels"})
@@ -127,10 +127,10 @@ class LoopConfig:
     lora: bool = field(default=False, metadata={"help": "train LoRA adapters instead of all weights"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision for reward training and PPO (GPUs)"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, selection and training"})
-    audit_share: float = field(default=0.1, metadata={
-        "help": "share of each round's labels on audit pairs (pairs the reward model ranks confidently; 0: none)"})
-    audit_min_agreement: float = field(default=DEFAULT_MIN_AGREEMENT, metadata={
-        "help": "warn when audit labels agree with the reward model less often than this"})
+    check_share: float = field(default=0.1, metadata={
+        "help": "share of each round's labels on check pairs (pairs the reward model ranks confidently; 0: none)"})
+    check_min_agreement: float = field(default=DEFAULT_MIN_AGREEMENT, metadata={
+        "help": "warn when check labels agree with the reward model less often than this"})
     on_warning: str = field(default=OnWarning.CONTINUE.value, metadata={
         "help": "on a failure warning: continue, or pause before the next PPO/GRPO phase", "choices": OnWarning})
     eval_prompts: int = field(default=16, metadata={
@@ -225,8 +225,9 @@ class LoopConfig:
         except DPOSetupError as exc:
             raise InvalidInput(str(exc)) from None
 
-    RENAMED: ClassVar[dict[str, str]] = {  # the policy settings' names before GRPO joined PPO, accepted on read
-        f"ppo_{name}": f"policy_{name}" for name in ("iterations", "batch_size", "mini_batches", "epochs", "lr")}
+    RENAMED: ClassVar[dict[str, str]] = {  # old names accepted on read: the policy settings' before GRPO joined PPO,
+        **{f"ppo_{name}": f"policy_{name}" for name in ("iterations", "batch_size", "mini_batches", "epochs", "lr")},
+        "audit_share": "check_share", "audit_min_agreement": "check_min_agreement"}  # and the check pairs' settings
 
     @classmethod
     def from_dict(cls, values: dict) -> "LoopConfig":
@@ -297,7 +298,7 @@ def _flat_fields(phase: str) -> list[Field]:
 
 def check_label_settings(config: LoopConfig) -> None:
     """The settings of a loop that collects labels fit together: K, the label schedule and queue, the annotator, the
-    selector, the audit and win-rate pairs (a loop on the reward functions alone reads none of them)."""
+    selector, the check and win-rate pairs (a loop on the reward functions alone reads none of them)."""
     if config.samples_per_prompt < 2:
         raise InvalidInput(f"samples_per_prompt must be at least 2 to form pairs, got {config.samples_per_prompt}")
     if not 0 < config.label_decay <= 1:
@@ -305,8 +306,8 @@ def check_label_settings(config: LoopConfig) -> None:
     if config.annotator not in {a.value for a in Annotator}:
         raise InvalidInput(f"annotator must be one of {', '.join(Annotator)}, got {config.annotator!r}")
     check_judge_settings(config)
-    if config.selector not in {s.value for s in Selector}:
-        raise InvalidInput(f"selector must be one of {', '.join(Selector)}, got {config.selector!r}")
+    if config.selector not in ROUND_SELECTORS:
+        raise InvalidInput(f"selector must be one of {', '.join(ROUND_SELECTORS)}, got {config.selector!r}")
     if config.selector == Selector.DISAGREEMENT and config.reward_model.ensemble < 2:
         raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
     if not 2 <= config.rank_k <= min(6, config.samples_per_prompt):
@@ -317,11 +318,11 @@ def check_label_settings(config: LoopConfig) -> None:
         raise InvalidInput(f"labels_per_round is {config.labels_per_round} but a round queues at most "
                            f"{most_pairs} pairs (prompts_per_round x K(K-1)/2); lower it or raise "
                            "prompts_per_round")
-    if not 0 <= config.audit_share <= 0.5:
-        raise InvalidInput(f"audit_share must be between 0 and 0.5 (a share of each round's labels), got "
-                           f"{config.audit_share}")
-    if not 0 < config.audit_min_agreement < 1:
-        raise InvalidInput(f"audit_min_agreement must be between 0 and 1, got {config.audit_min_agreement}")
+    if not 0 <= config.check_share <= 0.5:
+        raise InvalidInput(f"check_share must be between 0 and 0.5 (a share of each round's labels), got "
+                           f"{config.check_share}")
+    if not 0 < config.check_min_agreement < 1:
+        raise InvalidInput(f"check_min_agreement must be between 0 and 1, got {config.check_min_agreement}")
     evaluated = config.eval_prompts * config.eval_samples
     for name in ("winrate_pairs", "winrate_previous"):
         if not 0 <= getattr(config, name) <= evaluated:
@@ -415,10 +416,10 @@ def kl_horizon(config: LoopConfig) -> int:
 
 def needs_reward_model(config: LoopConfig) -> bool:
     """Does a round train a reward model: for PPO and GRPO unless the reward is the functions alone; under DPO only
-    for the disagreement selector or the audit pairs."""
+    for the disagreement selector or the check pairs."""
     if not collects_labels(config):
         return False
-    return config.algorithm != Algorithm.DPO or config.selector == Selector.DISAGREEMENT or config.audit_share > 0
+    return config.algorithm != Algorithm.DPO or config.selector == Selector.DISAGREEMENT or config.check_share > 0
 
 
 def collects_labels(config: LoopConfig) -> bool:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import time
 
-from labeling.audit_pairs import agreement
+from labeling.check_pairs import agreement
 from labeling.winrate import version_figures, version_names
 from storage import Store
-from storage.audit_pairs import audit_votes
+from storage.check_pairs import check_votes
 from storage.job_warnings import list_warnings, record_warnings
 from storage.metrics import read_metrics
 from storage.policies import latest_policy, list_policies, root_policy
@@ -29,7 +29,7 @@ from .diagnostics import Finding
 from .judging import judge_agreement_findings
 from .phase_rules import (
     Phase,
-    audit_findings,
+    check_pair_findings,
     held_out_oracle_falls,
     phase_findings,
     reward_model_findings,
@@ -64,7 +64,7 @@ def reward_phase_warnings(store: Store, job_id: int, config: LoopConfig, round: 
 
 def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int = 1
                           ) -> list[Finding]:
-    """Round `round`'s reward model (validation size and accuracy), its audit pairs' agreement, and the people's
+    """Round `round`'s reward model (validation size and accuracy), its check pairs' agreement, and the people's
     judgements of the version it started from (labelled in this round) against the SFT policy."""
     series = _values(store, job_id, ["reward/val_accuracy", VAL_PAIRS_METRIC])
     accuracy = series["reward/val_accuracy"]
@@ -73,8 +73,8 @@ def reward_phase_findings(store: Store, job_id: int, config: LoopConfig, round: 
         return []  # no reward model of this round yet
     val_pairs = int(series[VAL_PAIRS_METRIC][round])
     found = reward_model_findings(round, step, accuracy.get(step) if step is not None else None, val_pairs)
-    audit = agreement(audit_votes(store, round=round))
-    found += audit_findings(round, audit.value, audit.labels, config.audit_min_agreement)
+    check = agreement(check_votes(store, round=round))
+    found += check_pair_findings(round, check.value, check.labels, config.check_min_agreement)
     found += judge_agreement_findings(store, config, round)
     return found + winrate_findings(store, job_id, config, first_round)
 

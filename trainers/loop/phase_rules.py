@@ -2,8 +2,8 @@
 torch); the whole-job rules of the Curves tab are in `diagnostics`.
 
 Per-phase rules in absolute terms (what a loop checks after each reward-model and PPO/GRPO phase: `phase_findings`,
-`reward_model_findings`, `held_out_oracle_falls`, `audit_findings`, `winrate_below_sft`); each finding names the round
-and step where it fired.
+`reward_model_findings`, `held_out_oracle_falls`, `check_pair_findings`, `winrate_below_sft`); each finding names the
+round and step where it fired.
 A PPO/GRPO rule fires only when its condition held for `WINDOW` consecutive steps, so one odd batch never fires it.
 Each rule, when it fires and why its threshold is where it is:
 
@@ -49,8 +49,8 @@ Each rule, when it fires and why its threshold is where it is:
   than proxies: a rising reward-model score with a version people like less than the SFT policy is reward hacking;
   20 judgements (the default queues 24) are the fewest whose interval can lie clear of 50% for a clearly worse
   version (5 of 20: 9%-47%).
-- `audit_agreement_low`: fires when people agree with the reward model on fewer than `audit_min_agreement` (60%) of
-  its confident audit pairs, over 5 labels or more. Why: on the pairs it is surest of, a sound reward model agrees
+- `check_agreement_low`: fires when people agree with the reward model on fewer than `check_min_agreement` (60%) of
+  its confident check pairs, over 5 labels or more. Why: on the pairs it is surest of, a sound reward model agrees
   with people far above 60%; below it, it rewards what people do not want.
 """
 
@@ -75,7 +75,7 @@ MIN_LENGTH = 2.0
 MIN_EOS_RATE = 0.2
 MIN_VAL_PAIRS = 20
 MIN_CHANCE_PAIRS = 50
-MIN_AUDIT_LABELS = 5
+MIN_CHECK_LABELS = 5
 MIN_ORACLE_CORRELATION = 0.3
 MIN_CORRELATION_STEPS = 5
 MIN_WINRATE_JUDGEMENTS = 20
@@ -257,12 +257,12 @@ def reward_model_findings(round: int, step: int | None, val_accuracy: float | No
     return [replace(found, round=round, step=step)] if found else []
 
 
-def audit_findings(round: int, agreement: float | None, labels: int, threshold: float) -> list[Finding]:
-    """People agreeing with the reward model on too few of its confident audit pairs of the round."""
-    if agreement is None or labels < MIN_AUDIT_LABELS or agreement >= threshold:
+def check_pair_findings(round: int, agreement: float | None, labels: int, threshold: float) -> list[Finding]:
+    """People agreeing with the reward model on too few of its confident check pairs of the round."""
+    if agreement is None or labels < MIN_CHECK_LABELS or agreement >= threshold:
         return []
-    return [Finding("audit_agreement_low", "People disagree with the reward model",
-                    f"On round {round}'s audit pairs (the policy's samples the reward model ranked most confidently) "
+    return [Finding("check_agreement_low", "People disagree with the reward model",
+                    f"On round {round}'s check pairs (the policy's samples the reward model ranked most confidently) "
                     f"people agreed with it {agreement:.0%} of the time over {labels} labels (< {threshold:.0%}).",
                     "The reward model rewards what people do not want: the policy may be hacking it. Raise β, collect "
                     "more labels on the policy's newest samples, and read its samples.", round, None)]

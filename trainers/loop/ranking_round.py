@@ -19,12 +19,11 @@ from itertools import combinations
 from typing import Mapping
 
 from labeling.conversations import PromptInput
-from labeling.selection import Selector
 from storage import Store
 from storage.rankings import NewRanking, add_rankings, list_rankings, round_ranking_count
 from storage.reward_models import latest_reward_models
 from storage.rounds import round_label_count, round_pair_count
-from storage.types import Generation
+from storage.types import Generation, Selector
 
 from .config import LoopConfig
 

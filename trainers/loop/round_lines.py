@@ -45,8 +45,8 @@ def round_line(number: int, rounds: int, version: str, summary: dict, oracle_bef
         before = f"{oracle_before:.2f} → " if oracle_before is not None else ""
         parts.append(f"oracle score {before}{summary['oracle_score']:.2f}")
     parts.extend(change_text(before, after) for before, after in functions)
-    if summary.get("audit_agreement") is not None:
-        parts.append(f"audit agreement {summary['audit_agreement']:.0%}")
+    if summary.get("check_agreement") is not None:
+        parts.append(f"check-pair agreement {summary['check_agreement']:.0%}")
     if judged is not None and judged.judgements:
         rate = f"{judged.rate:.0%} [{judged.low:.0%}, {judged.high:.0%}]"
         count = f"{judged.judgements} judgements{' by ' + judged_by if judged_by else ''}"

@@ -8,7 +8,7 @@ g, evaluate it on the held-out prompts (`trainers.loop.evaluation`) and store th
 win-rate pairs against the SFT policy (`trainers.loop.winrate_pairs`) are queued among the next round's first pairs,
 the final version's when the loop ends (the oracle annotator judges them before the job completes). With
 `algorithm: dpo` (iterative DPO), step (5) trains the newest policy with DPO on all labels so far against the SFT
-policy, and step (4) runs only when the disagreement selector or the audit pairs need a reward model. Every step
+policy, and step (4) runs only when the disagreement selector or the check pairs need a reward model. Every step
 checks the store first, so a stopped or killed loop continues where it was.
 
 A loop job owns its store rounds (claimed when it first runs, never another job's) and the items it queues in them:
@@ -25,11 +25,11 @@ import time
 
 import torch
 
-from labeling.audit_pairs import agreement
+from labeling.check_pairs import agreement
 from labeling.winrate import version_names, winrate_report
 from storage import Store
 from storage import jobs as job_rows
-from storage.audit_pairs import audit_votes
+from storage.check_pairs import check_votes
 from storage.errors import InvalidInput
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.metrics import last_step, log_metrics, read_metrics
@@ -43,7 +43,7 @@ from storage.winrate import winrate_judgements
 from ..policy.config import Algorithm, PolicyRun
 from ..policy.dpo_config import DPORun
 from ..reporting import JobCancelled, JobPaused, Reporter
-from .audit_pairs import queue_round_pairs
+from .check_pairs import queue_round_pairs
 from .config import (
     Annotator,
     LoopConfig,
@@ -257,13 +257,13 @@ class Loop:
         if line := samples_too_long_line(self.store, samples, contents):
             self.log(line)
             job_rows.add_log(self.store, self.job.id, line)
-        if config.rank_k > 2:  # rankings instead of pairs (no audit pairs)
+        if config.rank_k > 2:  # rankings instead of pairs (no check pairs)
             queue_round_rankings(self.store, config, samples, contents, labels + config.queue_reserve, seed, g,
                                  self.job.id)
             return
         older = self.previous_samples(policy, samples) if config.pair_with_previous else []
         regular = choose_pairs(self.store, config, samples, contents, labels + config.queue_reserve, seed, g, older)
-        queue_round_pairs(self.store, regular, samples, contents, config.audit_share, labels, g, self.job.id)
+        queue_round_pairs(self.store, regular, samples, contents, config.check_share, labels, g, self.job.id)
 
     def previous_samples(self, policy: Policy, samples: list[Generation]) -> list[Generation]:
         """The samples `policy`'s parent version drew (in earlier rounds, or the demo's seed) of the prompts of
@@ -364,9 +364,9 @@ class Loop:
         }
         if oracle_score is not None:
             summary["oracle_score"] = oracle_score
-        audit = agreement(audit_votes(self.store, round=g))
-        if audit.value is not None:
-            summary["audit_agreement"] = audit.value
+        check = agreement(check_votes(self.store, round=g))
+        if check.value is not None:
+            summary["check_agreement"] = check.value
         add_round(self.store, self.job.id, g, self.config.to_dict(), summary, new_policy.id,
                   members[0].id if members else None)
         before = [r["value"] for r in read_metrics(self.store, self.job.id, names=["round/oracle_score"])

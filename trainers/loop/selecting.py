@@ -34,7 +34,6 @@ from labeling.posterior import (
 )
 from labeling.selection import (
     Candidate,
-    Selector,
     candidate_pairs,
     select_by_disagreement,
     select_by_information_gain,
@@ -48,7 +47,7 @@ from storage.labels import training_labels
 from storage.pairs import NewPair, list_pairs
 from storage.policies import latest_policy
 from storage.reward_models import latest_reward_models
-from storage.types import Generation
+from storage.types import Generation, Selector
 
 from ..models.loading import default_device
 from ..reward.config import RewardConfig

@@ -15,9 +15,8 @@ from labeling.winrate import make_winrate_pairs, place_in_queue
 from storage import Store
 from storage.generations import EVAL_SOURCE, list_generations
 from storage.policies import get_policy, root_policy
-from storage.types import Policy
+from storage.types import Policy, Selector
 from storage.winrate import (
-    WINRATE_SELECTOR,
     WinrateMark,
     list_winrate_pairs,
     newest_pair_round,
@@ -74,4 +73,4 @@ def judge_open_pairs(store: Store, config: LoopConfig, seed: int, job_id: int | 
     from labeling.synthetic import OracleAnnotator
 
     oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
-    return len(oracle.label(store, len(list_winrate_pairs(store)), selector=WINRATE_SELECTOR, job_id=job_id))
+    return len(oracle.label(store, len(list_winrate_pairs(store)), selector=Selector.WINRATE, job_id=job_id))

@@ -247,7 +247,7 @@ class RewardScorer:
 
 def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, PromptInput]) -> np.ndarray:
     """(K, P) members' P(first preferred) = sigmoid(r_first - r_second) of `labeling.selection.Candidate`s, for
-    `select_by_disagreement` and the audit pairs; each response is scored once, however many pairs it is in. NaN for
+    `select_by_disagreement` and the check pairs; each response is scored once, however many pairs it is in. NaN for
     a pair with a side over the reward model's context (`fitting_pairs` leaves those out).
 
     `prompts` maps each candidate's prompt id to the prompt (`Prompt.content`).

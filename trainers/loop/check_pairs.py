@@ -1,9 +1,9 @@
-"""Queue a round's pairs with its audit pairs: the newest policy's sample pairs that the current reward model ranks
-most confidently (`labeling.audit_pairs` says which, where they go and how agreement is counted).
+"""Queue a round's pairs with its check pairs: the newest policy's sample pairs that the current reward model ranks
+most confidently (`labeling.check_pairs` says which, where they go and how agreement is counted).
 
 A candidate pair's P(first better) is the mean over the current (newest) reward model's members of
 `trainers.reward.scorer.pair_probabilities`; a pair with a side too long for the reward model's context (as its
-tokenizer reads the texts) is no candidate. Without a reward model (round 1) or with `share` 0 the round has no audit
+tokenizer reads the texts) is no candidate. Without a reward model (round 1) or with `share` 0 the round has no check
 pairs.
 
     queue_round_pairs(store, regular, samples, prompts_by_id, share=0.1, labels=100, round=g)
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from labeling.audit_pairs import AuditPair, audit_count, interleave, most_confident
+from labeling.check_pairs import CheckPair, check_count, interleave, most_confident
 from labeling.conversations import PromptInput
 from labeling.selection import candidate_pairs
 from storage import Store
-from storage.audit_pairs import queue_pairs_with_audits
+from storage.check_pairs import queue_pairs_with_checks
 from storage.pairs import NewPair, list_pairs
 from storage.reward_models import latest_reward_models
 from storage.types import Generation
@@ -25,9 +25,9 @@ from storage.types import Generation
 from ..models.loading import default_device
 
 
-def pick_audit_pairs(store: Store, samples: Sequence[Generation], prompts: Mapping[int, PromptInput], n: int,
-                     taken: Sequence[NewPair], round: int) -> tuple[list[AuditPair], int | None]:
-    """Up to `n` audit pairs among `samples` (none already queued or in `taken`), and the reward model they audit
+def pick_check_pairs(store: Store, samples: Sequence[Generation], prompts: Mapping[int, PromptInput], n: int,
+                     taken: Sequence[NewPair], round: int) -> tuple[list[CheckPair], int | None]:
+    """Up to `n` check pairs among `samples` (none already queued or in `taken`), and the reward model they check
     (its first member's id; None without a reward model)."""
     members = latest_reward_models(store)
     if n < 1 or not members:
@@ -46,10 +46,10 @@ def pick_audit_pairs(store: Store, samples: Sequence[Generation], prompts: Mappi
 def queue_round_pairs(store: Store, regular: list[NewPair], samples: Sequence[Generation],
                       prompts: Mapping[int, PromptInput], share: float, labels: int, round: int,
                       job_id: int | None = None) -> list[int]:
-    """Queue the round's `regular` pairs (highest selector score first) with `share` of `labels` audit pairs spread
+    """Queue the round's `regular` pairs (highest selector score first) with `share` of `labels` check pairs spread
     among them, in one transaction, owned by loop job `job_id`; returns the pair ids in queue order."""
-    n = audit_count(labels, share)
-    audits, reward_model_id = pick_audit_pairs(store, samples, prompts, n, regular, round)
-    keep = regular[:max(0, len(regular) - len(audits))]  # the round queues as many pairs as without audits
-    pairs, marked = interleave(keep, audits, labels)
-    return queue_pairs_with_audits(store, pairs, {i: (reward_model_id, p) for i, p in marked.items()}, job_id)
+    n = check_count(labels, share)
+    checks, reward_model_id = pick_check_pairs(store, samples, prompts, n, regular, round)
+    keep = regular[:max(0, len(regular) - len(checks))]  # the round queues as many pairs as without checks
+    pairs, marked = interleave(keep, checks, labels)
+    return queue_pairs_with_checks(store, pairs, {i: (reward_model_id, p) for i, p in marked.items()}, job_id)

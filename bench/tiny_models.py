@@ -1,4 +1,5 @@
-"""Tiny real architectures for tests: a Qwen2-style and a Llama-3-style chat model, built locally from a config.
+"""Tiny real architectures for tests and bench/gpu_check.py: a Qwen2-style and a Llama-3-style chat model, built
+locally from a config (in bench/, the top room, so the GPU check imports nothing from tests/; tests import it here).
 
 Nothing is downloaded. Each model (about 200k parameters) has a byte-level BPE tokenizer trained on the demo corpus
 with the `tokenizers` library, a chat template, several end-of-turn ids and a `generation_config.json` whose
