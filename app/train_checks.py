@@ -113,6 +113,6 @@ def config_from_form(presets: dict[str, LoopConfig], preset: str, advanced: str,
         config = LoopConfig.from_dict(settings)
     except InvalidInput as exc:
         raise InvalidInput(in_form_words(str(exc), form)) from None
-    if config.reward_lr != presets[preset].reward_lr:
-        on_top = {"reward_lr": config.reward_lr, **on_top}
+    if config.reward_model.learning_rate != presets[preset].reward_model.learning_rate:
+        on_top = {"reward_lr": config.reward_model.learning_rate, **on_top}
     return config.updated(on_top)

@@ -20,11 +20,9 @@ from trainers.loop.config import (
     Annotator,
     LoopConfig,
     collects_labels,
-    first_round_labels,
-    labels_in_round,
-    schedule_line,
     settings_from_json,
 )
+from trainers.loop.label_schedule import first_round_labels, labels_in_round, schedule_line
 from trainers.loop.presets import DEMO, Preset, project_preset, project_presets
 from trainers.loop.prompt_use import LabelUse, label_use, loop_prompts
 from trainers.policy.config import Algorithm
@@ -139,7 +137,7 @@ def schedule_text(rounds, labels_per_round, label_budget, label_decay) -> str:
 def fill_preset(name: str, presets: dict[str, LoopConfig] | None = None) -> list:
     """The form's values of a preset (of the project's `presets`; the demo's alone when None), in FORM order."""
     config = (presets or {DEMO: LoopConfig()})[name]
-    return [getattr(config, field) for field in FORM]
+    return [config.setting(field) for field in FORM]
 
 
 def form_presets(store: Store) -> dict[str, LoopConfig]:

@@ -181,7 +181,7 @@ class TrainLayout:
 
 def number(defaults: LoopConfig, name: str, **options) -> gr.Number:
     """A number field of the form: its value, its label and its sentence."""
-    return gr.Number(getattr(defaults, name), label=field_label(name, defaults.algorithm), info=INFO[name], **options)
+    return gr.Number(defaults.setting(name), label=field_label(name, defaults.algorithm), info=INFO[name], **options)
 
 
 def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
@@ -206,7 +206,7 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         rank_k = gr.Number(defaults.rank_k, label=field_label("rank_k", defaults.algorithm), precision=0,
                            info="2: annotators pick the better of two answers; 3 to 6: they rank that many answers "
                                 "to one prompt, best first (at most K).", elem_id="train-rank-k")
-        sft_first = gr.Checkbox(defaults.sft_first, label=field_label("sft_first", defaults.algorithm),
+        sft_first = gr.Checkbox(defaults.sft.first, label=field_label("sft_first", defaults.algorithm),
                                 info=INFO["sft_first"])
     schedule = gr.Markdown(schedule_text(defaults.rounds, defaults.labels_per_round, defaults.label_budget,
                                          defaults.label_decay), elem_id="train-schedule")
@@ -226,8 +226,8 @@ def layout(runs_on_line: str = runs_on(None), preset: Preset | None = None,
         with gr.Row():
             label_decay, check_share = number(defaults, "label_decay"), number(defaults, "check_share")
             reward_patience = number(defaults, "reward_patience", precision=0)
-            reward_warm_start = gr.Checkbox(defaults.reward_warm_start, label=field_label("reward_warm_start", ""),
-                                            info=INFO["reward_warm_start"])
+            reward_warm_start = gr.Checkbox(defaults.reward_model.warm_start, info=INFO["reward_warm_start"],
+                                            label=field_label("reward_warm_start", ""))
         gr.Markdown(INFO["advanced"], elem_id="train-advanced-json-info")
         advanced = gr.Code("{}", language="json", label="Advanced settings as JSON")
         reward_form.build(advanced, schedule, dict(

@@ -112,7 +112,7 @@ def run_oracle_ppo(store, config) -> dict:
     seconds = {"reward": 0.0, "policy": 0.0}
     for g in range(1, config.rounds + 1):
         start = latest_policy(store)
-        run = PolicyRun(iterations=config.policy_iterations, reward="oracle", oracle=config.oracle, round=g,
+        run = PolicyRun(iterations=config.policy.iterations, reward="oracle", oracle=config.oracle, round=g,
                      settings=policy_settings(config, g))
         ppo_config = run.config
         policy, reference, tokenizer, value_head = load_models(store, start, ppo_config.lora)

@@ -150,12 +150,13 @@ def main() -> None:
     (OUT / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "settings": defaults.to_dict(), "runs": rows,
                                                        "table": table}, indent=2))
     plot(table, OUT / f"{args.name}.png", args.seconds_per_label)
-    print(f"\nDemo, {defaults.rounds} rounds; PPO: {defaults.policy_iterations} iterations a round (batch "
-          f"{defaults.policy_batch_size}, β {defaults.kl_coef}, LR {defaults.policy_lr}); DPO: "
-          f"{defaults.policy_epochs} epochs a round over all labels so far (batch {defaults.dpo_batch_size}, "
-          f"β {defaults.dpo_beta}, LR {defaults.policy_lr}); {defaults.prompts_per_round} prompts x "
+    print(f"\nDemo, {defaults.rounds} rounds; PPO: {defaults.policy.iterations} iterations a round (batch "
+          f"{defaults.policy.batch_size}, β {defaults.policy.init_kl_coef}, LR {defaults.policy.learning_rate}); DPO: "
+          f"{defaults.policy.epochs} epochs a round over all labels so far (batch {defaults.dpo.batch_size}, "
+          f"β {defaults.dpo.dpo_beta}, LR {defaults.policy.learning_rate}); {defaults.prompts_per_round} prompts x "
           f"K={defaults.samples_per_prompt} per round, label decay {defaults.label_decay}, reward model "
-          f"{defaults.reward_epochs} epochs at {defaults.reward_lr}, selector {defaults.selector} by default; gain and "
+          f"{defaults.reward_model.epochs} epochs at {defaults.reward_model.learning_rate}, selector "
+          f"{defaults.selector} by default; gain and "
           f"oracle-judged win rate on 20 held-out "
           f"prompts x {args.eval_samples}; seeds {args.seeds}; ± is a 95% t-interval over seeds\n")
     print("| arm | label budget | labels used | answers read | seeds | gain | win rate vs SFT (oracle-judged) | "

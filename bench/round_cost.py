@@ -109,7 +109,7 @@ def heldout_accuracy(store, config, job_id: int) -> tuple[float, int]:
     from trainers.reward.scorer import INFO_FILE, RewardScorer
 
     models = [m for m in list_reward_models(store) if m.job_id == job_id]
-    lineage = models if config.reward_training == "incremental" or config.reward_warm_start else models[-1:]
+    lineage = models if config.reward_model.training == "incremental" or config.reward_model.warm_start else models[-1:]
     trained = {label_id for m in lineage for label_id in
                json_lib.loads((Path(m.path) / INFO_FILE).read_text())["member_label_ids"]}
     labels = [lp for lp in training_labels(store) if lp.outcome.target(True) in (0.0, 1.0)]

@@ -25,7 +25,7 @@ PROMPTS = ["the movie was", "the plot was", "the acting was", "the movie is", "t
 ALGORITHMS = ["ppo", "grpo"]
 TRAINERS = {"ppo": PPOTrainer, "grpo": GRPOTrainer}
 GROUP_SIZE = 3  # GRPO's responses per prompt in these tests
-CLI_SETTINGS = ["--batch-size", "4", "--num-mini-batches", "2", "--ppo-epochs", "1", "--response-length", "6",
+CLI_SETTINGS = ["--batch-size", "4", "--num-mini-batches", "2", "--epochs", "1", "--response-length", "6",
                 "--learning-rate", "1e-3"]
 GRPO_CLI = ["--algorithm", "grpo", "--group-size", str(GROUP_SIZE)]
 

@@ -11,8 +11,9 @@ from storage import InvalidInput
 from trainers.entry import loop_cli, ppo_cli, reward_cli
 from trainers.entry.options import add_options, given_options
 from trainers.loop.config import LoopConfig
-from trainers.policy.config import PolicyConfig, PolicyRun, note_renamed
+from trainers.policy.config import PolicyConfig, PolicyRun
 from trainers.reward.config import RewardConfig
+from trainers.settings import note_renamed
 
 
 def parser_of(add_arguments) -> argparse.ArgumentParser:
@@ -61,7 +62,8 @@ def test_a_field_the_command_line_cannot_set_must_be_skipped():
 ])
 def test_every_setting_is_an_option_documented_by_its_field(add_arguments, config, skipped):
     parser = parser_of(add_arguments)
-    for f in dataclasses.fields(config):
+    settings = config.settings_fields() if config is LoopConfig else dataclasses.fields(config)  # LoopConfig's flat
+    for f in settings:
         if f.name not in skipped:
             assert option_help(parser, "--" + f.name.replace("_", "-")).startswith(f.metadata["help"]), f.name
 
@@ -113,13 +115,15 @@ def test_loop_options_then_json_on_top():
     args = parser.parse_args(["--rounds", "2", "--labels-per-round", "40", "--annotator", "human", "--ppo-iterations",
                               "3", "--seed", "5", "--config", '{"kl_coef": 0.2, "rounds": 4}'])
     config = loop_cli.config_from_args(args)
-    assert (config.rounds, config.labels_per_round, config.annotator, config.policy_iterations, config.seed,
-            config.kl_coef) == (4, 40, "human", 3, 5, 0.2)
+    assert (config.rounds, config.labels_per_round, config.annotator, config.policy.iterations, config.seed,
+            config.policy.init_kl_coef) == (4, 40, "human", 3, 5, 0.2)
     grpo = loop_cli.config_from_args(parser.parse_args(["--config", '{"algorithm": "grpo", "group_size": 8}']))
-    assert (grpo.algorithm, grpo.group_size) == ("grpo", 8)
-    assert loop_cli.config_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "3"])).group_size == 3
-    assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement"])).ensemble == 3
-    assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "2"])).ensemble == 2
+    assert (grpo.algorithm, grpo.policy.group_size) == ("grpo", 8)
+    grpo = loop_cli.config_from_args(parser.parse_args(["--algorithm", "grpo", "--group-size", "3"]))
+    assert grpo.policy.group_size == 3
+    assert loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement"])).reward_model.ensemble == 3
+    two = loop_cli.config_from_args(parser.parse_args(["--selector", "disagreement", "--ensemble", "2"]))
+    assert two.reward_model.ensemble == 2
     assert parser.parse_args(["--resume", "7"]).resume == 7
     with pytest.raises(SystemExit):
         parser.parse_args(["--selector", "best"])

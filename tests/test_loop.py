@@ -27,8 +27,9 @@ from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from storage.winrate import winrate_judgements
 from tests import helpers
-from trainers.loop.config import LoopConfig, labels_in_round
+from trainers.loop.config import LoopConfig
 from trainers.loop.evaluation import evaluate_policy
+from trainers.loop.label_schedule import labels_in_round
 from trainers.loop.rounds import Loop
 from trainers.loop.sampling import SamplingConfig, sample_policy
 from trainers.reward.scorer import INFO_FILE

@@ -10,16 +10,16 @@ from storage.policies import add_policy
 from storage.prompts import PromptSelection, add_prompts, set_excluded
 from trainers.loop.config import (
     LoopConfig,
-    first_round_labels,
     job_settings,
     kl_horizon,
-    labels_in_round,
     policy_settings,
     reward_settings,
 )
+from trainers.loop.label_schedule import first_round_labels, labels_in_round
 from trainers.loop.presets import model_preset, real_model_config
 from trainers.loop.prompt_use import check_against_store
-from trainers.policy.config import PolicyRun, note_renamed
+from trainers.policy.config import PolicyRun
+from trainers.settings import note_renamed
 
 
 def test_defaults_and_presets_are_valid():
@@ -31,6 +31,7 @@ def test_defaults_and_presets_are_valid():
 
 def test_every_field_documents_itself():
     assert all(f.metadata.get("help") for f in dataclasses.fields(LoopConfig))
+    assert all(f.metadata.get("help") for f in LoopConfig.settings_fields())  # each phase's settings, named flat
 
 
 @pytest.mark.parametrize("text,message", [
@@ -81,7 +82,7 @@ def test_bad_settings_are_one_line_errors(text, message):
 
 def test_numbers_and_null_where_allowed():
     config = LoopConfig.from_json('{"kl_coef": 1, "target_kl": null, "reward_lr": 0.001}')
-    assert config.kl_coef == 1 and config.target_kl is None
+    assert config.policy.init_kl_coef == 1 and config.policy.target_kl is None
 
 
 DEMO = str(Path("assets/demo_policy").resolve())  # context 64
@@ -225,8 +226,8 @@ def test_a_noisy_oracle_tells_the_reward_model_its_noise_rate():
 def test_settings_stored_under_their_old_names_keep_their_meaning():
     old = {"ppo_iterations": 7, "ppo_batch_size": 8, "ppo_mini_batches": 2, "ppo_epochs": 3, "ppo_lr": 3e-4}
     config = LoopConfig.from_dict(old)
-    assert (config.policy_iterations, config.policy_batch_size, config.policy_mini_batches, config.policy_epochs,
-            config.policy_lr) == (7, 8, 2, 3, 3e-4)
+    assert (config.policy.iterations, config.policy.batch_size, config.policy.num_mini_batches, config.policy.epochs,
+            config.policy.learning_rate) == (7, 8, 2, 3, 3e-4)
     with pytest.raises(InvalidInput, match="'ppo_lr' is the old name of 'policy_lr'"):
         LoopConfig.from_dict({"ppo_lr": 1e-4, "policy_lr": 1e-4})
     run = PolicyRun.from_dict({"iterations": 2, "ppo": {"algorithm": "grpo", "ppo_epochs": 3}})  # a job stored so

@@ -57,14 +57,15 @@ def test_a_real_model_gets_lora_small_rates_and_long_responses(store, tmp_path):
     preset = project_preset(store)
     assert preset.name == REAL and "132M parameters, context 8192" in preset.line
     config = preset.config
-    assert config.lora and config.policy_lr == 1e-4 and config.reward_epochs == 1
-    assert config.reward_lora and config.reward_lr == 1e-3  # an adapter and a score head, at an adapter's rate
+    assert config.lora and config.policy.learning_rate == 1e-4 and config.reward_model.epochs == 1
+    # an adapter and a score head, at an adapter's rate
+    assert config.reward_model.lora and config.reward_model.learning_rate == 1e-3
     assert "reward model LoRA at LR 0.001" in preset.line
     assert config.response_length == 256 and config.temperature == 0.7
     assert (config.top_p, config.top_k) == (1.0, 0)  # the distribution the model was tuned to, untruncated
     short = model_preset(str(fake_model_folder(tmp_path / "short", {"e": [50000, 600]}, context=512)))
     assert short.config.response_length == 128  # a quarter of the context, so prompts keep room
-    assert real_model_config(7_000_000_000, 4096).policy_lr == 5e-5  # a bigger model, a gentler rate
+    assert real_model_config(7_000_000_000, 4096).policy.learning_rate == 5e-5  # a bigger model, a gentler rate
 
 
 @pytest.fixture()
@@ -81,21 +82,25 @@ def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_st
     parser = loop_cli.argparse.ArgumentParser()
     loop_cli.add_arguments(parser)
     config = loop_cli.project_config(parser.parse_args(["--rounds", "2", "--config", '{"ppo_lr": 3e-5}']), real_store)
-    assert config.lora and config.response_length == 256 and config.rounds == 2 and config.policy_lr == 3e-5
+    assert config.lora and config.response_length == 256 and config.rounds == 2 and config.policy.learning_rate == 3e-5
     assert "real model (LoRA)" in capsys.readouterr().out
     full = loop_cli.project_config(parser.parse_args(["--config", '{"reward_lora": false}']), real_store)
-    assert (full.reward_lora, full.reward_lr) == (False, 1e-5)  # a full fine-tune at its own rate, not an adapter's
+    # a full fine-tune at its own rate, not an adapter's
+    assert (full.reward_model.lora, full.reward_model.learning_rate) == (False, 1e-5)
     given = loop_cli.project_config(parser.parse_args(["--no-reward-lora", "--reward-lr", "2e-5"]), real_store)
-    assert (given.reward_lora, given.reward_lr) == (False, 2e-5)
+    assert (given.reward_model.lora, given.reward_model.learning_rate) == (False, 2e-5)
     demo = LoopConfig()
-    assert demo.updated({"reward_lora": True}).reward_lr == 1e-3 and demo.updated({"reward_lora": False}) == demo
-    assert LoopConfig(reward_lr=3e-4).updated({"reward_lora": False}).reward_lr == 3e-4  # no switch: the rate kept
+    assert demo.updated({"reward_lora": True}).reward_model.learning_rate == 1e-3
+    assert demo.updated({"reward_lora": False}) == demo
+    kept = LoopConfig(reward_lr=3e-4).updated({"reward_lora": False})
+    assert kept.reward_model.learning_rate == 3e-4  # no switch: the rate kept
     ppo_parser = ppo_cli.argparse.ArgumentParser()
     ppo_cli.add_arguments(ppo_parser)
     preset = project_preset(real_store).config
     settings = ppo_cli.run_from_args(ppo_parser.parse_args(["--epochs", "1"]), preset).settings
     assert settings["lora"] and settings["response_length"] == 256 and settings["temperature"] == 0.7
-    assert settings["epochs"] == 1 and settings["learning_rate"] == project_preset(real_store).config.policy_lr
+    assert settings["epochs"] == 1
+    assert settings["learning_rate"] == project_preset(real_store).config.policy.learning_rate
 
 
 def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
@@ -109,11 +114,13 @@ def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
     assert config.lora and config.response_length == 256 and config.seed == 3  # fields off the form come too
     switched = train_checks.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
                                           *values)
-    assert (switched.reward_lora, switched.reward_lr) == (False, 1e-5)  # the preset's rate left: the kind's own
+    # the preset's rate left: the kind's own
+    assert (switched.reward_model.lora, switched.reward_model.learning_rate) == (False, 1e-5)
     typed = dict(zip(train_form.FORM, values, strict=True)) | {"reward_lr": 5e-5}
     config = train_checks.config_from_form({REAL: project_preset(real_store).config}, REAL, '{"reward_lora": false}',
                                         *typed.values())
-    assert (config.reward_lora, config.reward_lr) == (False, 5e-5)  # a rate typed in the form is a rate given
+    # a rate typed in the form is a rate given
+    assert (config.reward_model.lora, config.reward_model.learning_rate) == (False, 5e-5)
 
 
 def test_the_train_reward_command_takes_the_projects_preset_where_options_are_left_out(real_store):

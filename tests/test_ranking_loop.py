@@ -15,7 +15,8 @@ from storage.labels import count_labels
 from storage.rankings import list_rankings, ranking_verdicts
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
-from trainers.loop.config import LoopConfig, labels_in_round
+from trainers.loop.config import LoopConfig
+from trainers.loop.label_schedule import labels_in_round
 from trainers.loop.ranking_round import choose_rankings
 from trainers.reward.scorer import INFO_FILE
 

@@ -76,9 +76,9 @@ def test_functions_alone_take_no_label_or_pair_settings_and_the_rlvr_defaults():
     real = LoopConfig(lora=True, response_length=256, policy_lr=1e-4, kl_coef=0.05, temperature=0.7)
     rlvr = loop_config(real, {**functions, "labels_per_round": 0})
     assert rlvr.response_length == 48 and rlvr.lora  # a verifiable task's answers, not 256 tokens
-    assert {name: getattr(rlvr, name) for name in RLVR_SETTINGS} == RLVR_SETTINGS
+    assert {name: rlvr.setting(name) for name in RLVR_SETTINGS} == RLVR_SETTINGS
     assert rlvr.eval_prompts * rlvr.eval_samples >= 150  # a pass rate's 95% interval within ±8 points
-    assert loop_config(real, {**functions, "policy_iterations": 7}).policy_iterations == 7  # what is given wins
+    assert loop_config(real, {**functions, "policy_iterations": 7}).policy.iterations == 7  # what is given wins
     assert loop_config(real, {"rounds": 2}) == real.updated({"rounds": 2})  # the reward model's loop: as before
 
 

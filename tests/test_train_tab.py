@@ -89,7 +89,7 @@ def test_the_app_writes_no_job_row_itself():
 
 def test_the_form_starts_each_kind_of_job_with_its_settings(studio, store):
     values = train_form.fill_preset("demo")
-    assert values == [getattr(LoopConfig(), name) for name in train_form.FORM]
+    assert values == [LoopConfig().setting(name) for name in train_form.FORM]
     values[train_form.FORM.index("rounds")] = 2.0  # a float, as gr.Number sends it
     values[train_form.FORM.index("labels_per_round")] = 8.0
     values[train_form.FORM.index("label_decay")] = 0.5

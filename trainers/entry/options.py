@@ -1,9 +1,10 @@
 """Command-line options generated from a config dataclass, so help texts and defaults cannot drift from the fields.
 
-Each field becomes `--field-name` (plus any aliases, and the old names in the dataclass's `RENAMED`), typed from its
-annotation (a `list` field takes a JSON list), its help from `metadata["help"]` followed by the field's default, its
-choices from `metadata["choices"]` (an enum or a list). Options default to None, so `given_options` returns only
-what the command line set and the dataclass fills in the rest.
+Each field (each flat setting of a config grouped in parts, such as `LoopConfig`) becomes `--field-name` (plus any
+aliases, and the old names in the dataclass's `RENAMED`), typed from its annotation (a `list` field takes a JSON list),
+its help from `metadata["help"]` followed by the field's default, its choices from `metadata["choices"]` (an enum or a
+list). Options default to None, so `given_options` returns only what the command line set and the dataclass fills in
+the rest.
 
     add_options(parser, RewardConfig, aliases={"learning_rate": ["--lr"]}, skip=("round",))
     config = RewardConfig(**given_options(args, RewardConfig))
@@ -16,7 +17,7 @@ import dataclasses
 import json
 from typing import Iterable
 
-from ..policy.config import note_renamed
+from ..settings import note_renamed
 
 TYPES = {"int": int, "float": float, "str": str}
 
@@ -104,5 +105,7 @@ def _annotation(f: dataclasses.Field) -> str:
 
 
 def _fields(config: type, skip: Iterable[str]) -> list[dataclasses.Field]:
+    """The dataclass's fields, or the flat ones of a config grouped in parts (`LoopConfig.settings_fields`)."""
     skipped = set(skip)
-    return [f for f in dataclasses.fields(config) if f.name not in skipped]
+    settings = config.settings_fields() if hasattr(config, "settings_fields") else dataclasses.fields(config)
+    return [f for f in settings if f.name not in skipped]

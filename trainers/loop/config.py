@@ -3,10 +3,11 @@ so the UI can validate a config without loading a model."""
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import ClassVar
 
@@ -19,10 +20,12 @@ from storage.errors import InvalidInput
 from storage.types import ROUND_SELECTORS, Selector
 
 from ..jobs.layer import JobKind
-from ..policy.config import Algorithm, RewardSource, renamed_settings
-from ..policy.dpo_config import LOSS_TYPES, DPOConfig, DPOSetupError
-from ..reward.config import RewardConfig, RewardTraining
+from ..policy.config import Algorithm, RewardSource
+from ..policy.dpo_config import DPOConfig, DPOSetupError
+from ..settings import renamed_settings
+from .label_schedule import first_round_labels, schedule_line
 from .loop_rewards import LOOP_REWARDS, check_loop_reward
+from .phase_settings import FLAT, PHASES, DPOPhase, PolicyPhase, RewardPhase, SFTPhase
 
 # A real model's reward learning rate for one epoch, by `reward_lora`: an adapter and a fresh score head start at zero
 # and need about a hundred times a full fine-tune's rate (on SmolLM2 one epoch at 1e-5 left an adapter at chance).
@@ -44,37 +47,18 @@ class OnWarning(StrEnum):
     PAUSE = "pause"
 
 
-def labels_in_round(first: int, decay: float, index: int) -> int:
-    """The labels round `index` (0 for the first) collects: `first` x decay^index, rounded, at least 1."""
-    return max(1, round(first * decay**index))
-
-
-def first_round_labels(total: int, decay: float, rounds: int) -> int:
-    """The first round's labels N whose schedule (N, N x decay, ...) over `rounds` rounds comes closest to `total`
-    (the smaller N on a tie). The schedule's sum grows with N, so N is found by bisection."""
-    def schedule_sum(n: int) -> int:
-        return sum(labels_in_round(n, decay, i) for i in range(rounds))
-
-    low, high = 1, max(1, total)  # the first N whose sum reaches `total` lies in [low, high]
-    while low < high:
-        middle = (low + high) // 2
-        low, high = (middle + 1, high) if schedule_sum(middle) < total else (low, middle)
-    return min((n for n in (low - 1, low) if n >= 1), key=lambda n: abs(schedule_sum(n) - total))
-
-
-def schedule_line(first: int, decay: float, rounds: int) -> str:
-    """The label schedule in words: "100 + 30 + 9 = 139 labels over 3 rounds"."""
-    counts = [labels_in_round(first, decay, i) for i in range(rounds)]
-    return f"{' + '.join(map(str, counts))} = {sum(counts)} labels over {rounds} round{'s' * (rounds != 1)}"
-
-
 def round_seed(seed: int, round: int) -> int:
     """The seed of everything random in round `round` of a loop seeded `seed` (sampling, selection, training)."""
     return seed * 1000 + round
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class LoopConfig:
+    """A loop's settings, validated when built: the loop's own (rounds, labels, annotator, sampling...) and one part
+    per phase (`reward_model`, `policy`, `dpo`, `sft`: `trainers.loop.phase_settings`). Every setting also has a flat
+    name, the one users, commands and stored jobs use (`policy_lr`, `reward_lora`): `LoopConfig(policy_lr=3e-4)`,
+    `from_dict`, `setting(name)` and `to_dict()` speak it."""
+
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     start_version: str | None = field(default=None, metadata={
         "help": "the policy version the first round trains from, named as the leaderboard names it (v3, or 3); later "
@@ -127,56 +111,15 @@ class LoopConfig:
     pair_with_previous: bool = field(default=False, metadata={
         "help": "also pair each round's samples with the previous version's samples of the same prompts (a wider "
                 "pool, of pairs that differ more)"})
-    ensemble: int = field(default=1, metadata={"help": "reward-model ensemble size (disagreement needs 2+)"})
-    reward_epochs: int = field(default=12, metadata={"help": "reward-model epochs over all labels"})
-    reward_lr: float = field(default=RewardConfig.learning_rate, metadata={
-        "help": "reward-model learning rate (demo: 1e-3; real models: ~1e-5)"})
-    reward_continue_lr_scale: float = field(default=1.0, metadata={
-        "help": "a round whose reward model continues the previous round's (incremental, reward_warm_start) trains "
-                "at reward_lr x this"})
-    reward_batch_size: int = field(default=16, metadata={
-        "help": "reward-model pairs per batch (a ranking of K counts as K/2 pairs: 8 rankings of 4 make 16)"})
-    reward_warm_start: bool = field(default=False, metadata={
-        "help": "start each round's reward model from the previous round's instead of the SFT policy"})
-    reward_patience: int = field(default=0, metadata={
-        "help": "stop reward training after this many validations without a lower validation loss, keeping the "
-                "best weights (0: off; 3 keeps an incremental round's cost at the first round's: bench/round_cost.py)"})
-    # full by default: on the demo every incremental variant measured held its reward models' accuracy on the pairs
-    # no model of its lineage trained on 2-7 points below a full retrain's (docs/benchmarks.md#round-cost)
-    reward_training: str = field(default=RewardTraining.FULL.value, metadata={
-        "help": "incremental: each round continues the previous round's reward model on its new labels plus "
-                "reward_replay older ones (the cost follows the new labels; implies the warm start); full: every "
-                "label each round, from the SFT policy (or the previous model with reward_warm_start)",
-        "choices": RewardTraining})
-    reward_replay: int = field(default=100, metadata={
-        "help": "incremental reward training: older labels replayed each round, a seeded sample drawn anew"})
-    reward_lora: bool = field(default=False, metadata={
-        "help": "train the reward model as a LoRA adapter and a score head; with lora and the reward model on the "
-                "policy's base, PPO/GRPO score with that adapter on the policy's own copy of the base. The adapter "
-                "starts at zero and needs about 1e-3 (on SmolLM2 one epoch at 1e-5, a full fine-tune's rate, left it "
-                "at chance): given against the preset's choice without reward_lr, it takes that kind's rate "
-                "(1e-3 for LoRA, 1e-5 for a full fine-tune)"})
+    reward_model: RewardPhase = field(default_factory=RewardPhase, metadata={
+        "help": "how each round trains its reward model: ensemble and the reward_* settings"})
     algorithm: str = field(default=Algorithm.PPO.value, metadata={
         "help": "policy optimiser: ppo (critic, GAE), grpo (G responses per prompt, no critic), or dpo (the labels "
                 "themselves, no reward model needed: iterative DPO against the SFT policy)",
         "choices": Algorithm})
-    group_size: int = field(default=4, metadata={"help": "G: GRPO responses per prompt (at least 2)"})
-    policy_iterations: int = field(default=10, metadata={"help": "M: PPO (or GRPO) iterations per round"})
-    policy_batch_size: int = field(default=32, metadata={"help": "prompts per rollout (GRPO: x G responses)"})
-    policy_mini_batches: int = field(default=2, metadata={"help": "mini-batches per epoch (divides the batch)"})
-    policy_epochs: int = field(default=2, metadata={"help": "PPO (or GRPO) epochs over each rollout"})
-    policy_lr: float = field(default=2e-4, metadata={"help": "PPO (or GRPO) learning rate"})
-    kl_coef: float = field(default=0.1, metadata={"help": "beta: KL penalty to the reference (PPO, GRPO)"})
-    dpo_beta: float = field(default=DPOConfig.dpo_beta, metadata={
-        "help": "DPO's beta: the strength of its implicit KL anchor to the SFT policy (> 0)"})
-    dpo_loss_type: str = field(default=DPOConfig.loss_type, metadata={
-        "help": "DPO loss, one of TRL's: " + ", ".join(LOSS_TYPES)})
-    dpo_label_smoothing: float = field(default=DPOConfig.label_smoothing, metadata={
-        "help": "DPO label-flip probability of the robust, exo_pair and aot losses"})
-    dpo_train_ties: bool = field(default=False, metadata={
-        "help": "DPO trains ties and both-bad labels at p = 0.5 (off: left out and counted)"})
-    dpo_batch_size: int = field(default=8, metadata={"help": "DPO: labelled pairs per step"})
-    target_kl: float | None = field(default=None, metadata={"help": "adaptive KL target (None = fixed beta)"})
+    policy: PolicyPhase = field(default_factory=PolicyPhase, metadata={
+        "help": "how each round runs PPO or GRPO: the policy_* settings, group_size, kl_coef and target_kl"})
+    dpo: DPOPhase = field(default_factory=DPOPhase, metadata={"help": "how each round runs DPO: the dpo_* settings"})
     response_length: int = field(default=24, metadata={"help": "longest response, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
@@ -199,18 +142,8 @@ class LoopConfig:
                 "policy's (0: none); their labels never train and are not counted in labels_per_round"})
     winrate_previous: int = field(default=0, metadata={
         "help": "win-rate pairs per version against the previous version too, for the leaderboard (0: none)"})
-    sft_first: bool = field(default=False, metadata={
-        "help": "before the first round, fine-tune the policy on the store's demonstrations (SFT) and register it as "
-                "the new root: the KL reference, DPO's reference and the SFT side of win-rate pairs"})
-    sft_each_round: bool = field(default=False, metadata={
-        "help": "before each round's policy phase, fine-tune the newest policy on the demonstrations stored since "
-                "the job's previous SFT step (the root stays the reference); off: on the demo it did worse than SFT "
-                "first (docs/benchmarks.md)"})
-    sft_epochs: float = field(default=6.0, metadata={"help": "SFT epochs over the demonstrations (sft_first, "
-                                                             "sft_each_round, python app.py sft)"})
-    sft_lr: float | None = field(default=1e-3, metadata={
-        "help": "SFT learning rate (the demo's: a full fine-tune of its tiny policy; None: policy_lr with LoRA, 2e-5 "
-                "for a full fine-tune)"})
+    sft: SFTPhase = field(default_factory=SFTPhase, metadata={"help": "when and how the loop runs SFT: the sft_* "
+                                                                                      "settings"})
     reward: str = field(default=RewardSource.RM.value, metadata={
         "help": "what PPO/GRPO maximises: rm (the reward model), functions (reward_functions alone: no labels, no "
                 "reward model; rounds sample, optimise, evaluate) or rm+functions (rm_weight x RM + functions)",
@@ -219,57 +152,67 @@ class LoopConfig:
         "help": 'reward functions as a JSON list, e.g. [{"name": "math_answer", "weight": 1.0}] (docs/rewards.md)'})
     rm_weight: float = field(default=1.0, metadata={"help": "the reward model's weight beside reward_functions"})
 
-    def __post_init__(self):
-        labels = collects_labels(self)  # a reward of the functions alone: no label, pair or queue setting is read
-        if self.label_budget is not None and labels:
+    def __init__(self, **settings):
+        """Settings named flat, as users, commands and stored jobs name them (`policy_lr=3e-4`, `reward_lora=True`:
+        each put in its phase's part), or whole phases (`policy=PolicyPhase(...)`); then checked."""
+        parts: dict[str, dict] = {phase: {} for phase in PHASES}
+        for name, value in settings.items():
+            if name in FLAT:
+                parts[FLAT[name][0]][FLAT[name][1].name] = value
+            elif name not in self.__dataclass_fields__:
+                raise TypeError(f"LoopConfig has no setting {name!r}")
+            elif name not in PHASES:
+                object.__setattr__(self, name, value)
+        for f in fields(self):
+            if f.name in PHASES:
+                given = settings.get(f.name) or PHASES[f.name]()
+                object.__setattr__(self, f.name, replace(given, **parts[f.name]))
+            elif f.name not in settings:
+                object.__setattr__(self, f.name, f.default_factory() if f.default is MISSING else f.default)
+        self._normalise()
+        self.check_settings()
+
+    def _normalise(self) -> None:
+        """The label budget turned into N (what every reader of N uses), the start version into "v3"."""
+        if self.label_budget is not None and collects_labels(self):
             if not isinstance(self.label_budget, int) or self.label_budget < max(1, self.rounds):
                 raise InvalidInput(f"label_budget must be at least 1 label per round ({self.rounds}), got "
                                    f"{self.label_budget}")
-            object.__setattr__(self, "labels_per_round",  # N, from the budget: what every reader of N uses
+            object.__setattr__(self, "labels_per_round",
                                first_round_labels(self.label_budget, self.label_decay, self.rounds))
         if self.start_version is not None:  # "3" and "v3" are both stored as "v3"
             if not isinstance(self.start_version, str) or version_number(self.start_version) is None:
                 raise InvalidInput(f"start_version must name a policy version as v3 or 3, got {self.start_version!r}")
             object.__setattr__(self, "start_version", f"v{version_number(self.start_version)}")
-        for f in fields(self):
-            value = getattr(self, f.name)
+
+    def check_settings(self) -> None:
+        """InvalidInput, in one line naming the setting and the fix, for a setting out of range or two that do not go
+        together (each phase checks its own settings)."""
+        for name, value in self.to_dict().items():
             if isinstance(value, float) and not math.isfinite(value):
-                raise InvalidInput(f"{f.name} must be a finite number, got {value}")
-        positive = ("rounds", "reward_epochs", "reward_batch_size", "policy_iterations", "policy_batch_size",
-                    "policy_mini_batches", "policy_epochs", "response_length", "ensemble", "eval_prompts",
-                    "eval_samples", "dpo_batch_size") + (("prompts_per_round", "labels_per_round") if labels else ())
+                raise InvalidInput(f"{name} must be a finite number, got {value}")
+        labels = collects_labels(self)  # a reward of the functions alone: no label, pair or queue setting is read
+        positive = ("rounds", "response_length", "eval_prompts", "eval_samples") + (
+            ("prompts_per_round", "labels_per_round") if labels else ())
         for name in positive:
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("reward_lr", "reward_continue_lr_scale", "policy_lr", "temperature", "sft_epochs"):
-            if not getattr(self, name) > 0:
-                raise InvalidInput(f"{name} must be positive, got {getattr(self, name)}")
-        if self.queue_reserve < 0 or self.kl_coef < 0:
+        if not self.temperature > 0:
+            raise InvalidInput(f"temperature must be positive, got {self.temperature}")
+        self.reward_model.check_settings()
+        self.policy.check_settings(grpo=self.algorithm == Algorithm.GRPO)
+        self.dpo.check_settings()
+        self.sft.check_settings()
+        if self.queue_reserve < 0 or self.policy.init_kl_coef < 0:
             raise InvalidInput("queue_reserve and kl_coef must be 0 or more")
-        if self.reward_patience < 0:
-            raise InvalidInput(f"reward_patience must be 0 (off) or more, got {self.reward_patience}")
-        if self.reward_training not in {t.value for t in RewardTraining} or self.reward_replay < 0:
-            raise InvalidInput(f"reward_training must be one of {', '.join(RewardTraining)} and reward_replay 0 or "
-                               f"more, got {self.reward_training!r} and {self.reward_replay}")
-        if self.policy_batch_size % self.policy_mini_batches:
-            whole = " (prompts), so that no mini-batch splits a group" if self.algorithm == Algorithm.GRPO else ""
-            raise InvalidInput(f"policy_mini_batches ({self.policy_mini_batches}) must divide policy_batch_size "
-                               f"({self.policy_batch_size}){whole}")
         if self.algorithm not in {a.value for a in Algorithm}:
             raise InvalidInput(f"algorithm must be one of {', '.join(Algorithm)}, got {self.algorithm!r}")
-        if self.group_size < 2:
-            raise InvalidInput(f"group_size must be at least 2 (GRPO compares the responses to a prompt), got "
-                               f"{self.group_size}")
         if not 0 < self.top_p <= 1:
             raise InvalidInput(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise InvalidInput(f"top_k must be 0 (off) or positive, got {self.top_k}")
         if not 0 <= self.oracle_noise <= 1:
             raise InvalidInput(f"oracle_noise must be between 0 and 1, got {self.oracle_noise}")
-        if self.sft_lr is not None and not self.sft_lr > 0:
-            raise InvalidInput(f"sft_lr must be positive or null, got {self.sft_lr}")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise InvalidInput(f"target_kl must be positive or null, got {self.target_kl}")
         if self.on_warning not in {o.value for o in OnWarning}:
             raise InvalidInput(f"on_warning must be one of {', '.join(OnWarning)}, got {self.on_warning!r}")
         if labels:
@@ -291,7 +234,7 @@ class LoopConfig:
         """Build from user input or a stored job: unknown keys and wrong types are errors naming the key; the old
         names in `RENAMED` are read as the new ones."""
         values = renamed_settings(values, cls.RENAMED, "loop")
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name: f for f in cls.settings_fields()}
         unknown = sorted(set(values) - set(known))
         if unknown:
             close = difflib.get_close_matches(unknown[0], known, n=3, cutoff=0.5) or list(known)[:3]
@@ -312,7 +255,7 @@ class LoopConfig:
         setting here), never both. `reward_lora` switched without `reward_lr` takes that kind's rate (`REWARD_LR`)."""
         values = renamed_settings(values, self.RENAMED, "loop")
         lora = values.get("reward_lora")
-        if isinstance(lora, bool) and lora != self.reward_lora and "reward_lr" not in values:
+        if isinstance(lora, bool) and lora != self.reward_model.lora and "reward_lr" not in values:
             values = {**values, "reward_lr": REWARD_LR[lora]}  # a kind's rate: the other's wrecks or starves it
         if "labels_per_round" in values and values.get("label_budget") is not None:
             raise InvalidInput("give label_budget (the labels of the whole loop) or labels_per_round (the first "
@@ -326,8 +269,31 @@ class LoopConfig:
         """The labels each round collects, in words ("100 + 30 + 9 = 139 labels over 3 rounds")."""
         return schedule_line(self.labels_per_round, self.label_decay, self.rounds)
 
+    def setting(self, name: str):
+        """The value of the flat setting `name` (`policy_lr`: `self.policy.learning_rate`)."""
+        if name in FLAT:
+            return getattr(getattr(self, FLAT[name][0]), FLAT[name][1].name)
+        return getattr(self, name)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every setting by its flat name: the shape jobs store, the Train tab's JSON and the `loop` options take."""
+        return {f.name: copy.deepcopy(self.setting(f.name)) for f in self.settings_fields()}
+
+    @classmethod
+    def settings_fields(cls) -> list[Field]:
+        """A field per flat setting, in order, each phase's in its place (named flat: `policy_lr`, not `learning_rate`),
+        as the `loop` options and `from_dict` read them."""
+        return [flat for f in fields(cls) for flat in (_flat_fields(f.name) if f.name in PHASES else [f])]
+
+
+def _flat_fields(phase: str) -> list[Field]:
+    """The fields of the phase `phase` named as the flat settings they are."""
+    named = []
+    for f in fields(PHASES[phase]):
+        flat = copy.copy(f)
+        flat.name = f.metadata["flat"]
+        named.append(flat)
+    return named
 
 
 def check_label_settings(config: LoopConfig) -> None:
@@ -342,7 +308,7 @@ def check_label_settings(config: LoopConfig) -> None:
     check_judge_settings(config)
     if config.selector not in ROUND_SELECTORS:
         raise InvalidInput(f"selector must be one of {', '.join(ROUND_SELECTORS)}, got {config.selector!r}")
-    if config.selector == Selector.DISAGREEMENT and config.ensemble < 2:
+    if config.selector == Selector.DISAGREEMENT and config.reward_model.ensemble < 2:
         raise InvalidInput("the disagreement selector needs an ensemble of 2 or more reward models; set ensemble")
     if not 2 <= config.rank_k <= min(6, config.samples_per_prompt):
         raise InvalidInput(f"rank_k must be 2 (pairs) to 6 and at most samples_per_prompt "
@@ -407,12 +373,9 @@ def _type_ok(annotation: str, value) -> bool:
 
 def reward_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.reward.config.RewardConfig` fields a loop config sets (plain values: no torch needed here)."""
-    return {"epochs": float(config.reward_epochs), "learning_rate": config.reward_lr,
-            "continue_lr_scale": config.reward_continue_lr_scale,
-            "batch_size": config.reward_batch_size, "ensemble": config.ensemble, "round": round,
-            "seed": round_seed(config.seed, round), "split_seed": config.seed, "warm_start": config.reward_warm_start,
-            "training": config.reward_training, "replay_labels": config.reward_replay, "lora": config.reward_lora,
-            "early_stopping_patience": config.reward_patience, "label_noise": label_noise(config), "bf16": config.bf16}
+    return {**asdict(config.reward_model), "epochs": float(config.reward_model.epochs), "round": round,
+            "seed": round_seed(config.seed, round), "split_seed": config.seed, "label_noise": label_noise(config),
+            "bf16": config.bf16}
 
 
 def label_noise(config: LoopConfig) -> float:
@@ -425,24 +388,20 @@ def label_noise(config: LoopConfig) -> float:
 def policy_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.policy.config.PolicyConfig` fields a loop config sets, PPO's or GRPO's (plain values: no torch
     here)."""
-    return {"algorithm": config.algorithm, "group_size": config.group_size, "batch_size": config.policy_batch_size,
-            "num_mini_batches": config.policy_mini_batches, "epochs": config.policy_epochs,
-            "learning_rate": config.policy_lr,
-            "init_kl_coef": config.kl_coef, "target_kl": config.target_kl, "kl_horizon": kl_horizon(config),
+    phase = {name: value for name, value in asdict(config.policy).items() if name != "iterations"}  # PolicyRun's
+    return {"algorithm": config.algorithm, **phase, "kl_horizon": kl_horizon(config),
             "response_length": config.response_length,
             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k, "lora": config.lora,
             "bf16": config.bf16, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE and
             collects_labels(config) else None,
-            "seed": round_seed(config.seed, round), "save_every": max(1, config.policy_iterations // 4)}
+            "seed": round_seed(config.seed, round), "save_every": max(1, config.policy.iterations // 4)}
 
 
 def dpo_settings(config: LoopConfig, round: int = 0) -> dict:
     """The `trainers.policy.dpo_config.DPOConfig` fields a loop config sets: its dpo_* settings, and the learning
     rate, epochs, LoRA, precision and sampling it shares with PPO and GRPO (plain values: no torch here)."""
-    return {"dpo_beta": config.dpo_beta, "loss_type": config.dpo_loss_type,
-            "label_smoothing": config.dpo_label_smoothing, "train_ties": config.dpo_train_ties,
-            "batch_size": config.dpo_batch_size, "epochs": float(config.policy_epochs),
-            "learning_rate": config.policy_lr, "lora": config.lora, "bf16": config.bf16,
+    return {**asdict(config.dpo), "epochs": float(config.policy.epochs),
+            "learning_rate": config.policy.learning_rate, "lora": config.lora, "bf16": config.bf16,
             "response_length": config.response_length, "temperature": config.temperature, "top_p": config.top_p,
             "top_k": config.top_k, "monitor_oracle": config.oracle if config.annotator == Annotator.ORACLE else None,
             "seed": round_seed(config.seed, round)}
@@ -451,8 +410,8 @@ def dpo_settings(config: LoopConfig, round: int = 0) -> dict:
 def kl_horizon(config: LoopConfig) -> int:
     """The adaptive β controller's horizon: the loop's episodes over all rounds, so β can move as far over the whole
     loop as Ziegler et al.'s controller does over its horizon (β is carried from round to round)."""
-    group = config.group_size if config.algorithm == Algorithm.GRPO else 1
-    return config.rounds * config.policy_iterations * config.policy_batch_size * group
+    group = config.policy.group_size if config.algorithm == Algorithm.GRPO else 1
+    return config.rounds * config.policy.iterations * config.policy.batch_size * group
 
 
 def needs_reward_model(config: LoopConfig) -> bool:
@@ -481,6 +440,6 @@ def job_settings(kind: JobKind | str, config: LoopConfig) -> dict:
         return reward_settings(config)
     if kind == JobKind.DPO:
         return {"settings": dpo_settings(config)}
-    return {"iterations": config.policy_iterations, "reward": config.reward,
+    return {"iterations": config.policy.iterations, "reward": config.reward,
             "reward_functions": config.reward_functions, "rm_weight": config.rm_weight,
             "settings": policy_settings(config)}

@@ -106,7 +106,7 @@ def winrate_findings(store: Store, job_id: int, config: LoopConfig, first_round:
 def phase_of(store: Store, job_id: int, config: LoopConfig, round: int, first_round: int) -> Phase:
     """Round `round`'s PPO/GRPO steps and series (the loop numbers them `(round - first_round) * M + 1 ...`), or its
     DPO phase's samples of the policy (its steps start after the stored offset of the round, end before the next's)."""
-    m, prefix = config.policy_iterations, f"{config.algorithm}/"
+    m, prefix = config.policy.iterations, f"{config.algorithm}/"
     low, high = (round - first_round) * m, (round - first_round + 1) * m
     rows = read_metrics(store, job_id, prefix=prefix)
     if config.algorithm == Algorithm.DPO:

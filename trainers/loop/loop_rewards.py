@@ -32,8 +32,8 @@ def rlvr_line(config) -> str:
     """What a loop on the reward functions alone does, in one line, as `loop` prints it when it starts."""
     names = ", ".join(spec.label for spec in parse_reward_functions(config.reward_functions, allow_custom=True))
     rounds = f"{config.rounds} round{'s' * (config.rounds != 1)}"
-    group = f" x G {config.group_size}" if config.algorithm == Algorithm.GRPO else ""
-    return (f"reward: {names} alone (RLVR: no labels, pairs or reward model); {rounds} of {config.policy_iterations} "
-            f"{config.algorithm.upper()} iterations ({config.policy_batch_size} prompts{group}, answers of up to "
+    group = f" x G {config.policy.group_size}" if config.algorithm == Algorithm.GRPO else ""
+    return (f"reward: {names} alone (RLVR: no labels, pairs or reward model); {rounds} of {config.policy.iterations} "
+            f"{config.algorithm.upper()} iterations ({config.policy.batch_size} prompts{group}, answers of up to "
             f"{config.response_length} tokens); each version's pass rate on {config.eval_prompts} held-out prompts x "
             f"{config.eval_samples} samples (fewer prompts when fewer are held out)")

@@ -93,9 +93,10 @@ def model_preset(policy_path: str | None) -> Preset:
     if parameters is not None and parameters < TINY_PARAMETERS:
         return Preset(DEMO, LoopConfig(), f"a tiny model, {size}: the demo's settings")
     config = real_model_config(parameters, context)
-    return Preset(REAL, config, f"{size}, context {context or 'unknown'}: LoRA, policy LR {config.policy_lr:g}, "
-                                f"reward model LoRA at LR {config.reward_lr:g}, {config.response_length}-token "
-                                f"responses, temperature {config.temperature:g}")
+    return Preset(REAL, config, f"{size}, context {context or 'unknown'}: LoRA, policy LR "
+                                f"{config.policy.learning_rate:g}, reward model LoRA at LR "
+                                f"{config.reward_model.learning_rate:g}, {config.response_length}-token responses, "
+                                f"temperature {config.temperature:g}")
 
 
 def project_preset(store: Store) -> Preset:

@@ -125,7 +125,7 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
     if context is not None and config.response_length >= context:
         raise InvalidInput(f"response_length is {config.response_length} but the policy's context holds {context} "
                            f"tokens, prompt included; lower response_length")
-    check_sft_first(config.sft_first, store, config.lora)
+    check_sft_first(config.sft.first, store, config.lora)
     prompts = loop_prompts(store, policy.path, config.response_length)
     training = prompts.training
     if training.total == 0:
@@ -135,8 +135,8 @@ def check_against_store(config: LoopConfig, store: Store) -> LoopPrompts:
         raise InvalidInput(f"none of the store's training prompts can be used ({training.line()}); include some again "
                            f"(python app.py prompts --db {store.path}) or lower response_length")
     for name in ("prompts_per_round", "policy_batch_size") if collects_labels(config) else ("policy_batch_size",):
-        if getattr(config, name) > len(training.used):
-            raise InvalidInput(f"{name} is {getattr(config, name)} but only {len(training.used)} training prompts "
+        if config.setting(name) > len(training.used):
+            raise InvalidInput(f"{name} is {config.setting(name)} but only {len(training.used)} training prompts "
                                f"can be used{prompts.left_out()}; lower it or import more prompts")
     return prompts
 

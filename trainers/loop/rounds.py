@@ -50,7 +50,6 @@ from .config import (
     OnWarning,
     collects_labels,
     dpo_settings,
-    labels_in_round,
     needs_reward_model,
     policy_settings,
     reward_settings,
@@ -69,6 +68,7 @@ from .failure_warnings import (
 from .function_evaluation import log_function_scores
 from .job_summary import who_judged
 from .judging import collect_judge_labels, round_labels
+from .label_schedule import labels_in_round
 from .pass_rates import PassRate, function_labels, pass_rates
 from .prompt_use import check_against_store, samples_too_long_line
 from .pulse import Pulse
@@ -298,7 +298,7 @@ class Loop:
 
         config = RewardConfig(**reward_settings(self.config, g), policy_id=self.current_policy().id)
         listener = PhaseReport(self, g - self.first_round, "reward model step", 0.3, POLICY_START,
-                               self.config.reward_epochs, self.config.ensemble)
+                               self.config.reward_model.epochs, self.config.reward_model.ensemble)
         result = train_reward_model(self.store, config, job_id=self.job.id, listener=listener)
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
@@ -319,7 +319,7 @@ class Loop:
             return self.run_dpo(index, g)
         from ..jobs.policy_job import train_policy
 
-        m, offset = self.config.policy_iterations, (g - self.first_round) * self.config.policy_iterations
+        m, offset = self.config.policy.iterations, (g - self.first_round) * self.config.policy.iterations
         settings = policy_settings(self.config, g)
         beta = self.carried_kl_coef(offset)
         run = PolicyRun(iterations=m, reward=self.config.reward, round=g, reward_functions=self.config.reward_functions,
@@ -341,12 +341,12 @@ class Loop:
         run = DPORun(round=g, settings=dpo_settings(self.config, g), policy_id=self.current_policy().id)
         run_dpo(self.store, run, job_id=self.job.id,
                 state_name=f"round-{g}", step_offset=offset, phase=None,
-                listener=PhaseReport(self, index, "DPO step", POLICY_START, 0.95, self.config.policy_epochs))
+                listener=PhaseReport(self, index, "DPO step", POLICY_START, 0.95, self.config.policy.epochs))
 
     def carried_kl_coef(self, before_step: int) -> float | None:
         """The adaptive β of this job's last policy-optimisation iteration up to `before_step` (the previous round's;
         None: fixed β, or a first round), so the controller goes on where that round left it."""
-        if self.config.target_kl is None:
+        if self.config.policy.target_kl is None:
             return None
         rows = read_metrics(self.store, self.job.id, names=[f"{self.config.algorithm}/kl_coef"])
         rows = [row for row in rows if row["step"] <= before_step]

@@ -33,9 +33,10 @@ SFT_ORACLE = "round/sft_oracle_score"  # sft_first's version, on the held-out pr
 def sft_settings(config: LoopConfig, round: int) -> dict:
     """The `SFTConfig` fields a loop config sets: epochs, the learning rate (`sft_lr`; else `policy_lr` with LoRA,
     SFTConfig's for a full fine-tune), LoRA, precision and the round's seed."""
-    rate = config.sft_lr if config.sft_lr is not None else (config.policy_lr if config.lora else
-                                                            SFTConfig.learning_rate)
-    return {"epochs": float(config.sft_epochs), "learning_rate": rate, "lora": config.lora, "bf16": config.bf16,
+    rate = config.sft.learning_rate
+    if rate is None:
+        rate = config.policy.learning_rate if config.lora else SFTConfig.learning_rate
+    return {"epochs": float(config.sft.epochs), "learning_rate": rate, "lora": config.lora, "bf16": config.bf16,
             "seed": round_seed(config.seed, round)}
 
 
@@ -81,7 +82,7 @@ def run_sft_first(loop) -> None:
     from .evaluation import evaluate_policy
 
     step = loop.first_round - 1
-    if not loop.config.sft_first or recorded(loop.store, loop.job.id, SFT_POLICY, step) is not None:
+    if not loop.config.sft.first or recorded(loop.store, loop.job.id, SFT_POLICY, step) is not None:
         return
     loop.step(0, "SFT on the demonstrations", 0.0)
     run = SFTRun(as_root=True, settings=sft_settings(loop.config, step), policy_id=loop.current_policy().id)
@@ -95,7 +96,7 @@ def run_sft_first(loop) -> None:
 def run_sft_step(loop, index: int, g: int) -> None:
     """`sft_each_round`: before round `g`'s policy phase, fine-tune the newest policy on the demonstrations stored
     since the job's previous SFT step (or its start), as the newest's child; skipped when there are none."""
-    if not loop.config.sft_each_round or recorded(loop.store, loop.job.id, SFT_POLICY, g) is not None:
+    if not loop.config.sft.each_round or recorded(loop.store, loop.job.id, SFT_POLICY, g) is not None:
         return
     earlier = [row for row in read_metrics(loop.store, loop.job.id, names=[SFT_POLICY]) if row["step"] < g]
     since = get_policy(loop.store, int(max(earlier, key=lambda r: r["step"])["value"])).created if earlier else \
@@ -122,7 +123,7 @@ def sft_offer(config: LoopConfig, store: Store) -> str | None:
 
     policy = latest_policy(store)
     demonstrations = count_demonstrations(store)
-    if config.sft_first or policy is None or not demonstrations or trained_from(store, policy.id) is not None:
+    if config.sft.first or policy is None or not demonstrations or trained_from(store, policy.id) is not None:
         return None
     if not config.lora and demonstrations < MIN_ROOT_DEMONSTRATIONS:  # too few for a full fine-tune as a root
         return None

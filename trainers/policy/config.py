@@ -1,22 +1,20 @@
 """Policy-optimisation settings (`PolicyConfig`: PPO, or GRPO with `algorithm="grpo"`), what a PPO job runs
 (`PolicyRun`), the setup error, and `Algorithm`, every way the studio trains a policy (DPO's settings are in
-`dpo_config`). No torch at import time, so the CLI builds its options fast."""
+`dpo_config`). The settings every trainer shares (LoRA, clipping, bf16) come from `trainers.settings.TrainerSettings`.
+No torch at import time, so the CLI builds its options fast."""
 
 from __future__ import annotations
 
-import functools
-import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 from labeling.synthetic import DEFAULT_ORACLE
 from storage import StudioError
 from storage.errors import InvalidInput
 
 from ..reward.function_specs import parse_reward_functions
-
-Settings = TypeVar("Settings")  # a settings dataclass: PolicyConfig, DPOConfig, SFTConfig
+from ..settings import TrainerRun, TrainerSettings
 
 KL_KINDS = ("k1", "k2", "k3")
 
@@ -64,45 +62,8 @@ class PolicySetupError(StudioError):
     """PPO or GRPO cannot start with these models, prompts or settings."""
 
 
-@functools.cache
-def note_renamed(old: str, new: str) -> None:
-    """Say on stderr, once per process, that the setting or flag `old` is now called `new` (the old one still works)."""
-    print(f"note: {old} is now called {new}; the old name still works", file=sys.stderr)
-
-
-def renamed_settings(values: dict, renamed: dict[str, str], what: str) -> dict:
-    """`values` with each setting stored under an old name (`renamed`: old -> new) moved to its new name (noted once),
-    so jobs and configs written before a rename keep their meaning; both names at once is refused in one line."""
-    values = dict(values)
-    for old, new in renamed.items():
-        if old in values:
-            if new in values:
-                raise InvalidInput(f"{what} setting {old!r} is the old name of {new!r}; give only {new!r}")
-            values[new] = values.pop(old)
-            note_renamed(f"{what} setting {old!r}", repr(new))
-    return values
-
-
-def known_settings(config: type[Settings], values: dict, what: str, command: str) -> Settings:
-    """`config(**values)`; a setting `config` has no field for is refused in one line that names the `what` settings
-    and the command whose --help lists them."""
-    unknown = sorted(set(values) - {f.name for f in fields(config)})
-    if unknown:
-        raise InvalidInput(f"unknown {what} setting {unknown[0]!r}; see python app.py {command} --help for the "
-                           "settings")
-    return config(**values)
-
-
-def check_bf16(bf16: bool, error: type[PolicySetupError]) -> None:
-    """Raise `error`, in one line, when bfloat16 is asked for on a machine without a GPU (torch imported here)."""
-    import torch
-
-    if bf16 and not torch.cuda.is_available():
-        raise error("bf16 was requested but there is no GPU; drop --bf16 to train in float32 on the CPU")
-
-
 @dataclass
-class PolicyConfig:
+class PolicyConfig(TrainerSettings):
     """Settings of a PPO or GRPO run; sizes are per process (under accelerate, each process runs `batch_size` prompts:
     as many episodes under PPO, `batch_size * group_size` under GRPO)."""
 
@@ -123,7 +84,6 @@ class PolicyConfig:
     value_lr: float | None = field(default=None, metadata={
         "help": "AdamW learning rate of the value head; None: learning_rate."})
     adam_eps: float = field(default=1e-5, metadata={"help": "AdamW epsilon."})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clipping threshold."})
     clip_range: float = field(default=0.2, metadata={"help": "PPO ratio clip ε of the policy loss."})
     clip_range_value: float = field(default=0.2, metadata={"help": "Clip of the value change in the value loss."})
     vf_coef: float = field(default=0.1, metadata={"help": "Weight of the value loss."})
@@ -149,25 +109,12 @@ class PolicyConfig:
                 "truth to watch (the loop's failure warnings read it), never trained on."})
     missing_eos_penalty: float = field(default=1.0, metadata={
         "help": "Subtracted from the score of a response that ends without EOS."})
-    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of all weights."})
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling α."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
-    lora_target_modules: list[str] | None = field(default=None, metadata={
-        "help": "Module names given adapters; None: peft's default for the architecture."})
-    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPU only)."})
-    gradient_checkpointing: bool = field(default=False, metadata={
-        "help": "Recompute activations during the backward pass: less memory, slower updates."})
     generation_backend: str = field(default="hf", metadata={"help": "Rollout generation: hf (generate) or vllm (GPU)."})
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "GPU memory share given to vLLM."})
     save_every: int = field(default=10, metadata={"help": "Save the resumable state every this many iterations."})
 
+    WHAT, COMMAND, ERROR = "PPO/GRPO", "ppo", PolicySetupError
     RENAMED: ClassVar[dict[str, str]] = {"ppo_epochs": "epochs"}  # old setting names, accepted on read
-
-    @classmethod
-    def from_dict(cls, values: dict) -> PolicyConfig:
-        """Settings from a job or a command (old names accepted); an unknown one is refused in one line."""
-        return known_settings(cls, renamed_settings(values, cls.RENAMED, "policy"), "PPO/GRPO", "ppo")
 
     @staticmethod
     def check_algorithm(algorithm: str) -> None:
@@ -179,7 +126,15 @@ class PolicyConfig:
             raise PolicySetupError(f"unknown algorithm {algorithm!r}; use {' or '.join(ROLLOUT_ALGORITHMS)}")
 
     def check(self) -> None:
-        """Raise PolicySetupError, in one line, for an inconsistent setting."""
+        """`check_settings`, then this machine: bf16 and the vllm backend need a GPU."""
+        super().check()
+        import torch
+
+        if self.generation_backend == "vllm" and not torch.cuda.is_available():
+            raise PolicySetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
+
+    def check_settings(self) -> None:
+        """Raise PolicySetupError, in one line, for an inconsistent setting (no torch)."""
         self.check_algorithm(self.algorithm)
         if self.algorithm == Algorithm.GRPO:
             self._check_grpo()
@@ -202,11 +157,7 @@ class PolicyConfig:
             raise PolicySetupError(f"target KL must be positive, got {self.target_kl}")
         if self.generation_backend not in ("hf", "vllm"):
             raise PolicySetupError(f"unknown generation backend {self.generation_backend!r}; use hf or vllm")
-        check_bf16(self.bf16, PolicySetupError)
-        import torch
-
-        if self.generation_backend == "vllm" and not torch.cuda.is_available():
-            raise PolicySetupError("the vllm backend needs a GPU; use the hf backend on the CPU")
+        super().check_settings()
 
     def _check_grpo(self) -> None:
         if self.group_size < 2:
@@ -226,7 +177,7 @@ class PolicyConfig:
 
 
 @dataclass
-class PolicyRun:
+class PolicyRun(TrainerRun):
     """What a policy job (PPO or GRPO) does; `settings` holds `PolicyConfig` fields (defaults for those left out).
     Saved as the job's config, so a resumed job repeats it; jobs stored before the rename keep them under `ppo`."""
 
@@ -247,6 +198,7 @@ class PolicyRun:
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's + 1)."})
     settings: dict = field(default_factory=dict, metadata={"help": "PolicyConfig settings."})
 
+    SETTINGS: ClassVar[type] = PolicyConfig
     RENAMED: ClassVar[dict[str, str]] = {"ppo": "settings"}
 
     def check(self) -> None:
@@ -261,13 +213,3 @@ class PolicyRun:
         if functions and not RewardSource(self.reward).uses_functions:
             raise InvalidInput(f"--reward-functions goes with --reward functions or rm+functions, not {self.reward}")
 
-    @classmethod
-    def from_dict(cls, values: dict) -> PolicyRun:
-        values = renamed_settings(values, cls.RENAMED, "run")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
-
-    @property
-    def config(self) -> PolicyConfig:
-        """The run's `PolicyConfig` (old setting names accepted, unknown ones refused)."""
-        return PolicyConfig.from_dict(self.settings)

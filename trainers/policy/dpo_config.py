@@ -8,10 +8,11 @@ at import time, so the CLI builds its options and the UI validates a loop's DPO 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import ClassVar
 
-from .config import PolicySetupError, check_bf16, known_settings
+from ..settings import ScheduledSettings, TrainerRun, positive_number
+from .config import PolicySetupError
 
 # TRL 1.16's DPOTrainer loss types (`trl.DPOConfig.loss_type`); tests/test_dpo.py checks TRL still offers exactly these
 LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
@@ -25,7 +26,7 @@ class DPOSetupError(PolicySetupError):
 
 
 @dataclass
-class DPOConfig:
+class DPOConfig(ScheduledSettings):
     """Settings of a DPO run (Rafailov et al. 2023) on TRL's `DPOTrainer`: the policy trained on labelled pairs against
     a frozen reference (the SFT root), then sampled to measure how far it moved."""
 
@@ -45,19 +46,6 @@ class DPOConfig:
     batch_size: int = field(default=8, metadata={"help": "Labelled pairs per optimiser step (per process)."})
     epochs: float = field(default=1.0, metadata={"help": "Passes over the labelled pairs."})
     learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate of the policy."})
-    warmup_ratio: float = field(default=0.1, metadata={"help": "Share of the steps the learning rate warms up over."})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clipping threshold."})
-    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters instead of all weights."})
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling α."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
-    lora_target_modules: list[str] | None = field(default=None, metadata={
-        "help": "Module names given adapters; None: peft's default for the architecture."})
-    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (GPU only)."})
-    gradient_checkpointing: bool = field(default=False, metadata={
-        "help": "Recompute activations during the backward pass: less memory, slower steps."})
-    logging_steps: int = field(default=1, metadata={"help": "Log the dpo/ metrics every this many steps."})
     save_every: int = field(default=50, metadata={"help": "Save the resumable state every this many steps."})
     sample_prompts: int = field(default=32, metadata={
         "help": "Prompts (of the labelled pairs) the policy answers to measure its KL to the reference, entropy and "
@@ -72,19 +60,12 @@ class DPOConfig:
     monitor_oracle: str | None = field(default=None, metadata={
         "help": "module:function also scoring the sampled responses, logged as dpo/oracle_score (never trained on)."})
 
-    @classmethod
-    def from_dict(cls, values: dict) -> DPOConfig:
-        """Settings from a job or a command; an unknown one is refused in one line."""
-        return known_settings(cls, values, "DPO", "dpo")
-
-    def check(self) -> None:
-        """Raise DPOSetupError, in one line, for a setting that cannot work (this machine's GPU included)."""
-        self.check_settings()
-        check_bf16(self.bf16, DPOSetupError)
+    WHAT, COMMAND, ERROR = "DPO", "dpo", DPOSetupError
 
     def check_settings(self) -> None:
-        """`check` without looking at the machine (no torch: the UI validates a loop's DPO settings with it)."""
-        if not (math.isfinite(self.dpo_beta) and self.dpo_beta > 0):
+        """Raise DPOSetupError, in one line, for a setting that cannot work, without looking at the machine (no torch:
+        the UI validates a loop's DPO settings with it)."""
+        if not positive_number(self.dpo_beta):
             raise DPOSetupError(f"dpo_beta (DPO's β) must be a positive number, got {self.dpo_beta}; 0.1 is the usual "
                                 "start")
         if self.loss_type not in LOSS_TYPES:
@@ -95,17 +76,16 @@ class DPOConfig:
             raise DPOSetupError(f"train_ties needs a loss in which a tie (p = 0.5) means something: "
                                 f"{' or '.join(TIE_LOSS_TYPES)}, not {self.loss_type}; change loss_type or leave ties "
                                 "out")
-        for name in ("batch_size", "logging_steps", "save_every", "sample_prompts", "sample_evals", "response_length"):
+        for name in ("batch_size", "save_every", "sample_prompts", "sample_evals", "response_length"):
             if getattr(self, name) < 1:
                 raise DPOSetupError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not self.epochs > 0 or not self.learning_rate > 0:
             raise DPOSetupError(f"epochs and learning_rate must be positive, got {self.epochs} and "
                                 f"{self.learning_rate}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise DPOSetupError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
             raise DPOSetupError(f"DPO samples: temperature must be > 0, top-p in (0, 1] and top-k 0 or more, got "
                                 f"{self.temperature}, {self.top_p}, {self.top_k}")
+        super().check_settings()
 
     def _check_smoothing(self) -> None:
         if self.label_smoothing and self.loss_type not in SMOOTHED_LOSS_TYPES:
@@ -119,7 +99,7 @@ class DPOConfig:
 
 
 @dataclass
-class DPORun:
+class DPORun(TrainerRun):
     """What a DPO job does; `settings` holds `DPOConfig` fields (defaults for those left out). Saved as the job's
     config, so a resumed job repeats it."""
 
@@ -130,12 +110,5 @@ class DPORun:
     round: int | None = field(default=None, metadata={"help": "Round of the new policy (None: the start's + 1)."})
     settings: dict = field(default_factory=dict, metadata={"help": "DPOConfig settings."})
 
-    @classmethod
-    def from_dict(cls, values: dict) -> DPORun:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+    SETTINGS: ClassVar[type] = DPOConfig
 
-    @property
-    def config(self) -> DPOConfig:
-        """The run's `DPOConfig` (unknown settings refused)."""
-        return DPOConfig.from_dict(self.settings)
