@@ -35,10 +35,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 # in-process); `unit` is the rest, the fast tier (`python -m pytest -m unit`). A test, or a fixture or tests/ helper
 # it uses, that names one of STARTS_PRODUCT is end-to-end.
 STARTS_PRODUCT = (subprocess, subprocess.run, subprocess.Popen, serve, launch_studio)
+STARTS_PRODUCT_MODULES = {"subprocess", "app.server"}
 WHOLE_RUN_FILES = {  # files whose tests train whole jobs or loops in-process
-    "test_dpo.py", "test_dpo_loop.py", "test_grpo.py", "test_judge_loop.py", "test_loop.py", "test_loop_rewards.py",
-    "test_loop_queue_ownership.py", "test_ppo.py", "test_ranking_loop.py", "test_reward_job.py", "test_rlvr_loop.py",
-    "test_scale_out.py", "test_selecting.py", "test_sft_loop.py", "test_worker.py",
+    "test_dpo.py", "test_dpo_loop.py", "test_export_smollm2.py", "test_failure_warnings.py", "test_grpo.py",
+    "test_judge_loop.py", "test_loop.py", "test_loop_rewards.py", "test_loop_queue_ownership.py", "test_ppo.py",
+    "test_ranking_loop.py", "test_reward_job.py", "test_rlvr_loop.py", "test_scale_out.py", "test_selecting.py",
+    "test_sft_loop.py", "test_worker.py",
 }
 WHOLE_RUN_TESTS = {  # such tests in files of unit tests (by function name; a renamed one falls back to `unit`)
     "test_votes_on_the_waiting_rounds_pairs_lower_its_count_at_once",
@@ -46,6 +48,7 @@ WHOLE_RUN_TESTS = {  # such tests in files of unit tests (by function name; a re
     "test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_ppo_the_same_chat_ids",
     "test_a_long_imported_dialogue_does_not_block_the_loop_which_runs_on_the_rest_and_says_so",
     "test_rankings_train_for_the_steps_of_the_pairs_they_stand_for",
+    "test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_line",
 }
 
 
@@ -55,6 +58,8 @@ def _reaches(code, namespace: dict, seen: set) -> bool:
     if code in seen:
         return False
     seen.add(code)
+    if STARTS_PRODUCT_MODULES & set(code.co_names):  # imported inside the function
+        return True
     modules = [vars(v) for v in namespace.values() if inspect.ismodule(v) and _in_tests(v)]
     for name in code.co_names:
         for value in [namespace.get(name), *(m.get(name) for m in modules)]:
