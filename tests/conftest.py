@@ -32,8 +32,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 # The tiers (docs/architecture.md, "Tests"): `browser` drives Chromium; `e2e` runs the product as a user does (a
 # command or worker in a subprocess, the studio served on a port, or, in the files below, whole jobs and loops
-# in-process); `unit` is the rest, the fast tier (`python -m pytest -m unit`). A test, or a fixture or tests/ helper
-# it uses, that names one of STARTS_PRODUCT is end-to-end.
+# in-process); `unit` is the rest, the fast tier (`python -m pytest -m unit`). A test, or a fixture or helper of
+# tests/ or bench/ it uses, that names one of STARTS_PRODUCT is end-to-end.
 STARTS_PRODUCT = (subprocess, subprocess.run, subprocess.Popen, serve, launch_studio)
 STARTS_PRODUCT_MODULES = {"subprocess", "app.server"}
 WHOLE_RUN_FILES = {  # files whose tests train whole jobs or loops in-process
@@ -54,7 +54,7 @@ WHOLE_RUN_TESTS = {  # such tests in files of unit tests (by function name; a re
 
 def _reaches(code, namespace: dict, seen: set) -> bool:
     """Whether `code` (a test, a fixture, a tests/ helper they call, nested functions included) refers to one of
-    STARTS_PRODUCT, following the functions defined under tests/ that it names."""
+    STARTS_PRODUCT, following the tests' own functions (`_in_tests`) that it names."""
     if code in seen:
         return False
     seen.add(code)
@@ -71,8 +71,9 @@ def _reaches(code, namespace: dict, seen: set) -> bool:
 
 
 def _in_tests(thing) -> bool:
+    """Whether a module or function is the tests' own code (tests/, or the bench/ helpers tests share)."""
     path = getattr(thing, "__file__", None) if inspect.ismodule(thing) else thing.__code__.co_filename
-    return path is not None and Path(path).resolve().parent == ROOT / "tests"
+    return path is not None and Path(path).resolve().parent in (ROOT / "tests", ROOT / "bench")
 
 
 def _tier(item) -> str:
