@@ -126,7 +126,7 @@ def root_baseline(store: Store, start: Policy, parent, tokenizer, chat, seed: in
     stored = sorted((g for g in list_generations(store, policy_id=start.id) if g.prompt_id in prompts and g.text),
                     key=lambda g: (not prompts[g.prompt_id].heldout, g.id))[:CHECK_PROMPTS]
     if stored:
-        rows = [(prompt, response[:CHECK_TOKENS]) for prompt, response in  # as long as a sample it would write
+        rows = [(prompt, response[:CHECK_TOKENS]) for prompt, response in  # the first CHECK_TOKENS of each
                 zip(chat.prompts_ids([prompts[g.prompt_id].content for g in stored]),
                     chat.responses_ids([g.text for g in stored]), strict=True)]
     else:

@@ -35,8 +35,8 @@ from ..models.sampling import cache_keyword, draw
 
 CHECK_PROMPTS = 16  # the parent's stored samples read
 CHECK_TOKENS = 32  # the most tokens read of each: enough to tell text from garble
-GENERATED_PROMPTS = 8  # a parent with no stored sample writes one for each of this many held-out prompts,
-GENERATED_TOKENS = 4  # of at most this many tokens (each a step of the generation: 8 x 4 keeps the check under 10%)
+GENERATED_PROMPTS = 4  # a parent with no stored sample writes one for each of this many held-out prompts, of at
+GENERATED_TOKENS = 8  # most this many tokens (each a generation step; 4 tokens let a broken demo run through)
 COLLAPSE_RATIO = 1.85  # fluency ratio above which a new root lost held-out quality (docs/benchmarks.md)
 
 
