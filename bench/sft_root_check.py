@@ -11,6 +11,8 @@ Demonstrations: `--kind synthetic` (default) the synthetic demonstrator's (the o
 training prompts drawn by the seed); `--kind written` D copies of one hand-written positive review on D prompts (a
 person's demonstration in the Label tab: text v0 does not write itself, the issue's case).
 
+`--no-stored-samples` measures the check as a fresh project gets it: v0 has no stored sample, so it writes short ones.
+
     python bench/sft_root_check.py --counts 1 2 4 8 16 32 --seeds 0 1 --kind written
 """
 
@@ -34,6 +36,7 @@ from storage import Store  # noqa: E402
 from storage.demonstrations import NewDemonstration, add_demonstration  # noqa: E402
 from storage.policies import get_policy, latest_policy, list_policies  # noqa: E402
 from storage.prompts import list_prompts  # noqa: E402
+from trainers.jobs import sft_job  # noqa: E402
 from trainers.jobs.sft_job import run_sft  # noqa: E402
 from trainers.loop.config import LoopConfig  # noqa: E402
 from trainers.loop.demo_seed import seed_demo  # noqa: E402
@@ -78,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--kind", choices=["synthetic", "written"], default="synthetic")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-stored-samples", action="store_true",
+                        help="check as on a fresh project: v0's stored samples unseen, so v0 writes short new ones")
     parser.add_argument("--config", default="{}", help="SFT settings over the preset's, as JSON (a broken run: "
                                                         "'{\"learning_rate\": 1e-2}')")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     sft_config.MIN_ROOT_DEMONSTRATIONS = 1  # the bench measures below the minimum the studio asks for
+    if args.no_stored_samples:
+        sft_job.list_generations = lambda store, **kwargs: []  # the new-root check finds none of v0's samples
     with tempfile.TemporaryDirectory(prefix="sft-root-check-") as scratch:
         folder = Path(scratch)
         template = folder / "template.db"

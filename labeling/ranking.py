@@ -26,7 +26,7 @@ from storage.gold_rankings import holds_ranking_reservation
 from storage.labels import LabeledPair
 from storage.notes import add_ranking_note
 from storage.rankings import ALL_BAD, RANKED, SKIP, LabeledRanking
-from storage.types import Outcome
+from storage.types import LoopLabels, Outcome
 
 from .annotation import check_annotator, check_pair_id, check_vote_id, queue_settings
 from .gold_queue import gold_ranking_turn
@@ -122,9 +122,11 @@ def comparison_pairs(verdict: LabeledRanking) -> list[LabeledPair]:
             for a, b, p in verdict_comparisons(verdict)]
 
 
-def ranking_comparison_pairs(store: Store) -> list[LabeledPair]:
-    """Every current ranking verdict's comparisons that train, as labelled pairs, in verdict order."""
-    return [pair for verdict in rankings.ranking_verdicts(store, training=True) for pair in comparison_pairs(verdict)]
+def ranking_comparison_pairs(store: Store, loop: LoopLabels | None = None) -> list[LabeledPair]:
+    """Every current ranking verdict's comparisons that train (with `loop`, a loop job's round's:
+    `storage.types.LoopLabels`), as labelled pairs, in verdict order."""
+    return [pair for verdict in rankings.ranking_verdicts(store, training=True, loop=loop)
+            for pair in comparison_pairs(verdict)]
 
 
 # ---- the ranking queue --------------------------------------------------------------------------------------------

@@ -144,9 +144,10 @@ def round_unsure_verdicts(store: Store, judge: str, round: int, job_id: int | No
         [judge, round, job_id, job_id]).fetchone()[0]
 
 
-def judge_training_rows(store: Store) -> list[dict]:
+def judge_training_rows(store: Store, job_id: int | None = None) -> list[dict]:
     """The verdicts that train, joined with their texts (for `storage.labels.training_labels`): marked `trains`, on a
-    pair no person labelled (skips aside) and that is not a win-rate pair; one per pair (the newest verdict)."""
+    pair no person labelled (skips aside) and that is not a win-rate pair; one per pair (the newest verdict); with
+    `job_id` (a loop job's round), only on the pairs that job queued."""
     return list(store.db().query(
         f"""
         SELECT -j.id AS label_id, j.pair_id, '{JUDGE_PREFIX}' || j.judge AS annotator, j.outcome,
@@ -159,8 +160,9 @@ def judge_training_rows(store: Store) -> list[dict]:
         WHERE j.trains = 1 AND {_NOT_WINRATE.format(pair='j.pair_id')}
           AND NOT {_PERSON_LABELLED.format(pair='j.pair_id')}
           AND j.id = (SELECT max(k.id) FROM judge_verdicts k WHERE k.pair_id = j.pair_id AND k.trains = 1)
+          AND (:job IS NULL OR pr.job_id = :job)
         ORDER BY j.id
-        """
+        """, {"job": job_id}
     ))
 
 

@@ -15,7 +15,7 @@ from .arena import arena_votes_train
 from .db import Store
 from .gold import NOT_GOLD, left_out_annotators
 from .judge_verdicts import judge_training_rows
-from .types import Label, Outcome, Selector
+from .types import Label, LoopLabels, Outcome, Selector
 
 
 def _row(row: dict) -> Label:
@@ -112,19 +112,21 @@ class LabeledPair:
         return self.prompt_messages if self.prompt_messages is not None else self.prompt
 
 
-def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPair]:
+def training_labels(store: Store, include_skips: bool = False, loop: LoopLabels | None = None) -> list[LabeledPair]:
     """The labels that train: every current label (skips only when asked) with prompt, both responses and margin, in
     label order, but none on a win-rate pair (those judge policy versions: they never train or validate a reward
     model, nor train DPO; an arena vote trains only where the admin allows it, `storage.arena`), none on a gold pair
     (those check annotators) and none of an annotator flagged by their gold accuracy when `gold_exclude_flagged` is
     on. Every trainer reads its labels here, and so does the export (its files train models). After them, a judge's
     verdicts that train (`storage.judge_verdicts`: the user chose the judge as annotator), as annotator
-    `judge:<name>` with negative ids, on pairs no person labelled."""
+    `judge:<name>` with negative ids, on pairs no person labelled. With `loop`, a loop job's round's labels: no
+    synthetic annotator's label or verdict on an item another job or the people's queue holds."""
     skips = "" if include_skips else " AND l.outcome != 'skip'"
     arena = f" OR pr.selector = '{Selector.ARENA}'" if arena_votes_train(store) else ""  # the admin allows it
     evaluation = f"({_NOT_EVALUATION}{arena})"
     left_out = sorted(left_out_annotators(store))  # flagged by their gold accuracy (storage.gold), when asked
     skips += f" AND {NOT_GOLD}" + (f" AND l.annotator NOT IN ({', '.join('?' * len(left_out))})" if left_out else "")
+    own, own_params = loop.clause("l.annotator", "pr.job_id") if loop is not None else ("1", [])
     rows = store.db().query(
         f"""
         SELECT l.id AS label_id, l.pair_id, l.annotator, l.outcome, p.text AS prompt,
@@ -134,11 +136,11 @@ def training_labels(store: Store, include_skips: bool = False) -> list[LabeledPa
         JOIN prompts p ON p.id = pr.prompt_id
         JOIN generations g1 ON g1.id = pr.first_id
         JOIN generations g2 ON g2.id = pr.second_id
-        WHERE l.undone IS NULL AND {evaluation}{skips}
+        WHERE l.undone IS NULL AND {evaluation}{skips} AND {own}
         ORDER BY l.id
-        """, left_out
+        """, [*left_out, *own_params]
     )
-    rows = [*rows, *judge_training_rows(store)]
+    rows = [*rows, *judge_training_rows(store, None if loop is None else loop.job_id)]
     return [LabeledPair(r["label_id"], r["pair_id"], r["annotator"], Outcome(r["outcome"]), r["prompt"],
                         r["first"], r["second"], r["margin"], json.loads(r["messages"]) if r["messages"] else None,
                         bool(r["excluded"]))

@@ -19,7 +19,7 @@ from .db import Store
 from .errors import Conflict, InvalidInput, NotFound
 from .gold import NOT_GOLD_RANKING, left_out_annotators
 from .prompts import stored_messages
-from .types import Selector
+from .types import LoopLabels, Selector
 
 RANKED, ALL_BAD, SKIP = "ranked", "all_bad", "skip"
 
@@ -229,22 +229,28 @@ def open_rankings(store: Store, annotator: str, overlap: int) -> int:
 
 
 def ranking_verdicts(store: Store, include_skips: bool = False, include_undone: bool = False,
-                     training: bool = False) -> list[LabeledRanking]:
+                     training: bool = False, loop: LoopLabels | None = None) -> list[LabeledRanking]:
     """Ranking verdicts with their texts in label order: current ones, without skips unless asked; `training`: none on
     a gold ranking (those check annotators) and none of an annotator whose labels training leaves out (flagged by
-    their gold accuracy, `storage.gold`)."""
+    their gold accuracy, `storage.gold`); with `loop`, a loop job's round's: no synthetic annotator's verdict on an
+    item another job or the people's queue holds."""
     clauses = ([] if include_undone else ["l.undone IS NULL"]) + ([] if include_skips else ["l.outcome != 'skip'"])
     if training:
         clauses.append(NOT_GOLD_RANKING)
     left_out = sorted(left_out_annotators(store)) if training else []
     if left_out:
         clauses.append(f"l.annotator NOT IN ({', '.join('?' * len(left_out))})")
+    params = list(left_out)
+    if loop is not None:
+        own, own_params = loop.clause("l.annotator", "k.job_id")
+        clauses.append(own)
+        params += own_params
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     db = store.db()
     rows = db.query(f"""
         SELECT l.id, l.ranking_id, l.annotator, l.outcome, l.tiers, l.decision_ms, p.text, p.messages, p.excluded
         FROM ranking_labels l JOIN rankings k ON k.id = l.ranking_id JOIN prompts p ON p.id = k.prompt_id
-        {where} ORDER BY l.id""", left_out)
+        {where} ORDER BY l.id""", params)
     verdicts = []
     for r in rows:
         members = list(db.execute("SELECT g.id, g.text FROM ranking_members m JOIN generations g"

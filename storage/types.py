@@ -47,6 +47,22 @@ class Outcome(str, enum.Enum):
         return None
 
 
+@dataclass(frozen=True)
+class LoopLabels:
+    """The labels a loop job's round counts and trains on: people's on any item (its own, the people's queue's,
+    another job's), imports and gold as always, but a synthetic annotator's (`synthetic`: the oracle's name; a judge's
+    verdicts always are) only on the pairs and rankings job `job_id` queued, never another job's."""
+
+    job_id: int
+    synthetic: tuple[str, ...]
+
+    def clause(self, annotator: str, item_job: str) -> tuple[str, list]:
+        """The SQL condition (and its parameters) keeping a label of `annotator` (a column) on an item queued by
+        `item_job` (a column)."""
+        names = ", ".join("?" * len(self.synthetic))
+        return f"({annotator} NOT IN ({names}) OR {item_job} = ?)", [*self.synthetic, self.job_id]
+
+
 class JobStatus(str, enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"

@@ -123,3 +123,30 @@ def test_mean_nll_is_the_plain_per_token_nll_of_the_responses_batched_and_left_p
             total -= logprobs.gather(-1, torch.tensor(response)[:, None]).sum().item()
             tokens += len(response)
     assert mean_nll(policy, rows, pad, batch=2) == pytest.approx(total / tokens, rel=1e-5)
+
+
+def test_a_parent_without_stored_samples_writes_few_short_ones_in_one_batch_and_reads_its_nll_off_them(monkeypatch):
+    """The check's cost on a fresh project (no sample of the parent stored): `GENERATED_PROMPTS` samples of at most
+    `GENERATED_TOKENS` tokens, and the parent's NLL of them taken from the generation itself (no second pass), equal
+    to what `mean_nll` measures."""
+    import torch
+
+    from tests.policy_helpers import make_policy, make_tokenizer
+    from trainers.models.chat_format import ChatFormat
+    from trainers.policy import fluency
+
+    torch.manual_seed(0)
+    policy, tokenizer = make_policy(), make_tokenizer()
+    chat = ChatFormat.from_tokenizer(tokenizer, [tokenizer.eos_token_id])
+    prompts = [f"the film number {i} was" for i in range(12)]
+    calls = []
+    real = policy.forward
+    policy.forward = lambda *args, **kwargs: calls.append(kwargs["input_ids"].shape) or real(*args, **kwargs)
+    rows, nll = fluency.sampled_rows(policy, tokenizer, chat, prompts, seed=3)
+    assert len(rows) == fluency.GENERATED_PROMPTS < len(prompts) and fluency.GENERATED_TOKENS < fluency.CHECK_TOKENS
+    assert all(0 < len(sample) <= fluency.GENERATED_TOKENS for _, sample in rows)
+    assert len(calls) <= 1 + fluency.GENERATED_TOKENS  # one batch: the shared prompt ids, then a pass per token
+    assert fluency.shared_prefix([prompt for prompt, _ in rows]) > 0  # mean_nll reads the shared prompt ids once
+    assert nll == pytest.approx(fluency.mean_nll(policy.eval(), rows, tokenizer.pad_token_id), rel=1e-4)
+    monkeypatch.setattr(fluency, "shared_prefix", lambda prompts: 0)  # every prompt read whole: the same NLL
+    assert nll == pytest.approx(fluency.mean_nll(policy, rows, tokenizer.pad_token_id), rel=1e-4)

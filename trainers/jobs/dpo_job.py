@@ -29,7 +29,7 @@ from labeling.synthetic import load_scorer
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import count_labels, training_labels
-from storage.types import Job, Outcome, Policy
+from storage.types import Job, LoopLabels, Outcome, Policy
 
 from ..models.chat_format import ChatFormat, model_context
 from ..models.loading import load_chat_format
@@ -55,11 +55,12 @@ class DPOOutcome:
     left_out: dict = field(metadata={"help": "Labels left out, by outcome (tie, both_bad)."})
 
 
-def dpo_examples(store: Store, config: DPOConfig, source: str | None = None
+def dpo_examples(store: Store, config: DPOConfig, source: str | None = None, loop: LoopLabels | None = None
                  ) -> tuple[list[PreferenceExample], dict[str, int]]:
-    """The examples DPO trains on and the labels it leaves out by outcome (ties and both-bad, unless `train_ties`);
-    raises InvalidInput, in one line, when nothing would train."""
-    labeled = training_view(store, training_labels(store)) + ranking_comparison_pairs(store)
+    """The examples DPO trains on (with `loop`, a loop job's round's labels: `storage.types.LoopLabels`) and the
+    labels it leaves out by outcome (ties and both-bad, unless `train_ties`); raises InvalidInput, in one line, when
+    nothing would train."""
+    labeled = training_view(store, training_labels(store, loop=loop)) + ranking_comparison_pairs(store, loop)
     if source is not None:
         sources = sorted({lp.annotator for lp in labeled})
         labeled = [lp for lp in labeled if lp.annotator == source]
@@ -117,13 +118,14 @@ class DPOPlan:
         return cls(**{**values, "examples": [PreferenceExample(**e) for e in values["examples"]]})
 
 
-def plan_dpo(store: Store, run: DPORun) -> tuple[DPOPlan, Policy]:
-    """The plan of `run` and its start policy, after every check that loads no model (settings, policy, labels,
-    pairs and sample prompts against the policy's context); writes nothing."""
+def plan_dpo(store: Store, run: DPORun, loop: LoopLabels | None = None) -> tuple[DPOPlan, Policy]:
+    """The plan of `run` and its start policy (with `loop`, on a loop job's round's labels), after every check that
+    loads no model (settings, policy, labels, pairs and sample prompts against the policy's context); writes
+    nothing."""
     config = run.config
     config.check()
     start = start_policy(store, run.policy_id)
-    examples, left_out = dpo_examples(store, config, run.source)
+    examples, left_out = dpo_examples(store, config, run.source, loop)
     context = model_context(start.path)
     if context is not None:
         examples, too_long = fitting_examples(load_chat_format(start.path), examples, context, config.response_length)
@@ -158,15 +160,17 @@ def run_phase(spec: dict, reporter: Reporter) -> dict:
 
 
 def run_dpo(store: Store, run: DPORun, job_id: int | None = None, state_name: str = "", step_offset: int = 0,
-            phase: str | None = "dpo", listener: Reporter | None = None) -> DPOOutcome:
+            phase: str | None = "dpo", listener: Reporter | None = None, loop: LoopLabels | None = None
+            ) -> DPOOutcome:
     """Run (or resume) `run` reporting to `job_id`, register the new policy, and drop the resumable state.
 
     The state lives in `state_dir(store, job_id, state_name)`; metrics are logged at `step_offset + step`; the job's
     phase reads `"{phase} i/N"` (None: the caller keeps its own); `listener` hears every step. Raises JobCancelled
     (after saving a checkpoint) when the job's cancel flag is set. A job with an accelerate config trains in a
-    launched phase (`trainers.jobs.phase_launch`), here otherwise.
+    launched phase (`trainers.jobs.phase_launch`), here otherwise. With `loop` (a loop's round) it trains on that loop
+    job's labels only (`storage.types.LoopLabels`).
     """
-    plan, start = plan_dpo(store, run)
+    plan, start = plan_dpo(store, run, loop)
     folder = state_dir(store, job_id, state_name) if job_id is not None else None
     if folder is not None:
         plan.examples = pinned_examples(plan.examples, folder / LABELS_FILE, lambda e: e.label_id, "label", "DPO")

@@ -49,7 +49,7 @@ from storage.policies import get_policy, latest_policy, reward_base_path
 from storage.prompts import get_prompt
 from storage.rankings import ranking_verdicts
 from storage.reward_models import add_reward_model, latest_reward_models
-from storage.types import Job, Policy
+from storage.types import Job, LoopLabels, Policy
 
 from ..models.chat_format import ChatFormat, listed, model_context
 from ..models.loading import default_device, load_chat_format, load_tokenizer
@@ -135,15 +135,15 @@ class RewardInputs:
         return bool(self.warm_dirs) and self.training == RewardTraining.INCREMENTAL
 
 
-def check_reward_inputs(store: Store, config: RewardConfig) -> RewardInputs:
+def check_reward_inputs(store: Store, config: RewardConfig, loop: LoopLabels | None = None) -> RewardInputs:
     """Every check that needs no training, so bad input fails in one line (StudioError) before anything is written:
-    the policies, the initial model, the labels; those of excluded prompts and those longer than that model's
-    context are left out, counted."""
+    the policies, the initial model, the labels (with `loop`, a loop job's round's: `storage.types.LoopLabels`);
+    those of excluded prompts and those longer than that model's context are left out, counted."""
     config.check()
     policy = get_policy(store, config.policy_id) if config.policy_id is not None else latest_policy(store)
     if policy is None:
         raise NotFound(f"the store has no policy, so no reward model can start from it; {start_a_project(store)}")
-    examples, excluded = load_examples(store, config.both_bad_as_tie, config.margin)
+    examples, excluded = load_examples(store, config.both_bad_as_tie, config.margin, loop)
     continues = config.warm_start or config.training == RewardTraining.INCREMENTAL
     warm_dirs = tuple(Path(m.path) for m in latest_reward_models(store)) if continues else ()
     init_dir = warm_dirs[0] if warm_dirs else Path(reward_base(store, config, policy))
@@ -173,17 +173,18 @@ def reward_base(store: Store, config: RewardConfig, policy: Policy) -> str:
     return reward_base_path(store, policy)
 
 
-def load_examples(store: Store, both_bad_as_tie: bool = True,
-                  margin: float = 0.0) -> tuple[list[Example], list[int]]:
-    """Every current non-skip label that trains (none on a win-rate pair) as an example, with its own margin
-    (imported or graded) or `margin`, then every ranking verdict that trains as one example of its comparisons, but
-    those of excluded prompts, whose label ids come second; raises InvalidInput when no label can train."""
-    labeled = training_view(store, training_labels(store))  # each label, or one per pair (`overlap_training`)
+def load_examples(store: Store, both_bad_as_tie: bool = True, margin: float = 0.0,
+                  loop: LoopLabels | None = None) -> tuple[list[Example], list[int]]:
+    """Every current non-skip label that trains (none on a win-rate pair; with `loop`, none a synthetic annotator gave
+    on another job's items) as an example, with its own margin (imported or graded) or `margin`, then every ranking
+    verdict that trains as one example of its comparisons, but those of excluded prompts, whose label ids come second;
+    raises InvalidInput when no label can train."""
+    labeled = training_view(store, training_labels(store, loop=loop))  # each label, or one per pair (overlap)
     trained = [(lp, target) for lp in labeled if (target := lp.outcome.target(both_bad_as_tie)) is not None]
     examples: list[Example] = [PreferenceExample(lp.label_id, lp.pair_id, lp.prompt_content, lp.first, lp.second,
                                                  target, margin if lp.margin is None else lp.margin)
                                for lp, target in trained if not lp.prompt_excluded]
-    ranked = [(v, c) for v in ranking_verdicts(store, training=True)
+    ranked = [(v, c) for v in ranking_verdicts(store, training=True, loop=loop)
               if (c := verdict_comparisons(v, both_bad_as_tie))]
     examples += [RankingExample(v.label_id, v.ranking_id, v.prompt_content, v.responses, c, margin)
                  for v, c in ranked if not v.prompt_excluded]
@@ -267,15 +268,16 @@ def plan_reward_training(store: Store, config: RewardConfig, inputs: RewardInput
 
 
 def train_reward_model(store: Store, config: RewardConfig, job_id: int | None = None,
-                       listener: Reporter | None = None) -> RewardTrainingResult:
+                       listener: Reporter | None = None, loop: LoopLabels | None = None) -> RewardTrainingResult:
     """Train `config.ensemble` members from the reward base (or, warm-started, from the newest reward model's),
     checkpoint them and register them in the store.
 
     Metrics go to the store under `job_id` (steps continue after the job's earlier `reward/` steps); `listener`
     hears every step and progress report. Raises JobCancelled, with nothing registered, when the job is stopped.
-    A job with an accelerate config trains in a launched phase (`trainers.jobs.phase_launch`), here otherwise.
+    A job with an accelerate config trains in a launched phase (`trainers.jobs.phase_launch`), here otherwise. With
+    `loop` (a loop's round) it trains on that loop job's labels only (`storage.types.LoopLabels`).
     """
-    inputs = check_reward_inputs(store, config)
+    inputs = check_reward_inputs(store, config, loop)
     plan = plan_reward_training(store, config, inputs)
     step_offset = 0 if job_id is None else (last_step(store, job_id, "reward/") or 0)
     launch = job_launch(store, job_id)

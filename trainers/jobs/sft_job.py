@@ -127,24 +127,25 @@ def root_baseline(store: Store, start: Policy, parent, tokenizer, chat, seed: in
     """The new-root check's baseline (`trainers.policy.fluency`), measured on `parent` (the loaded `start`, before SFT
     trains it): `start`'s stored samples (held-out prompts first), or new ones for the store's held-out prompts (its
     training prompts when none is held out) that fit the context; None when there is nothing to check on."""
-    from ..policy.fluency import CHECK_PROMPTS, CHECK_TOKENS, fluency_baseline, sampled_rows
+    from ..policy.fluency import CHECK_PROMPTS, CHECK_TOKENS, GENERATED_TOKENS, fluency_baseline, sampled_rows
 
     started = time.perf_counter()
     prompts = {p.id: p for p in list_prompts(store, excluded=False)}
     stored = sorted((g for g in list_generations(store, policy_id=start.id) if g.prompt_id in prompts and g.text),
                     key=lambda g: (not prompts[g.prompt_id].heldout, g.id))[:CHECK_PROMPTS]
     if stored:
-        rows = [(prompt, response[:CHECK_TOKENS]) for prompt, response in  # as long as a sample it would write
+        rows = [(prompt, response[:CHECK_TOKENS]) for prompt, response in  # the first CHECK_TOKENS of each
                 zip(chat.prompts_ids([prompts[g.prompt_id].content for g in stored]),
                     chat.responses_ids([g.text for g in stored]), strict=True)]
     else:
         candidates = [p for p in prompts.values() if p.heldout] or list(prompts.values())
         context = model_context(start.path)
         if context is not None:
-            candidates = PromptBudget(chat, context, CHECK_TOKENS).fit(candidates).fitting
+            candidates = PromptBudget(chat, context, GENERATED_TOKENS).fit(candidates).fitting
         if not candidates:
             return None
-        rows = sampled_rows(parent, tokenizer, chat, [p.content for p in candidates], seed)
+        rows, parent_nll = sampled_rows(parent, tokenizer, chat, [p.content for p in candidates], seed)
+        return fluency_baseline(parent, tokenizer.pad_token_id, rows, started, parent_nll)
     return fluency_baseline(parent, tokenizer.pad_token_id, rows, started)
 
 

@@ -26,6 +26,7 @@ import time
 import torch
 
 from labeling.check_pairs import agreement
+from labeling.synthetic import ORACLE_NAME
 from labeling.winrate import version_names, winrate_report
 from storage import Store
 from storage import jobs as job_rows
@@ -37,7 +38,7 @@ from storage.policies import list_policies
 from storage.prompts import excluded_prompt_ids
 from storage.reward_models import list_reward_models
 from storage.rounds import add_round, claim_rounds, list_rounds
-from storage.types import Generation, Job, Policy
+from storage.types import Generation, Job, LoopLabels, Policy
 from storage.winrate import winrate_judgements
 
 from ..policy.config import Algorithm, PolicyRun
@@ -299,7 +300,7 @@ class Loop:
         config = RewardConfig(**reward_settings(self.config, g), policy_id=self.current_policy().id)
         listener = PhaseReport(self, g - self.first_round, "reward model step", 0.3, POLICY_START,
                                self.config.reward_model.epochs, self.config.reward_model.ensemble)
-        result = train_reward_model(self.store, config, job_id=self.job.id, listener=listener)
+        result = train_reward_model(self.store, config, job_id=self.job.id, listener=listener, loop=self.own_labels)
         log_metrics(self.store, self.job.id, g, {VAL_PAIRS_METRIC: result.val_pairs})
         record_annotator_agreement(self.store, self.job.id)
         left_out = f"; {result.left_out.line()}" if result.left_out.line() else ""
@@ -328,9 +329,16 @@ class Loop:
         train_policy(self.store, run, job_id=self.job.id, state_name=f"round-{g}", step_offset=offset,
                      phase=None, listener=PhaseReport(self, index, f"{self.optimiser} iteration", POLICY_START, 0.95))
 
+    @property
+    def own_labels(self) -> LoopLabels:
+        """The labels this loop's reward model and DPO train on: people's, and the oracle's or a judge's only on
+        this job's own pairs and rankings (never another loop's)."""
+        return LoopLabels(self.job.id, (ORACLE_NAME,))
+
     def run_dpo(self, index: int, g: int) -> None:
-        """The round's DPO on every label so far, from the newest policy against the SFT policy; its steps are
-        numbered on from the job's earlier DPO steps (where they start is stored, so a resumed round keeps them)."""
+        """The round's DPO on the loop's labels so far (`own_labels`), from the newest policy against the SFT policy;
+        its steps are numbered on from the job's earlier DPO steps (where they start is stored, so a resumed round
+        keeps them)."""
         from ..jobs.dpo_job import run_dpo
 
         starts = read_metrics(self.store, self.job.id, names=[DPO_STEP_OFFSET])
@@ -339,7 +347,7 @@ class Loop:
             offset = last_step(self.store, self.job.id, "dpo/") or 0
             log_metrics(self.store, self.job.id, g, {DPO_STEP_OFFSET: offset})
         run = DPORun(round=g, settings=dpo_settings(self.config, g), policy_id=self.current_policy().id)
-        run_dpo(self.store, run, job_id=self.job.id,
+        run_dpo(self.store, run, job_id=self.job.id, loop=self.own_labels,
                 state_name=f"round-{g}", step_offset=offset, phase=None,
                 listener=PhaseReport(self, index, "DPO step", POLICY_START, 0.95, self.config.policy.epochs))
 
