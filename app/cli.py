@@ -272,10 +272,10 @@ def sft_arguments(parser: argparse.ArgumentParser):
 @subcommand("set-root", "make a version the SFT policy (what later versions stay close to and win-rate pairs compare "
             "against), e.g. an SFT version the fluency check held back", audit=AuditAction.ROOT_SET)
 def set_root_arguments(parser: argparse.ArgumentParser):
-    from . import root_action
+    from . import set_root_cli
 
-    root_action.add_arguments(parser)
-    return lambda args: root_action.run(args, open_store(args))
+    set_root_cli.add_arguments(parser)
+    return lambda args: set_root_cli.run(args, open_store(args))
 
 
 @subcommand("prompts", "list the prompts by source with their token counts; exclude (or include) prompts or sources",

@@ -4,51 +4,21 @@ new-root check); this makes it the root anyway, so later rounds' KL reference, D
 win-rate pairs follow it. Any version that is not a root may be made one; the one it was trained from stays on the
 leaderboard.
 
-    python app.py set-root v3 --db studio.db
+    python app.py set-root v3 --db studio.db    # app/set_root_cli.py
     on_make_root(studio, request, "v3")      # the button: admins only, recorded in the audit trail
 """
 
 from __future__ import annotations
 
-import argparse
-
 import gradio as gr
 
-from labeling.winrate import version_names, version_number
 from storage import Store
 from storage.audit import AuditAction
-from storage.errors import Conflict, NotFound
 from storage.job_warnings import list_warnings
-from storage.policies import get_policy, list_policies, make_root
 from trainers.policy.sft_config import MAKE_SFT_POLICY, ROOT_CHECK_RULE
 
 from .context import Studio, bind, user_errors
-
-
-def set_root(store: Store, version: str) -> str:
-    """Make `version` (`vK` or `K`) a root; returns the line saying so. NotFound, Conflict: one line."""
-    number = version_number(version or "")
-    names = version_names(list_policies(store))
-    policy_id = next((pid for pid, name in names.items() if name == f"v{number}"), None)
-    if policy_id is None:
-        known = f"v0–v{len(names) - 1}" if names else "none yet"
-        raise NotFound(f"no policy version {version!r} (versions: {known}); name one as vK, e.g. v1")
-    if get_policy(store, policy_id).parent_id is None:
-        raise Conflict(f"v{number} is already an SFT policy; nothing to change")
-    make_root(store, policy_id)
-    return (f"v{number} is now the SFT policy: later versions trained from it stay close to it (the KL term, DPO's "
-            "reference) and win-rate pairs compare against it")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("version", help="the version to make the SFT policy, as vK (python app.py leaderboard lists "
-                                        "them)")
-    parser.add_argument("--db", default="studio.db", help="store file")
-
-
-def run(args: argparse.Namespace, store: Store) -> int:
-    print(set_root(store, args.version))
-    return 0
+from .set_root_cli import set_root
 
 
 def root_warning_lines(store: Store, job_id: int) -> str:

@@ -30,6 +30,24 @@ def test_help_lists_every_subcommand():
         assert name in result.stdout
 
 
+def test_building_every_subcommands_parser_loads_neither_torch_nor_gradio():
+    """Every `python app.py ...` builds all the subcommands' parsers first: none may load torch, transformers or Gradio,
+    or each command (and each of the tests' ~400 subprocesses) pays seconds before it starts."""
+    probe = ("import sys\nfrom app.cli import build_parser\nbuild_parser()\n"
+             "print(' '.join(m for m in ('torch', 'transformers', 'gradio') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_export_models_quant_choices_are_the_gguf_writers():
+    from trainers.entry.export_model_cli import QUANT_NAMES
+    from trainers.export.gguf_file import QUANTS
+
+    assert sorted(QUANT_NAMES) == sorted(QUANTS)
+
+
 def test_every_subcommand_is_documented_in_the_commands_page():
     commands = (ROOT / "docs" / "commands.md").read_text()
     for name in SUBCOMMANDS:

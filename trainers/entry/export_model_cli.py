@@ -15,8 +15,7 @@ from pathlib import Path
 from storage import Store
 from storage.errors import InvalidInput
 
-from ..export.folder import export_version
-from ..export.gguf_file import QUANTS
+QUANT_NAMES = ("f16", "q8_0")  # gguf_file.QUANTS' keys, named here so `--help` loads no torch (a test holds them equal)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace what --out holds")
     parser.add_argument("--gguf", action="store_true",
                         help="also write a GGUF file (llama.cpp, Ollama) and an Ollama Modelfile into --out")
-    parser.add_argument("--quant", choices=sorted(QUANTS), default=None,
+    parser.add_argument("--quant", choices=QUANT_NAMES, default=None,
                         help="the GGUF's weights: f16 (default with --gguf) or q8_0; implies --gguf")
     parser.add_argument("--db", default="studio.db", help="store file the version is in")
 
@@ -33,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise InvalidInput(f"store {args.db} does not exist; pass the --db of a studio")
+    from ..export.folder import export_version  # torch: only when a version is exported, not for `--help`
+
     quant = args.quant or ("f16" if args.gguf else None)
     print(export_version(Store(args.db), args.version, Path(args.out), args.force, quant).line())
     return 0
