@@ -4,8 +4,8 @@ add-user` writes a hash, `python app.py hash-auth` converts a plain-text `name:p
 
 `read_auth_file` gives a snapshot (`Users`); a running studio holds an `AuthFile`, which re-reads the file when
 it changes, so a removed user or a new password takes effect without a restart. Names are compared as
-`labeling.annotation.normal_name` makes them (NFC): two spellings of `zoé` are one user, in the file, at login and in
-`add-user`.
+`labeling.queue.annotation.normal_name` makes them (NFC): two spellings of `zoé` are one user, in the file, at login and
+in `add-user`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from labeling.annotation import normal_name
+from labeling.queue.annotation import normal_name
 from storage.errors import InvalidInput
 
 from .passwords import DEFAULT_COST, ScryptCost, dummy_entry, hash_password, is_hashed, parse_entry, verify_password

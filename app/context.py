@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
-from labeling.text_fields import surrogate_field, surrogate_message
+from labeling.files.text_fields import surrogate_field, surrogate_message
 from storage import Store
 from storage.audit import AuditAction, record_action
 from storage.errors import StudioError
@@ -55,7 +55,8 @@ class Studio:
     store: Store
     users: AuthFile | Users | None = None  # a served studio's auth file (re-read when it changes); tests: a snapshot
     accelerate_config: str | None = None  # serve --accelerate-config: the Train tab's jobs run their phases under it
-    judge: dict | None = None  # serve --judge ...: the only judge settings a loop started here may name (app.judging)
+    judge: dict | None = None  # serve --judge ...: the only judge settings a loop started here may name
+                               # (app.train.judging)
 
     def annotator(self, request: gr.Request | None, typed_name: str | None) -> str | None:
         """Under --auth the annotator is the logged-in user, whatever name was typed; otherwise the typed name."""
@@ -98,7 +99,8 @@ def bind(handler: Callable, *leading) -> Callable:
     """`handler(*leading, ...)` as a Gradio listener, e.g. `bind(api_next_pair, studio)`. The rest of its signature,
     its type hints, name and docstring are kept (Gradio reads them to describe the API and to pass the request,
     which `functools.partial` would hide); a View it returns becomes its values in field order. Every listener and
-    API endpoint refuses text that is no Unicode (`labeling.text_fields`) before the handler runs, naming the field."""
+    API endpoint refuses text that is no Unicode (`labeling.files.text_fields`) before the handler runs, naming the
+    field."""
     signature = inspect.signature(handler)
     parameters = list(signature.parameters.values())[len(leading):]
 
@@ -128,7 +130,7 @@ def named_arguments(parameters: list[inspect.Parameter], args: tuple) -> dict[st
 
 @dataclass(frozen=True)
 class TabLink:
-    """A button on a tab that opens another tab (by its TITLE), which then fills as if opened by hand (app.ui)."""
+    """A button on a tab that opens another tab (by its TITLE), which then fills as if opened by hand (app.door.ui)."""
 
     button: gr.Button
     tab: str

@@ -25,7 +25,7 @@ import gradio as gr
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 
-from labeling.conversations import Message, PromptInput, prompt_text
+from labeling.transfer.conversations import Message, PromptInput, prompt_text
 
 LINK_SCHEMES = re.compile(r"^(?:https?|mailto):", re.IGNORECASE)  # the only links that become anchors
 LINK_ATTRS = {"target": "_blank", "rel": "noopener noreferrer nofollow", "referrerpolicy": "no-referrer"}

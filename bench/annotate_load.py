@@ -54,8 +54,8 @@ def fill(store: Store, n_pairs: int, seed: int = 0) -> None:
 
 def serve(db: str, port: int) -> None:
     """The studio's app plus a no-op endpoint (this benchmark's only), launched like `python app.py serve`."""
-    from app.label_screen import QUEUE_WORKERS
-    from app.ui import build_app, launch_options
+    from app.door.ui import build_app, launch_options
+    from app.label.label_screen import QUEUE_WORKERS
 
     def noop(annotator: str, request: gr.Request) -> dict:
         """Does nothing: Gradio's own cost per call."""

@@ -22,9 +22,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import numpy as np  # noqa: E402
 
-from app.charts import PPO_PANELS, optimiser_figure, reward_figure, rounds_figure  # noqa: E402
 from app.context import Studio  # noqa: E402
-from app.curves_tab import ALL, findings, load_curves  # noqa: E402
+from app.curves.charts import PPO_PANELS, optimiser_figure, reward_figure, rounds_figure  # noqa: E402
+from app.curves.curves_tab import ALL, findings, load_curves  # noqa: E402
 from storage import Store  # noqa: E402
 from storage import jobs as job_rows  # noqa: E402
 from storage.metrics import log_metrics  # noqa: E402
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from gradio_client import Client
 
-    from app.ui import build_app
+    from app.door.ui import build_app
 
     with tempfile.TemporaryDirectory() as folder:
         store = Store(Path(folder) / "studio.db")

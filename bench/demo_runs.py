@@ -55,7 +55,7 @@ def heldout_samples(store, policy, config, samples: int, seed: int = EVAL_SEED) 
 
 def heldout_scores(store, policy, config, samples: int) -> list[float]:
     """Oracle scores of `policy` on the held-out prompts (`samples` each, fixed seed), prompt by prompt."""
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
 
     oracle = load_scorer(config.oracle)
     return [oracle(text) for text in heldout_samples(store, policy, config, samples)[1]]
@@ -64,7 +64,7 @@ def heldout_scores(store, policy, config, samples: int) -> list[float]:
 def oracle_win_rate(final: list[float], sft: list[float]) -> float:
     """The final policy's win rate against the SFT policy as the oracle judges them, sample k against sample k of the
     same prompt (a tie when the oracle scores them alike counts half), as people judge the loop's win-rate pairs."""
-    from labeling.winrate_stats import win_rate
+    from labeling.versions.winrate_stats import win_rate
 
     return win_rate([1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(final, sft, strict=True)]).rate
 

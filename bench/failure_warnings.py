@@ -59,7 +59,7 @@ SEEDS = (0, 1, 2)
 def flip_oracle_votes(store) -> None:
     """Store every oracle vote on a training pair the wrong way round (left for right), as a bug in a label import
     would; its judgements of win-rate pairs stay right (people judging the versions are not the broken import)."""
-    from labeling.synthetic import OracleAnnotator
+    from labeling.queue.synthetic import OracleAnnotator
     from storage.winrate import list_winrate_pairs
 
     choose = OracleAnnotator.choose

@@ -55,10 +55,10 @@ LOOPS = {
     "0.5b": dict(rounds=2, prompts_per_round=64, samples_per_prompt=4, labels_per_round=128, queue_reserve=0,
                  reward_epochs=1, reward_lr=1e-5, reward_batch_size=16, policy_iterations=4, policy_batch_size=32,
                  policy_mini_batches=2, policy_epochs=2, policy_lr=1e-6, response_length=64, bf16=True,
-                 oracle="labeling.synthetic:brevity_score"),
+                 oracle="labeling.queue.synthetic:brevity_score"),
     "tiny": dict(rounds=2, prompts_per_round=16, samples_per_prompt=2, labels_per_round=12, queue_reserve=0,
                  reward_epochs=1, policy_iterations=4, policy_batch_size=8, policy_mini_batches=2, policy_epochs=1,
-                 response_length=16, oracle="labeling.synthetic:brevity_score"),
+                 response_length=16, oracle="labeling.queue.synthetic:brevity_score"),
 }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from labeling.preference_import import import_preference_file  # noqa: E402
+from labeling.transfer.preference_import import import_preference_file  # noqa: E402
 from storage import Store  # noqa: E402
 
 TOPICS = ["a sourdough starter", "the French revolution", "binary search", "a leaking tap", "tax returns",

@@ -64,7 +64,7 @@ class NoisyOracleJudge:
         self.oracle, self.accuracy, self.rng = oracle, accuracy, random.Random(seed)
 
     def complete(self, messages):
-        from labeling.judge import Reply
+        from labeling.judges.judge import Reply
 
         user = messages[-1]["content"]
         a = user.split("[The Start of Assistant A's Answer]\n")[1].split("\n[The End of Assistant A's Answer]")[0]
@@ -79,7 +79,7 @@ class NoisyOracleJudge:
 def judge_oracle_agreement(store, config) -> tuple[float | None, int]:
     """How often the loop's judge verdicts match the oracle's preference on the same pairs (a tie when it scores
     both alike), and on how many verdicts."""
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
     from storage.generations import get_generations
     from storage.judge_verdicts import list_verdicts
     from storage.pairs import get_pair
@@ -98,7 +98,7 @@ def run_oracle_ppo(store, config) -> dict:
     """R rounds of M PPO iterations on the normalised oracle, with the loop's PPO settings."""
     import torch
 
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
     from storage.policies import latest_policy
     from storage.prompts import list_prompts
     from trainers.jobs.policy_job import load_models, train_policy
@@ -139,7 +139,7 @@ def write_demonstrations(store, config, count: int, m: int, part: slice = slice(
     """Synthetic demonstrations (the oracle's best of `m` samples of the newest policy) on `part` of `count` training
     prompts drawn by the config's seed (sampled with `seed`, default the config's; `shown`: each also preferred to
     that many other samples); returns how many were written."""
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
     from storage.policies import latest_policy
     from storage.prompts import list_prompts
     from trainers.loop.demonstrator import write_synthetic_demonstrations
@@ -181,7 +181,7 @@ def graded_oracle_class():
     """The oracle annotator with `graded` on by default (the loop builds its own from the module's class)."""
     from dataclasses import dataclass
 
-    from labeling.synthetic import OracleAnnotator
+    from labeling.queue.synthetic import OracleAnnotator
 
     @dataclass
     class GradedOracleAnnotator(OracleAnnotator):
@@ -200,7 +200,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     can run side by side."""
     import torch
 
-    from labeling.winrate import winrate_report
+    from labeling.versions.winrate import winrate_report
     from storage.demonstrations import count_demonstrations
     from storage.labels import count_labels
     from storage.policies import latest_policy, list_policies
@@ -208,15 +208,15 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, eval_samples: int,
     from trainers.loop.config import LoopConfig
 
     torch.set_num_threads(threads)
-    if arm in GRADED:  # the loop builds its oracle from labeling.synthetic.OracleAnnotator: a grading one here
-        import labeling.synthetic
+    if arm in GRADED:  # the loop builds its oracle from labeling.queue.synthetic.OracleAnnotator: a grading one here
+        import labeling.queue.synthetic
 
-        labeling.synthetic.OracleAnnotator = graded_oracle_class()
+        labeling.queue.synthetic.OracleAnnotator = graded_oracle_class()
     started = time.perf_counter()
     config = LoopConfig.from_dict({**settings, "seed": seed, **ARM_SETTINGS[arm],
                                    **({"judge": str(smollm2_gguf())} if arm == "judge" else {})})
     if arm == "hybrid":  # the loop opens this judge instead of a model (judging runs in this process)
-        from labeling.synthetic import load_scorer
+        from labeling.queue.synthetic import load_scorer
         from trainers.loop import judging
 
         judging.open_judge = lambda *args, **kwargs: NoisyOracleJudge(load_scorer(config.oracle), judge_accuracy,

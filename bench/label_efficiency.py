@@ -9,7 +9,7 @@ Arms, each with the same rounds and label schedule and the same seeds:
   pairs (the label schedule: N, N x label_decay, ... summing to the budget), a reward model, then R rounds x M PPO
   iterations.
 - **thompson**, **info_gain**, **diverse**, **d_optimal**: the same as random with the posterior selectors choosing
-  the pairs (double Thompson sampling, information gain, diversity, D-optimal design; `labeling/selection.py`).
+  the pairs (double Thompson sampling, information gain, diversity, D-optimal design; `labeling/queue/selection.py`).
 - **noisy**: the loop's default selector with an annotator who votes at random 10% of the time (`oracle_noise` 0.1,
   Christiano et al.); **noisy_random**: the same on random pairs.
 - **disagreement**: the same as random with an ensemble of 2 reward models choosing the pairs they disagree on most.
@@ -36,10 +36,10 @@ Arms, each with the same rounds and label schedule and the same seeds:
   `--seconds-per-demonstration` (default 60 s: an edit of a best response, six labels' worth at 10 s a label).
 - **sft_prefs**: the sft arm with each demonstration also recorded as preferred to two other samples of the M it was
   chosen from (the pair "shown"), as the Label tab's `demonstration_preferences` records an edit over the pair on
-  screen (the same code path: `labeling.demonstrations.record_preferences_over`, labels by `edits:demonstrator`);
-  they train the reward model beside the loop's labels and cost no annotator time, so "labels used" leaves them out
-  (the run's line and JSON give them as `preferences`). Against sft at the same budget: should an edit record
-  preferences by default?
+  screen (the same code path: `labeling.demonstrations.demonstrations.record_preferences_over`, labels by
+  `edits:demonstrator`); they train the reward model beside the loop's labels and cost no annotator time, so "labels
+  used" leaves them out (the run's line and JSON give them as `preferences`). Against sft at the same budget: should an
+  edit record preferences by default?
 - **sft_each_round**: the same D demonstrations and labels, written during the rounds instead of before: after each
   round's labels the demonstrator writes the round's share of the D (D x r / R boundaries, rounded down; the sft
   arm's prompts, in order) from the round's policy, and the loop's `sft_each_round` step fine-tunes the newest policy

@@ -26,7 +26,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import httpx  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from app import sessions  # noqa: E402
+from app.door import sessions  # noqa: E402
 from app.passwords import DEFAULT_COST, hash_password, verify_password  # noqa: E402
 from bench.studio_driver import hashed_auth_file, launch_studio  # noqa: E402
 from storage import Store  # noqa: E402

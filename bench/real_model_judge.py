@@ -6,7 +6,7 @@ loop's own sampling and queueing: `trainers.loop.sampling`). The model itself th
 studio's judge code, the path `python app.py label --annotator judge --judge MODEL --suggest-only` takes
 (`open_judge`, the shipped MT-Bench pairwise template, `judge_queue`: both orders, strict parsing, verdicts stored
 apart as suggestions); then the bench's rule oracle (`bench.chat_prompts:concise_score`, through `OracleAnnotator`)
-labels the same pairs, and the studio's agreement code (`labeling.judge_agreement`, as `status` and the Data tab
+labels the same pairs, and the studio's agreement code (`labeling.judges.judge_agreement`, as `status` and the Data tab
 show it) compares them: agreement with its 95% Wilson interval and Cohen's κ with its 95% interval, on the pairs both
 judged (a judge's tie, which includes orders that disagree, agrees only with the oracle's tie).
 
@@ -56,7 +56,7 @@ def queue_policy_pairs(db: Path, pairs: int, new_tokens: int, seed: int) -> list
 
 def judge_pairs(db: Path, model: Path, pairs: int) -> dict:
     """The model judges the queued pairs as `label --annotator judge --suggest-only` does; timings and counts."""
-    from labeling.judge import JudgeTemplate, judge_queue
+    from labeling.judges.judge import JudgeTemplate, judge_queue
     from storage import Store
     from trainers.models.judges import open_judge
 
@@ -79,8 +79,8 @@ def judge_pairs(db: Path, model: Path, pairs: int) -> dict:
 
 def compare_with_oracle(db: Path, judge: str, pairs: int) -> dict:
     """The oracle labels the pairs; the judge's agreement and κ with it (95% intervals) and both sides' ties."""
-    from labeling.judge_agreement import store_agreement
-    from labeling.synthetic import ORACLE_NAME, OracleAnnotator
+    from labeling.judges.judge_agreement import store_agreement
+    from labeling.queue.synthetic import ORACLE_NAME, OracleAnnotator
     from storage import Store
     from storage.judge_verdicts import list_verdicts
     from storage.labels import list_labels

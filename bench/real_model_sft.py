@@ -67,7 +67,7 @@ def timed(run):
 
 def one_seed(model: Path, seed: int, demos: int, m: int, overrides: dict) -> dict:
     """One seed's project, demonstrations, SFT and evaluations (see the module's docstring)."""
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
     from storage import Store
     from storage.demonstrations import list_demonstrations
     from storage.policies import get_policy, latest_policy

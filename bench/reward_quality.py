@@ -48,7 +48,7 @@ def oracle_choice(arm: str, oracle):
     """A stand-in for the loop's `choose_pairs` that reads the oracle: untied random pairs, or the widest margins."""
     from dataclasses import replace
 
-    from labeling.selection import candidate_pairs, select_random
+    from labeling.queue.selection import candidate_pairs, select_random
     from storage.pairs import list_pairs
 
     def choose(store, config, samples, prompts, wanted, seed, round):
@@ -69,7 +69,7 @@ def one_run(arm: str, labels: int, seed: int, settings: dict, name: str) -> dict
     import numpy as np
     import torch
 
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
     from storage.policies import list_policies
     from trainers.loop import rounds
     from trainers.loop.config import LoopConfig

@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labeling.synthetic import load_scorer  # noqa: E402
+from labeling.queue.synthetic import load_scorer  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.demonstrations import NewDemonstration, add_demonstration  # noqa: E402
 from storage.policies import get_policy, latest_policy, list_policies  # noqa: E402

@@ -49,12 +49,12 @@ def hashed_auth_file(path, passwords: dict[str, str], admins=(), cost: ScryptCos
 
 
 def launch_studio(store: Store, users=None, **options):
-    """The studio served in this process the way `python app.py serve` serves it (`app.server.serve`: orphaned jobs
+    """The studio served in this process the way `python app.py serve` serves it (`app.door.server.serve`: orphaned jobs
     reaped, `--auth` users (an AuthFile, see `hashed_auth_file`) behind the login gate, the upload cap and styling of
-    `app.ui.launch_options`) on 127.0.0.1 and a free port, without blocking. `options`: serve's keywords, e.g.
+    `app.door.ui.launch_options`) on 127.0.0.1 and a free port, without blocking. `options`: serve's keywords, e.g.
     `max_upload_mb`, `root_path`, `idle_timeout_s`. Returns the running Blocks; its URL is
     `.local_url`; call `.close()` when done (the `serve_studio` fixture does)."""
-    from app.server import serve
+    from app.door.server import serve
 
     return serve(store, host="127.0.0.1", port=free_port(), users=users, block=False, **options)
 

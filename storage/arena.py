@@ -1,7 +1,7 @@
 """The arena's rows: a person's prompt (source `arena`), the job that answers it (kind `arena`, one per person at a
 time, queued in id order, run beside any training job), the answers as generations of their versions (`params`
 name the job), and the vote: a win-rate pair (selector `arena`, never served by the label queue) reserved for the
-voter, so the label is written by the Label tab's own path (`labeling.annotation.submit_label`).
+voter, so the label is written by the Label tab's own path (`labeling.queue.annotation.submit_label`).
 
     prompt_id = arena_prompt(store, "Write a haiku about rain")
     job_id = create_arena_job(store, "ada", {"prompt_id": prompt_id, "policies": [4, 1], ...})

@@ -3,7 +3,7 @@
 Written or edited in the Label tab (source `label`: the pair and the response it was edited from, and the seconds
 spent), written by a synthetic demonstrator (source `synthetic`), or imported from a data set (source
 `import:<name>`, the name as author). Undone demonstrations are kept, flagged, never deleted, as labels are. Texts
-are checked by the caller (`labeling.demonstrations`); here the rows they point to are.
+are checked by the caller (`labeling.demonstrations.demonstrations`); here the rows they point to are.
 
     demo_id = add_demonstration(store, NewDemonstration(prompt_id, "A better answer.", "ada", LABEL_TAB, pair_id=3))
     undo_last_demonstration(store, "ada")

@@ -12,7 +12,7 @@ Each action is one `BEGIN IMMEDIATE` transaction, so concurrent annotators see e
   loop's synthetic annotator only its own job's (`job_id`);
 - a pair whose judge verdict trains (the user chose the judge as annotator: `storage.judge_verdicts`) is labelled
   and leaves the queue; a verdict that only suggests takes nothing from it.
-The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.annotation`.
+The rules' inputs (overlap, TTL, the left/right coin, choice -> outcome) come from `labeling.queue.annotation`.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def submit_vote(store: Store, annotator: str, pair_id: int, to_outcome: Callable
     `to_outcome(first_id, left_id)` turns the annotator's on-screen choice into an outcome. A replayed `vote_id`
     (same annotator and pair) returns the first label's id and stores nothing. A reservation that expired still
     counts while nobody else took the pair. Without `decision_ms`, the time since the pair was shown is used.
-    `margin` is a graded verdict's Bradley-Terry margin (`labeling.strength`).
+    `margin` is a graded verdict's Bradley-Terry margin (`labeling.queue.strength`).
     """
     with store.write() as db:
         found = find_vote(db, vote_id)

@@ -15,7 +15,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from app.server import serve  # noqa: E402
+from app.door.server import serve  # noqa: E402
 from bench.studio_driver import launch_studio  # noqa: E402
 from storage import Store  # noqa: E402
 from storage.db import copy_store  # noqa: E402
@@ -35,7 +35,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 # in-process); `unit` is the rest, the fast tier (`python -m pytest -m unit`). A test, or a fixture or helper of
 # tests/ or bench/ it uses, that names one of STARTS_PRODUCT is end-to-end.
 STARTS_PRODUCT = (subprocess, subprocess.run, subprocess.Popen, serve, launch_studio)
-STARTS_PRODUCT_MODULES = {"subprocess", "app.server"}
+STARTS_PRODUCT_MODULES = {"subprocess", "app.door.server"}
 WHOLE_RUN_FILES = {  # files whose tests train whole jobs or loops in-process
     "test_dpo.py", "test_dpo_loop.py", "test_export_smollm2.py", "test_failure_warnings.py", "test_grpo.py",
     "test_judge_loop.py", "test_loop.py", "test_loop_rewards.py", "test_loop_queue_ownership.py", "test_ppo.py",
@@ -134,7 +134,7 @@ def queue_pairs(store):
     A prompt is text or a conversation (a list of {role, content} turns). Response a is the pair's first generation;
     `round` and `scores` set the queue order; `job_id` the loop job that owns them (None: the people's queue).
     """
-    from labeling.conversations import conversation_text
+    from labeling.transfer.conversations import conversation_text
     from storage.generations import NewGeneration, add_generations
     from storage.pairs import NewPair, add_pairs
     from storage.prompts import NewPrompt, add_prompts, list_prompts

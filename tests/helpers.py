@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from app.context import Studio
-from labeling.annotation import Choice, next_pair, submit_label, update_queue_settings
+from labeling.queue.annotation import Choice, next_pair, submit_label, update_queue_settings
 from storage import JobStatus, Outcome, Store
 from storage import jobs as job_rows
 from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, get_generations
@@ -38,7 +38,7 @@ def wait_for(condition, timeout: float = 120, every: float = 0.1):
 
 
 class FakeTime:
-    """Stands in for the `time` module of app.sessions (monkeypatch it): a monotonic clock moved by hand."""
+    """Stands in for the `time` module of app.door.sessions (monkeypatch it): a monotonic clock moved by hand."""
 
     def __init__(self, now: float = 1000.0):
         self.now = now
@@ -95,7 +95,7 @@ def label_pairs(store: Store, annotator: str, outcomes: Mapping[int, Outcome], f
 def workerless_studio(store: Store, monkeypatch, users) -> Studio:
     """A studio on `store`, with 16 training prompts and the demo policy, whose Train tab writes job rows (start,
     resume) but starts no worker."""
-    from app import train_tab
+    from app.train import train_tab
     from storage.policies import add_policy
     from storage.prompts import add_prompts
 

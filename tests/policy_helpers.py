@@ -125,7 +125,7 @@ def register(store, trainer, round: int = 0) -> int:
 
 def cli(*arguments: str) -> int:
     """`python app.py ARGS` in this process."""
-    from app.cli import main
+    from app.commands.cli import main
 
     return main(list(arguments))
 

@@ -5,7 +5,7 @@ settings, a progress reporter, and a snapshot of what a failed training must lea
 from __future__ import annotations
 
 from assets.lexicon import sentiment_score
-from labeling.selection import candidate_pairs, select_random
+from labeling.queue.selection import candidate_pairs, select_random
 from storage.generations import NewGeneration, add_generations, list_generations
 from storage.metrics import read_metrics
 from storage.pairs import add_pairs, list_pairs

@@ -1,15 +1,15 @@
-"""What only admins read in the Data tab (app/references_panel.py, app/project_panel.py): the prompts' references
-(the verifiable answers: an annotator who saw one would label with it) and the folders on this machine (each policy
-version's, the reward base, the model a project started from). An annotator reads how many references there are and
-the versions' names; without --auth everyone administers. Handlers are called with a Store and a request, as the Data
-tab's refresh calls them."""
+"""What only admins read in the Data tab (app/data/references_panel.py, app/data/project_panel.py): the prompts'
+references (the verifiable answers: an annotator who saw one would label with it) and the folders on this machine (each
+policy version's, the reward base, the model a project started from). An annotator reads how many references there are
+and the versions' names; without --auth everyone administers. Handlers are called with a Store and a request, as the
+Data tab's refresh calls them."""
 
 from types import SimpleNamespace
 
 from app.auth import Users
 from app.context import Studio
-from app.project_panel import show_project
-from app.references_panel import show_references
+from app.data.project_panel import show_project
+from app.data.references_panel import show_references
 from storage.policies import add_policy
 from storage.prompts import NewPrompt, add_prompts
 from storage.settings import REWARD_BASE_SETTING, set_setting

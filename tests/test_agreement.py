@@ -4,8 +4,14 @@ import uuid
 
 import pytest
 
-from labeling.agreement import agreement_summary, annotator_stats, cohen_kappa, pairwise_agreement, percent_agreement
-from labeling.annotation import next_pair, submit_label, update_queue_settings
+from labeling.queue.annotation import next_pair, submit_label, update_queue_settings
+from labeling.stats.agreement import (
+    agreement_summary,
+    annotator_stats,
+    cohen_kappa,
+    pairwise_agreement,
+    percent_agreement,
+)
 from storage.types import Outcome
 from storage.votes import Vote, current_votes
 

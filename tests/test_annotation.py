@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from labeling.annotation import (
+from labeling.queue.annotation import (
     Choice,
     check_annotator,
     next_pair,

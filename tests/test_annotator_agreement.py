@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from labeling.annotation import update_queue_settings
+from labeling.queue.annotation import update_queue_settings
 from storage.jobs import create_job
 from storage.metrics import read_metrics
 from storage.reward_models import add_reward_model

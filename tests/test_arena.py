@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from labeling.annotation import next_pair, update_queue_settings
-from labeling.arena import vote_arena
-from labeling.winrate import winrate_report
+from labeling.queue.annotation import next_pair, update_queue_settings
+from labeling.versions.arena import vote_arena
+from labeling.versions.winrate import winrate_report
 from storage.arena import (
     ARENA_SOURCE,
     arena_answers,
@@ -139,7 +139,7 @@ def test_refusals_are_one_line_and_store_nothing(demo_store, serve_studio):
 FOUR_USERS = """
 import json, sys, threading, time, uuid
 from gradio_client import Client
-from app.server import serve
+from app.door.server import serve
 from storage import Store
 blocks = serve(Store(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), block=False)
 votes, errors = {}, []

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from app.cli import main
-from labeling.arithmetic import INSTRUCTION, arithmetic_task
+from app.commands.cli import main
+from labeling.transfer.arithmetic import INSTRUCTION, arithmetic_task
 from storage import Store
 from storage.errors import InvalidInput
 from storage.prompts import list_prompts

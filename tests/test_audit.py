@@ -17,11 +17,13 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app import data_tab, label_tab, train_tab
 from app.audit import HEADERS
 from app.auth import Users
-from app.cli import record_terminal_action
+from app.commands.cli import record_terminal_action
 from app.context import Studio
+from app.data import data_tab
+from app.label import label_tab
+from app.train import train_tab
 from bench.studio_driver import hashed_auth_file
 from storage import jobs as job_rows
 from storage.audit import MAX_TEXT, AuditAction, list_actions, record_action

@@ -65,7 +65,7 @@ BAD = [
 def studio(tmp_path_factory):
     """A studio on a store with training prompts and a policy; yields (store, client, started). Jobs it starts are
     recorded in `started` and written to the store, but no worker is launched."""
-    import app.train_tab
+    import app.train.train_tab
 
     store = Store(tmp_path_factory.mktemp("bad-config") / "studio.db")
     add_prompts(store, [f"Review {i}: the film" for i in range(PROMPTS)])
@@ -77,7 +77,7 @@ def studio(tmp_path_factory):
         return job_rows.create_job(store, kind, config)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(app.train_tab, "start_job", start_without_worker)
+        patch.setattr(app.train.train_tab, "start_job", start_without_worker)
         blocks = launch_studio(store)
         yield store, Client(blocks.local_url, verbose=False), started
         blocks.close()

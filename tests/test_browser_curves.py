@@ -18,11 +18,11 @@ import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
-from app.charts import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
-from app.curves_tab import with_win_rates
-from labeling.conversations import conversation_text
-from labeling.synthetic import OracleAnnotator
-from labeling.winrate import winrate_report
+from app.curves.charts import PPO_PANELS, REWARD_PANELS, ROUND_PANELS
+from app.curves.curves_tab import with_win_rates
+from labeling.queue.synthetic import OracleAnnotator
+from labeling.transfer.conversations import conversation_text
+from labeling.versions.winrate import winrate_report
 from storage import jobs as job_rows
 from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, eval_samples
 from storage.job_warnings import list_warnings

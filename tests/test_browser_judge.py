@@ -5,7 +5,7 @@ changes it. Fails, never skips, when Chromium is missing."""
 import pytest
 from playwright.sync_api import expect
 
-from app.label_suggestions import SuggestionTiming, set_timing, timing
+from app.label.label_suggestions import SuggestionTiming, set_timing, timing
 from storage.judge_verdicts import NewVerdict, add_verdicts
 from storage.types import Outcome
 

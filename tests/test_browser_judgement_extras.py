@@ -7,7 +7,7 @@ Chromium is missing."""
 import pytest
 from playwright.sync_api import expect
 
-from labeling.notes import update_note_modes
+from labeling.queue.notes import update_note_modes
 from storage.labels import list_labels, training_labels
 from storage.notes import list_notes
 from storage.rankings import ranking_verdicts

@@ -7,9 +7,9 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from app import label_screen, label_tab
+from app.label import label_screen, label_tab
 from bench.studio_driver import hashed_auth_file
-from labeling.conversations import conversation_text
+from labeling.transfer.conversations import conversation_text
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import get_pair

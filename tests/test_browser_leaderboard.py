@@ -6,8 +6,8 @@ import pytest
 from gradio_client import Client
 from playwright.sync_api import expect
 
-from labeling.synthetic import OracleAnnotator
-from labeling.winrate import winrate_report
+from labeling.queue.synthetic import OracleAnnotator
+from labeling.versions.winrate import winrate_report
 from storage.policies import get_policy
 from tests.winrate_helpers import by_version, versions
 from trainers.loop.config import LoopConfig

@@ -5,7 +5,7 @@ the login page (the clock is driven by hand). Fails, never skips, when Chromium 
 import pytest
 from playwright.sync_api import expect
 
-from app import sessions
+from app.door import sessions
 from bench.studio_driver import hashed_auth_file
 from tests.helpers import FakeTime
 

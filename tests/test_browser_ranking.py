@@ -1,4 +1,4 @@
-"""The Label tab's ranking panel in a real browser (app/ranking_panel.py): 4 answers ranked with the keys, two of
+"""The Label tab's ranking panel in a real browser (app/label/ranking_panel.py): 4 answers ranked with the keys, two of
 them tied, the verdict undone and sent again; a loop's ranking served next to a newcomer who has just voted on a pair
 (and again after a reload), ranked with the keys, then the pair queue back; and the ranking API through
 gradio_client."""
@@ -9,7 +9,7 @@ import pytest
 from gradio_client import Client
 from playwright.sync_api import expect
 
-from labeling.annotation import update_queue_settings
+from labeling.queue.annotation import update_queue_settings
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.rankings import ranking_verdicts

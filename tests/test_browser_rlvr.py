@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from app import train_tab
+from app.train import train_tab
 from storage import jobs as job_rows
 
 pytestmark = pytest.mark.browser

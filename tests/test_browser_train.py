@@ -8,7 +8,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from app.charts import GRPO_PANELS
+from app.curves.charts import GRPO_PANELS
 from storage import jobs as job_rows
 from storage.metrics import read_metrics
 from storage.policies import list_policies

@@ -1,4 +1,4 @@
-"""Charts of the Curves tab (app.charts): smoothing, downsampling, one color per round, reference lines, and a
+"""Charts of the Curves tab (app.curves.charts): smoothing, downsampling, one color per round, reference lines, and a
 one-point round drawn as a dot."""
 
 import json
@@ -7,7 +7,7 @@ import pytest
 
 
 def test_figures_smooth_downsample_and_color_by_round():
-    from app.charts import (
+    from app.curves.charts import (
         PANEL_POINTS,
         align_rounds,
         optimiser_figure,
@@ -48,7 +48,7 @@ def test_figures_smooth_downsample_and_color_by_round():
 
 
 def test_the_rounds_win_rates_carry_their_intervals_as_error_bars():
-    from app.charts import ROUND_PANELS, rounds_figure
+    from app.curves.charts import ROUND_PANELS, rounds_figure
 
     rounds = [{"round": 1, "summary": {"winrate": 0.6, "winrate_low": 0.4, "winrate_high": 0.75}},
               {"round": 2, "summary": {"winrate": 0.7, "winrate_low": 0.5, "winrate_high": 0.85, "lc_winrate": 0.65,
@@ -65,7 +65,7 @@ def test_the_rounds_win_rates_carry_their_intervals_as_error_bars():
 
 def test_a_round_of_one_point_is_a_dot():
     """A short reward training logs once per round: a one-point line would draw nothing, so it is a marker."""
-    from app.charts import align_rounds, reward_figure, round_color, segments
+    from app.curves.charts import align_rounds, reward_figure, round_color, segments
     from storage.curves import Series
 
     loss = segments(Series("reward/loss", [10, 20, 21], [0.7, 0.6, 0.5], [1, 2, 2]))
@@ -78,7 +78,7 @@ def test_a_round_of_one_point_is_a_dot():
 
 
 def test_each_reward_function_gets_a_mean_and_a_pass_rate_panel():
-    from app.charts import GRPO_PANELS, optimiser_figure, segments
+    from app.curves.charts import GRPO_PANELS, optimiser_figure, segments
     from storage.curves import Series
     from trainers.policy.config import Algorithm
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from labeling.check_pairs import (
+from labeling.queue.check_pairs import (
     CheckPair,
     agreement,
     agreement_by_round,
@@ -12,7 +12,7 @@ from labeling.check_pairs import (
     interleave,
     most_confident,
 )
-from labeling.selection import Candidate
+from labeling.queue.selection import Candidate
 from storage.check_pairs import CheckVote
 from storage.pairs import NewPair
 from storage.types import Generation, Outcome, Selector

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import SUBCOMMANDS
+from app.commands.cli import SUBCOMMANDS
 from bench.studio_driver import free_port
 from storage.errors import Conflict, InvalidInput
 
@@ -33,7 +33,7 @@ def test_help_lists_every_subcommand():
 def test_building_every_subcommands_parser_loads_neither_torch_nor_gradio():
     """Every `python app.py ...` builds all the subcommands' parsers first: none may load torch, transformers or Gradio,
     or each command (and each of the tests' ~400 subprocesses) pays seconds before it starts."""
-    probe = ("import sys\nfrom app.cli import build_parser\nbuild_parser()\n"
+    probe = ("import sys\nfrom app.commands.cli import build_parser\nbuild_parser()\n"
              "print(' '.join(m for m in ('torch', 'transformers', 'gradio') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -42,7 +42,7 @@ def test_building_every_subcommands_parser_loads_neither_torch_nor_gradio():
 
 
 def test_export_models_quant_choices_are_the_gguf_writers():
-    from trainers.entry.export_model_cli import QUANT_NAMES
+    from app.commands.export_model_cli import QUANT_NAMES
     from trainers.export.gguf_file import QUANTS
 
     assert sorted(QUANT_NAMES) == sorted(QUANTS)
@@ -140,7 +140,7 @@ def test_serve_bad_options(tmp_path, args, message):
 def test_serve_option_errors_say_what_is_wrong_with_the_option():
     """A taken port conflicts with what runs on the machine, a bad port or upload cap is a bad value; neither is the
     store being unavailable."""
-    from app.server import check_port, check_upload_cap
+    from app.door.server import check_port, check_upload_cap
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

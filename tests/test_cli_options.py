@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from app.commands import loop_cli, ppo_cli, reward_cli
 from storage import InvalidInput
-from trainers.entry import loop_cli, ppo_cli, reward_cli
 from trainers.entry.options import add_options, given_options
 from trainers.loop.config import LoopConfig
 from trainers.policy.config import PolicyConfig, PolicyRun

@@ -1,5 +1,5 @@
-"""Settings from the browser or the API never name code to run (app/code_names.py): every path that starts a job with
-settings (the Train tab's buttons, Run SFT, `/start_loop`, `/start_sft`) refuses a `module:function` name in any
+"""Settings from the browser or the API never name code to run (app/train/code_names.py): every path that starts a job
+with settings (the Train tab's buttons, Run SFT, `/start_loop`, `/start_sft`) refuses a `module:function` name in any
 setting, in one line, before a job row is written; the studio's own values (the default oracle, the served judge)
 pass. Handlers are called with a Store as tests/test_sft_action.py does (no server, no worker)."""
 
@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import sft_action, train_form, train_tab
 from app.auth import Users
-from app.code_names import names_code
 from app.context import Studio
+from app.train import sft_action, train_form, train_tab
+from app.train.code_names import names_code
 from storage import jobs as job_rows
 from storage.demonstrations import NewDemonstration, add_demonstration
 from storage.prompts import list_prompts
@@ -45,7 +45,7 @@ def studio(store, monkeypatch):
     return studio
 
 
-@pytest.mark.parametrize("text", ["os:system", "builtins:eval", "labeling.synthetic:other", " os : system ",
+@pytest.mark.parametrize("text", ["os:system", "builtins:eval", "labeling.queue.synthetic:other", " os : system ",
                                   "/tmp/evil.py:run", "pkg.mod:Class.method", "ada:lovelace"])
 def test_a_module_function_name_names_code(text):
     assert names_code(text)

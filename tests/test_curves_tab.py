@@ -1,4 +1,4 @@
-"""The Curves tab (app/curves_tab.py): round tagging of metric series, warnings, exports, the handlers that fill
+"""The Curves tab (app/curves/curves_tab.py): round tagging of metric series, warnings, exports, the handlers that fill
 the tab (called directly, and on every opening of a tab), and the /metrics API via gradio_client. The Samples tab's
 tests are in test_samples_tab.py.
 
@@ -46,7 +46,7 @@ def test_prefix_is_a_prefix_not_a_pattern(store):
 
 def test_points_in_no_finished_round_are_named_by_the_job_state(store):
     from app.context import Studio
-    from app.curves_tab import IN_PROGRESS, load_curves
+    from app.curves.curves_tab import IN_PROGRESS, load_curves
 
     run = fill_synthetic_run(store, rounds=1, reward_steps=4, policy_iterations=3, in_progress=True)
     curves = load_curves(Studio(store), run["job_id"])
@@ -62,7 +62,7 @@ def test_points_in_no_finished_round_are_named_by_the_job_state(store):
 
 
 def test_steps_count_from_the_start_of_each_round(store, run):
-    from app.charts import align_rounds, segments
+    from app.curves.charts import align_rounds, segments
     from storage.curves import Series
 
     loss = metric_series(store, run["job_id"], names=["reward/loss"])["reward/loss"]
@@ -80,7 +80,7 @@ def test_steps_count_from_the_start_of_each_round(store, run):
 
 def test_curves_selection_and_exports(store, run):
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves, warnings_html, write_exports
+    from app.curves.curves_tab import ALL, findings, load_curves, warnings_html, write_exports
 
     curves = load_curves(Studio(store), run["job_id"])
     assert curves.points == 3 * (12 + 12 + 3 + 3) + 3 * 20 * 12
@@ -105,9 +105,9 @@ def test_curves_selection_and_exports(store, run):
 def test_a_grpo_job_has_its_own_panels_and_its_warnings(store):
     import json
 
-    from app.charts import GRPO_PANELS
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves, show_charts, write_exports
+    from app.curves.charts import GRPO_PANELS
+    from app.curves.curves_tab import ALL, findings, load_curves, show_charts, write_exports
 
     run = fill_synthetic_run(store, rounds=2, reward_steps=4, policy_iterations=5, algorithm="grpo")
     curves = load_curves(Studio(store), run["job_id"])
@@ -133,9 +133,9 @@ def test_a_grpo_job_has_its_own_panels_and_its_warnings(store):
 def test_a_dpo_job_has_its_own_panels_and_its_sampled_kl_feeds_the_warnings(store):
     import json
 
-    from app.charts import DPO_PANELS
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves, show_charts
+    from app.curves.charts import DPO_PANELS
+    from app.curves.curves_tab import ALL, findings, load_curves, show_charts
 
     job_id = job_rows.create_job(store, "dpo", {"settings": {}})
     for step in range(1, 41):  # each step's loss and margins; the policy's samples measured every 4th step
@@ -161,9 +161,9 @@ def test_a_dpo_job_has_its_own_panels_and_its_sampled_kl_feeds_the_warnings(stor
 def test_an_sft_job_has_its_own_panels_and_exports_and_no_policy_rules(store):
     import json
 
-    from app.charts import SFT_PANELS
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves, show_charts, write_exports
+    from app.curves.charts import SFT_PANELS
+    from app.curves.curves_tab import ALL, findings, load_curves, show_charts, write_exports
 
     fill_synthetic_run(store, rounds=2)  # the store's rounds: the rules that read them are a loop's, not SFT's
     job_id = job_rows.create_job(store, "sft", {"settings": {}})
@@ -198,7 +198,7 @@ def test_an_sft_job_has_its_own_panels_and_exports_and_no_policy_rules(store):
 
 def test_warning_shows_in_plain_words_and_escaped(store):
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves, warnings_html
+    from app.curves.curves_tab import ALL, findings, load_curves, warnings_html
 
     job_id = job_rows.create_job(store, "ppo", {})
     for step in range(1, 41):
@@ -212,7 +212,7 @@ def test_warning_shows_in_plain_words_and_escaped(store):
 
 def test_a_loops_warnings_are_the_ones_it_recorded_and_a_job_run_alone_gets_the_whole_job_rules(store):
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves
+    from app.curves.curves_tab import ALL, findings, load_curves
     from storage.job_warnings import record_warnings
     from storage.types import JobWarning
 
@@ -233,7 +233,7 @@ def test_a_loops_warnings_are_the_ones_it_recorded_and_a_job_run_alone_gets_the_
 
 def test_recorded_warnings_show_with_their_round_and_step(store, run):
     from app.context import Studio
-    from app.curves_tab import ALL, findings, load_curves, warnings_html
+    from app.curves.curves_tab import ALL, findings, load_curves, warnings_html
     from storage.job_warnings import record_warnings
     from storage.types import JobWarning
 
@@ -251,7 +251,7 @@ def test_a_loop_jobs_rounds_charts_show_its_own_rounds_and_say_the_others_are_le
     import json
 
     from app.context import Studio
-    from app.curves_tab import ALL, DEFAULT_SMOOTHING, load_curves, show_charts, write_exports
+    from app.curves.curves_tab import ALL, DEFAULT_SMOOTHING, load_curves, show_charts, write_exports
     from storage.policies import add_policy
     from storage.rounds import add_round
 
@@ -289,7 +289,7 @@ def test_opening_the_curves_tab_shows_the_jobs_of_now(store):
     """What the tab shows when it opens (page load or the tab selected later): the newest job unless one was picked
     by hand, so a job that started after the page loaded shows without a reload."""
     from app.context import Studio
-    from app.curves_tab import ALL, DEFAULT_SMOOTHING, pick_job, show_jobs
+    from app.curves.curves_tab import ALL, DEFAULT_SMOOTHING, pick_job, show_jobs
 
     studio = Studio(store)
     empty = show_jobs(studio, None, ALL, DEFAULT_SMOOTHING)
@@ -309,7 +309,7 @@ def test_opening_the_curves_tab_shows_the_jobs_of_now(store):
 
 def test_the_curves_tab_opens_on_the_newest_job_with_data_not_a_cancelled_empty_one(store):
     from app.context import Studio
-    from app.curves_tab import ALL, DEFAULT_SMOOTHING, show_jobs
+    from app.curves.curves_tab import ALL, DEFAULT_SMOOTHING, show_jobs
 
     studio = Studio(store)
     run = fill_synthetic_run(store, rounds=1, reward_steps=2, policy_iterations=2)
@@ -323,7 +323,7 @@ def test_the_curves_tab_opens_on_the_newest_job_with_data_not_a_cancelled_empty_
 def test_tabs_that_list_jobs_or_samples_refresh_each_time_they_are_opened(store):
     import gradio as gr
 
-    from app.ui import build_app
+    from app.door.ui import build_app
 
     blocks = build_app(store)
     tabs = {block_id: block.label for block_id, block in blocks.blocks.items() if isinstance(block, gr.Tab)}
@@ -344,7 +344,7 @@ def test_the_metrics_handler(store, run):
     import gradio as gr
 
     from app.context import Studio
-    from app.curves_tab import api_metrics
+    from app.curves.curves_tab import api_metrics
 
     rows = api_metrics(Studio(store), run["job_id"], ["ppo/kl", " "], None)
     assert len(rows) == 60 and {r["name"] for r in rows} == {"ppo/kl"}

@@ -1,7 +1,7 @@
-"""Data files are read in bounded memory whatever their compression (`labeling.lines`, `labeling.columnar`): a 300 MB
-line inside a `.jsonl.gz` of a few hundred KB is refused (or skipped with skip_invalid) while the importing process
-grows by well under 150 MB, for prompts and preferences alike; a Parquet file whose one value decodes to 300 MB is
-decoded in a child process of capped memory and refused in one line. Damaged Parquet files are one line too, and
+"""Data files are read in bounded memory whatever their compression (`labeling.files.lines`, `labeling.files.columnar`):
+a 300 MB line inside a `.jsonl.gz` of a few hundred KB is refused (or skipped with skip_invalid) while the importing
+process grows by well under 150 MB, for prompts and preferences alike; a Parquet file whose one value decodes to 300 MB
+is decoded in a child process of capped memory and refused in one line. Damaged Parquet files are one line too, and
 Parquet rows are called `row N`. A lone surrogate escaped in JSON (`"\\ud800"`) is a bad row naming its field, for
 every import command (exit 2, nothing stored). Memory grown is a fresh subprocess's peak RSS during the import
 (VmHWM, reset through /proc/self/clear_refs) over its RSS before it (psutil)."""
@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from labeling.importing import import_prompt_file
-from labeling.lines import MAX_LINE_BYTES, UnreadableRow, json_value
-from labeling.preference_import import import_preference_file
+from labeling.files.lines import MAX_LINE_BYTES, UnreadableRow, json_value
+from labeling.transfer.importing import import_prompt_file
+from labeling.transfer.preference_import import import_preference_file
 from storage import InvalidInput, Store
 from storage.labels import list_labels
 from storage.prompts import list_prompts
@@ -31,8 +31,8 @@ GOOD_ROW = {"prompt": "Review the film.", "chosen": "A fine film.", "rejected": 
 IMPORT_AND_MEASURE = """
 import json, sys
 import psutil
-from labeling.importing import import_prompt_file
-from labeling.preference_import import import_preference_file
+from labeling.transfer.importing import import_prompt_file
+from labeling.transfer.preference_import import import_preference_file
 from storage import InvalidInput, Store
 
 
@@ -93,7 +93,7 @@ def test_a_300_mb_line_in_a_small_gz_is_refused_without_being_held(tmp_path, kin
 
 
 def test_a_line_at_the_limit_is_read_and_the_next_line_after_a_long_one_is_not_lost(tmp_path, store):
-    from labeling.lines import bounded_lines
+    from labeling.files.lines import bounded_lines
 
     path = tmp_path / "lines.jsonl"
     path.write_bytes(b"a" * MAX_LINE_BYTES + b"\n" + b"b" * (MAX_LINE_BYTES + 1) + b"\nc\n")

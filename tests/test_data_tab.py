@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import data_tab
 from app.auth import Users
 from app.context import Studio
+from app.data import data_tab
 from storage.audit import list_actions
 from storage.prompts import count_prompts
 
@@ -41,8 +41,8 @@ def test_imports_exports_and_statistics(store, tmp_path):
 
 
 def test_marking_a_label_gold_names_that_label_and_the_table_counts_the_gold_item_at_once(store, queue_pairs):
-    from app import gold_panel
-    from labeling.annotation import next_pair, submit_label, undo_label
+    from app.data import gold_panel
+    from labeling.queue.annotation import next_pair, submit_label, undo_label
 
     studio = Studio(store)
     [pair_id] = queue_pairs([("p", "good", "bad")])
@@ -69,7 +69,7 @@ def test_without_auth_the_audit_trail_names_the_local_admin_by_their_os_user(sto
 
 
 def test_the_project_section_shows_each_policy_versions_source(demo_store):
-    from app.project_panel import show_project
+    from app.data.project_panel import show_project
 
     shown = show_project(Studio(demo_store), None)
     assert "**SFT policy** (v0)" in shown.project_summary and "100** training prompts and **20** held out" in \
@@ -78,7 +78,7 @@ def test_the_project_section_shows_each_policy_versions_source(demo_store):
 
 
 def test_an_admin_starts_a_project_on_a_model_folder_and_bad_folders_are_one_line(store, tiny_qwen_dir, tmp_path):
-    from app.project_panel import on_start_project, show_project
+    from app.data.project_panel import on_start_project, show_project
 
     studio = Studio(store, USERS)
     assert show_project(studio, OWNER).project_summary.startswith("No project yet")

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, load_dataset
 
-from app.cli import main
-from labeling.demonstration_export import export_demonstrations
-from labeling.demonstration_import import import_demonstration_file
+from app.commands.cli import main
+from labeling.demonstrations.demonstration_export import export_demonstrations
+from labeling.demonstrations.demonstration_import import import_demonstration_file
 from storage import Store
 from storage.demonstrations import count_demonstrations, list_demonstrations
 from storage.errors import InvalidInput

@@ -1,11 +1,16 @@
-"""Demonstrations written in the Label tab's code path (labeling/demonstrations.py): from nothing or edited from the
-side shown, checked as every text, with the time spent; with record_preferences the answer is preferred to each
-response by `edits:<author>` labels (never queued), which undo takes back with the demonstration."""
+"""Demonstrations written in the Label tab's code path (labeling/demonstrations/demonstrations.py): from nothing or
+edited from the side shown, checked as every text, with the time spent; with record_preferences the answer is preferred
+to each response by `edits:<author>` labels (never queued), which undo takes back with the demonstration."""
 
 import pytest
 
-from labeling.annotation import next_pair
-from labeling.demonstrations import records_preferences, shown_texts, undo_demonstration, write_demonstration
+from labeling.demonstrations.demonstrations import (
+    records_preferences,
+    shown_texts,
+    undo_demonstration,
+    write_demonstration,
+)
+from labeling.queue.annotation import next_pair
 from storage.demonstrations import list_demonstrations
 from storage.errors import Conflict, InvalidInput
 from storage.labels import list_labels, training_labels

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
+from app.commands.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

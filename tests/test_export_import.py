@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
 
-from labeling.annotation import next_pair, submit_label
-from labeling.export import export_labels
-from labeling.preference_import import import_preference_file
+from labeling.queue.annotation import next_pair, submit_label
+from labeling.transfer.export import export_labels
+from labeling.transfer.preference_import import import_preference_file
 from storage.errors import InvalidInput
 from storage.labels import list_labels
 from storage.pairs import list_pairs
@@ -179,7 +179,7 @@ def test_export_cli_bad_input_exits_2_with_one_line_and_creates_nothing(tmp_path
 
 
 def test_the_export_cli_module_does_not_import_torch():
-    code = "import sys, labeling.export_cli; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, app.commands.export_cli; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
 
 

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.cli import main
+from app.commands.cli import main
 from storage import Store
 from storage.policies import add_policy, list_policies
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import export_panel
 from app.auth import Users
 from app.context import Studio
+from app.versions import export_panel
 from storage import jobs as job_rows
 from storage.audit import list_actions
 from tests.helpers import workerless_studio

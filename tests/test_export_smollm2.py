@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.cli import main
+from app.commands.cli import main
 from trainers.models.gguf import convert_gguf
 
 HELDOUT = ["What is the capital of France?", "Write a haiku about rain.", "Explain photosynthesis to a child.",

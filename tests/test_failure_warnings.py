@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bench.failure_warnings import run_arm
-from labeling.synthetic import OracleAnnotator
+from labeling.queue.synthetic import OracleAnnotator
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.job_warnings import list_warnings

@@ -248,7 +248,7 @@ def without_root_write_override() -> None:
 
 def test_a_read_only_store_refuses_votes_clearly_and_still_serves_reads(store, queue_pairs):
     first, second = queue_pairs([("p1", "a", "b"), ("p2", "c", "d")])
-    from labeling.annotation import next_pair, submit_label
+    from labeling.queue.annotation import next_pair, submit_label
 
     next_pair(store, "alice")
     kept = submit_label(store, "alice", first, "left", "vote-kept")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from app.cli import main
+from app.commands.cli import main
 from bench.tiny_models import folder_digest
 from storage import Store
 from storage.policies import list_policies

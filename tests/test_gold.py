@@ -1,7 +1,8 @@
-"""Gold items (storage/gold.py, storage/gold_items.py, labeling/gold.py, labeling/gold_queue.py, app/gold_panel.py):
-imported gold pairs served to every annotator among their others, looking the same; per-annotator accuracy that
-tells an annotator following the demo's lexicon from one voting at random, through the API and in `status`; gold
-never trains nor counts toward a round; flagged annotators' labels left out of training and back in when lifted."""
+"""Gold items (storage/gold.py, storage/gold_items.py, labeling/gold/gold.py, labeling/queue/gold_queue.py,
+app/data/gold_panel.py): imported gold pairs served to every annotator among their others, looking the same;
+per-annotator accuracy that tells an annotator following the demo's lexicon from one voting at random, through the API
+and in `status`; gold never trains nor counts toward a round; flagged annotators' labels left out of training and back
+in when lifted."""
 
 import json
 import random
@@ -14,8 +15,8 @@ import pytest
 from gradio_client import Client
 
 from assets.lexicon import sentiment_score
-from labeling.annotation import next_pair, submit_label, update_queue_settings
-from labeling.gold import gold_scores, import_gold_file, lift_flag, mark_gold, update_gold_settings
+from labeling.gold.gold import gold_scores, import_gold_file, lift_flag, mark_gold, update_gold_settings
+from labeling.queue.annotation import next_pair, submit_label, update_queue_settings
 from storage.errors import Conflict, InvalidInput
 from storage.labels import list_labels, training_labels
 from storage.rounds import round_label_count
@@ -143,7 +144,7 @@ def test_through_the_api_and_status_a_lexicon_annotator_and_a_random_one_are_tol
 
 
 def test_a_flagged_annotators_rankings_are_left_out_of_training_too(store, queue_pairs, tmp_path):
-    from labeling.ranking import next_ranking, ranking_comparison_pairs, submit_ranking
+    from labeling.queue.ranking import next_ranking, ranking_comparison_pairs, submit_ranking
     from tests.test_rankings import queue_rankings
     from trainers.jobs.reward_job import load_examples
 

@@ -1,5 +1,5 @@
-"""Gold rankings (storage/gold_rankings.py, labeling/gold_rankings.py, labeling/gold_queue.py): rankings in the
-`export --format rankings` format imported as gold, served to every annotator among their rankings every
+"""Gold rankings (storage/gold_rankings.py, labeling/gold/gold_rankings.py, labeling/queue/gold_queue.py): rankings in
+the `export --format rankings` format imported as gold, served to every annotator among their rankings every
 `gold_every`-th, scored by the share of the gold order's strict comparisons the annotator ordered the same way; an
 annotator following the demo's lexicon and one ranking at random told apart through the API and `status`; gold
 rankings never train nor count toward a round; a bad row refused in one line naming it, nothing stored."""
@@ -15,10 +15,10 @@ import pytest
 from gradio_client import Client
 
 from assets.lexicon import sentiment_score
-from labeling.annotation import update_queue_settings
-from labeling.export import export_labels
-from labeling.gold import gold_scores, import_gold_file, lift_flag, mark_gold_ranking, update_gold_settings
-from labeling.ranking import LETTERS, next_ranking, ranking_comparison_pairs, submit_ranking
+from labeling.gold.gold import gold_scores, import_gold_file, lift_flag, mark_gold_ranking, update_gold_settings
+from labeling.queue.annotation import update_queue_settings
+from labeling.queue.ranking import LETTERS, next_ranking, ranking_comparison_pairs, submit_ranking
+from labeling.transfer.export import export_labels
 from storage.errors import Conflict, InvalidInput
 from storage.gold import count_all_gold, ranking_agreement
 from storage.rankings import ranking_verdicts, round_ranking_count

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from labeling.importing import MAX_PROMPT_CHARS, import_prompt_file, iter_prompts
+from labeling.transfer.importing import MAX_PROMPT_CHARS, import_prompt_file, iter_prompts
 from storage import InvalidInput, Store
 from storage.policies import add_policy
 from storage.prompts import list_prompts
@@ -128,7 +128,7 @@ def test_bad_conversations_name_their_line_and_store_nothing(store, tmp_path, tu
 
 
 def test_prompts_longer_than_the_policy_reads_are_imported_counted_and_named(capsys, tmp_path):
-    from app.cli import main
+    from app.commands.cli import main
 
     db = str(tmp_path / "p.db")
     path = write(tmp_path / "p.txt", "the movie was\n" + "the movie was " * 20 + "\nthe plot was\n")

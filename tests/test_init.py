@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from app.cli import main
-from labeling.annotation import queue_settings
+from app.commands.cli import main
+from labeling.queue.annotation import queue_settings
 from storage import Store
 from storage.policies import list_policies
 from storage.prompts import list_prompts
@@ -174,7 +174,7 @@ def test_a_two_round_loop_on_a_tiny_qwen2_chat_model_feeds_reward_training_and_p
     monkeypatch.setattr("trainers.reward.trainer.tokenize_examples", spy_tokenize)
     monkeypatch.setattr(RewardScorer, "raw_scores", spy_raw_scores)
     monkeypatch.setattr(PPOTrainer, "_score", spy_score)
-    config = {"oracle": "labeling.synthetic:brevity_score", "prompts_per_round": 8, "samples_per_prompt": 2,
+    config = {"oracle": "labeling.queue.synthetic:brevity_score", "prompts_per_round": 8, "samples_per_prompt": 2,
               "queue_reserve": 0, "reward_epochs": 2, "policy_iterations": 2, "policy_batch_size": 4,
               "policy_mini_batches": 2, "policy_epochs": 1, "response_length": 8}
     code, out, err = cli(capsys, "loop", "--db", db, "--rounds", "2", "--labels-per-round", "6", "--annotator",

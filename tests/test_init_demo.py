@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from app.cli import main
+from app.commands.cli import main
 from storage import Store
 from storage.prompts import add_prompts
 

@@ -4,7 +4,7 @@ after, its warnings; and who judged, named."""
 
 import os
 
-from labeling.synthetic import OracleAnnotator
+from labeling.queue.synthetic import OracleAnnotator
 from storage import jobs as job_rows
 from storage.job_warnings import record_warnings
 from storage.metrics import log_metrics

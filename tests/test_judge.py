@@ -1,12 +1,11 @@
-"""The judge (labeling.judge, labeling.judge_endpoint): strict parsing, both orders, confidence, failures counted, an
-OpenAI-compatible endpoint over real HTTP on loopback, and verdicts kept apart from people's labels."""
+"""The judge (labeling.judges.judge, labeling.judges.judge_endpoint): strict parsing, both orders, confidence, failures
+counted, an OpenAI-compatible endpoint over real HTTP on loopback, and verdicts kept apart from people's labels."""
 
 import math
 
 import pytest
 
-from labeling.annotation import next_pair
-from labeling.judge import (
+from labeling.judges.judge import (
     JudgeTemplate,
     OrderAnswer,
     Reply,
@@ -17,7 +16,8 @@ from labeling.judge import (
     parse_verdict,
     read_reply,
 )
-from labeling.judge_endpoint import EndpointClient, completions_url, verdict_probs
+from labeling.judges.judge_endpoint import EndpointClient, completions_url, verdict_probs
+from labeling.queue.annotation import next_pair
 from storage.errors import InvalidInput
 from storage.judge_verdicts import list_verdicts, round_training_verdicts, status_counts
 from storage.labels import training_labels

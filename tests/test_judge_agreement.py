@@ -1,11 +1,11 @@
-"""The judge checked against people (labeling.judge_agreement): agreement and κ with intervals against hand
+"""The judge checked against people (labeling.judges.judge_agreement): agreement and κ with intervals against hand
 computations, per judge and by round, and the failure warning while the judge labels for training."""
 
 import math
 
 import pytest
 
-from labeling.judge_agreement import agreement_of, judge_agreement, store_agreement
+from labeling.judges.judge_agreement import agreement_of, judge_agreement, store_agreement
 from storage.judge_verdicts import NewVerdict, add_verdicts
 from storage.types import Outcome, Selector
 from tests.helpers import label_pairs
@@ -52,9 +52,9 @@ def test_the_judge_is_checked_against_people_and_warned_about_while_it_trains(st
 
 
 def test_status_and_the_data_tab_show_each_judge_beside_people(store, queue_pairs, capsys):
-    from app.cli import main
+    from app.commands.cli import main
     from app.context import Studio
-    from app.judge_panel import judges_view
+    from app.data.judge_panel import judges_view
 
     ids = queue_pairs([(f"p{i}", f"a{i}", f"b{i}") for i in range(4)])
     add_verdicts(store, [NewVerdict(i, "qwen", "ok", F, 1.0, trains=True) for i in ids[:3]]
@@ -73,7 +73,7 @@ def test_status_and_the_data_tab_show_each_judge_beside_people(store, queue_pair
 
 
 def test_a_judges_win_rate_counts_its_verdicts_as_the_judged_versions_results():
-    from labeling.judge_winrate import judge_win_rates, result
+    from labeling.judges.judge_winrate import judge_win_rates, result
 
     assert [result("first", True), result("first", False), result("second", False), result("tie", True)] == \
         [1.0, 0.0, 1.0, 0.5]
@@ -84,8 +84,8 @@ def test_a_judges_win_rate_counts_its_verdicts_as_the_judged_versions_results():
 
 
 def test_verdicts_on_win_rate_pairs_never_train_and_show_beside_peoples_figures(store, tmp_path):
-    from labeling.judge import JudgeTemplate, Reply, judge_queue
-    from labeling.judge_agreement import judge_report_lines
+    from labeling.judges.judge import JudgeTemplate, Reply, judge_queue
+    from labeling.judges.judge_agreement import judge_report_lines
     from storage.generations import NewGeneration, add_generations
     from storage.labels import training_labels
     from storage.pairs import NewPair
@@ -113,11 +113,11 @@ def test_verdicts_on_win_rate_pairs_never_train_and_show_beside_peoples_figures(
 
 
 def test_the_leaderboard_shows_a_judges_win_rate_beside_peoples_and_never_pooled(store, capsys):
-    from app.cli import main
+    from app.commands.cli import main
     from app.context import Studio
-    from app.leaderboard_tab import api_leaderboard, show_leaderboard
-    from labeling.synthetic import OracleAnnotator
-    from labeling.winrate import winrate_report
+    from app.versions.leaderboard_tab import api_leaderboard, show_leaderboard
+    from labeling.queue.synthetic import OracleAnnotator
+    from labeling.versions.winrate import winrate_report
     from storage.policies import get_policy
     from storage.winrate import list_winrate_pairs
     from tests.winrate_helpers import by_version, versions

@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from app.cli import main
-from labeling.judge import JudgeTemplate, Status, judge_queue, parse_verdict
+from app.commands.cli import main
+from labeling.judges.judge import JudgeTemplate, Status, judge_queue, parse_verdict
 from storage import Store
 from storage.judge_verdicts import list_verdicts
 from tests.judge_server import JudgeServer, prefers_word

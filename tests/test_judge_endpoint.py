@@ -1,16 +1,16 @@
-"""The endpoint judge's HTTP (labeling.judge_endpoint, labeling.judge_http) against hostile servers on loopback: a
-redirect is never followed (the key goes to no other port, no verdict is stored), a drip-fed answer fails within the
-timeout, and an answer over the cap is refused in one line with memory bounded."""
+"""The endpoint judge's HTTP (labeling.judges.judge_endpoint, labeling.judges.judge_http) against hostile servers on
+loopback: a redirect is never followed (the key goes to no other port, no verdict is stored), a drip-fed answer fails
+within the timeout, and an answer over the cap is refused in one line with memory bounded."""
 
 import time
 import tracemalloc
 
 import pytest
 
-from app.cli import main
-from labeling.judge import Status
-from labeling.judge_endpoint import EndpointClient
-from labeling.judge_http import EndpointRefused
+from app.commands.cli import main
+from labeling.judges.judge import Status
+from labeling.judges.judge_endpoint import EndpointClient
+from labeling.judges.judge_http import EndpointRefused
 from storage import Store
 from storage.judge_verdicts import list_verdicts
 from tests.judge_server import HostileServer, dripping, redirecting, streaming, verdict_everywhere

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.cli import main
+from app.commands import loop_cli
+from app.commands.cli import main
 from assets.lexicon import sentiment_score
-from labeling.judge_http import EndpointRefused
+from labeling.judges.judge_http import EndpointRefused
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.judge_verdicts import list_verdicts
@@ -18,7 +19,6 @@ from storage.labels import list_labels, training_labels
 from storage.reward_models import list_reward_models
 from storage.rounds import list_rounds
 from tests.judge_server import HostileServer, JudgeServer, dripping, prefers_score, streaming
-from trainers.entry import loop_cli
 from trainers.loop.judging import collect_judge_labels
 
 TINY = {"prompts_per_round": 8, "samples_per_prompt": 3, "queue_reserve": 6, "reward_epochs": 2,

@@ -1,15 +1,15 @@
-"""The Label tab's strength, rationale and ratings (app/judgement_extras.py), called directly with a Store: what goes
-with a vote, what a required note missing does, what the screen clears, and when the note fields
+"""The Label tab's strength, rationale and ratings (app/label/judgement_extras.py), called directly with a Store: what
+goes with a vote, what a required note missing does, what the screen clears, and when the note fields
 show; the ranking panel's rationale."""
 
 import gradio as gr
 import pytest
 from gradio.utils import get_function_params
 
-from app import judgement_extras, label_screen, label_tab, ranking_panel
 from app.context import Studio, bind
-from labeling.annotation import Choice
-from labeling.notes import MAX_RATIONALE_CHARS, update_note_modes
+from app.label import judgement_extras, label_screen, label_tab, ranking_panel
+from labeling.queue.annotation import Choice
+from labeling.queue.notes import MAX_RATIONALE_CHARS, update_note_modes
 from storage.errors import InvalidInput
 from storage.labels import list_labels, training_labels
 from storage.notes import list_notes

@@ -10,7 +10,7 @@ import pytest
 from gradio_client import Client
 
 from bench.studio_driver import hashed_auth_file
-from labeling.annotation import queue_settings
+from labeling.queue.annotation import queue_settings
 from storage.labels import list_labels
 
 N_ANNOTATORS = 8

@@ -1,10 +1,10 @@
-"""The judge's suggestion on the Label tab (app.label_suggestions): after the vote by default, before it when the
+"""The judge's suggestion on the Label tab (app.label.label_suggestions): after the vote by default, before it when the
 project says so, never when it says never; said in the annotator's own screen sides."""
 
-from app import label_screen, label_tab
 from app.context import Studio
-from app.label_suggestions import SuggestionTiming, set_timing
-from labeling.annotation import Choice
+from app.label import label_screen, label_tab
+from app.label.label_suggestions import SuggestionTiming, set_timing
+from labeling.queue.annotation import Choice
 from storage.judge_verdicts import NewVerdict, add_verdicts
 from storage.pairs import get_pair
 from storage.types import Outcome
@@ -58,8 +58,8 @@ def test_the_data_tabs_setting_shows_the_stored_value_whenever_the_section_fills
     import gradio as gr
     import pytest
 
-    from app import judge_panel
     from app.auth import Users
+    from app.data import judge_panel
 
     studio = Studio(store, Users({"alice": "a", "owner": "o"}, frozenset({"owner"})))
     owner, alice = SimpleNamespace(username="owner"), SimpleNamespace(username="alice")

@@ -8,10 +8,10 @@ import gradio as gr
 import pytest
 from gradio.utils import get_function_params
 
-from app import label_screen, label_tab
 from app.auth import Users
 from app.context import Studio, bind
-from labeling.annotation import ShownPair
+from app.label import label_screen, label_tab
+from labeling.queue.annotation import ShownPair
 from storage import jobs as job_rows
 from storage.labels import list_labels
 from storage.pairs import NewPair, get_pair

@@ -5,9 +5,9 @@ from importlib import metadata
 
 import pytest
 
-from app import library_versions
-from app.cli import main
-from app.library_versions import REQUIREMENTS, outdated_libraries
+from app.commands import library_versions
+from app.commands.cli import main
+from app.commands.library_versions import REQUIREMENTS, outdated_libraries
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The login gate of a served studio (`app.sessions`), over HTTP with the clock driven by hand: wrong passwords are
+"""The login gate of a served studio (`app.door.sessions`), over HTTP with the clock driven by hand: wrong passwords are
 throttled per name and per address while other users log in and label undisturbed, unknown names answer like wrong
 passwords, hashing runs off the event loop, idle sessions end, and a changed auth file ends the sessions it should."""
 
@@ -10,8 +10,9 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from app import passwords, sessions
+from app import passwords
 from app.auth import AuthFile, add_user, read_auth_file, write_auth_file
+from app.door import sessions
 from app.passwords import hash_password
 from bench.studio_driver import TEST_SCRYPT_COST, hashed_auth_file
 from storage.errors import InvalidInput

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from labeling.winrate import winrate_report
+from labeling.versions.winrate import winrate_report
 from storage import JobStatus
 from storage import jobs as job_rows
 from storage.generations import eval_samples, list_generations

@@ -8,8 +8,8 @@ import json
 
 import trainers.jobs.dpo_job as dpo_job
 import trainers.jobs.reward_job as reward_job
-from app.cli import main
-from labeling.synthetic import ORACLE_NAME, OracleAnnotator
+from app.commands.cli import main
+from labeling.queue.synthetic import ORACLE_NAME, OracleAnnotator
 from storage import jobs as job_rows
 from storage.judge_verdicts import NewVerdict, add_verdicts
 from storage.labels import list_labels

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 import trainers.loop.rounds as loop_rounds
-from app.cli import main
-from app.status_cli import job_lines
+from app.commands.cli import main
+from app.commands.status_cli import job_lines
 from assets.lexicon import sentiment_score
 from storage import JobStatus
 from storage import jobs as job_rows

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from app.function_scores import function_score_lines, function_scores_html
+from app.versions.function_scores import function_score_lines, function_scores_html
 from storage import jobs as job_rows
 from storage.errors import InvalidInput
 from storage.generations import eval_samples, function_scores

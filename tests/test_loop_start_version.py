@@ -15,7 +15,7 @@ import gradio as gr
 import pytest
 
 from app.auth import Users
-from app.cli import main
+from app.commands.cli import main
 from storage import InvalidInput
 from storage import jobs as job_rows
 from storage.generations import SAMPLE_SOURCE, list_generations
@@ -85,7 +85,7 @@ def test_a_bad_start_version_is_refused_in_one_line_before_any_job(demo_store, t
 
 
 def test_the_api_starts_a_loop_from_a_version_and_refuses_one_the_store_lacks(store, monkeypatch):
-    from app import train_tab
+    from app.train import train_tab
 
     studio = workerless_studio(store, monkeypatch, Users({"owner": "o"}, frozenset({"owner"})))
     owner = SimpleNamespace(username="owner")

@@ -1,4 +1,4 @@
-"""Rationales and 1-7 ratings (labeling/notes.py, storage/notes.py): stored with a pair label or a ranking verdict
+"""Rationales and 1-7 ratings (labeling/queue/notes.py, storage/notes.py): stored with a pair label or a ranking verdict
 through the vote path and the API, checked (limits, settings off/optional/required), listed for the Data tab, and
 exported as columns of soft and rankings."""
 
@@ -7,10 +7,10 @@ import json
 import pytest
 from gradio_client import Client
 
-from labeling.annotation import next_pair, submit_label
-from labeling.export import export_labels
-from labeling.notes import MAX_RATIONALE_CHARS, update_note_modes
-from labeling.ranking import next_ranking, submit_ranking
+from labeling.queue.annotation import next_pair, submit_label
+from labeling.queue.notes import MAX_RATIONALE_CHARS, update_note_modes
+from labeling.queue.ranking import next_ranking, submit_ranking
+from labeling.transfer.export import export_labels
 from storage.errors import InvalidInput
 from storage.labels import list_labels
 from storage.notes import list_notes

@@ -1,9 +1,9 @@
-"""How overlapped labels train (labeling/overlap.py): each label an example, or one per pair by majority."""
+"""How overlapped labels train (labeling/stats/overlap.py): each label an example, or one per pair by majority."""
 
 import pytest
 
-from labeling.annotation import update_queue_settings
-from labeling.overlap import majority_labels, set_overlap_training
+from labeling.queue.annotation import update_queue_settings
+from labeling.stats.overlap import majority_labels, set_overlap_training
 from storage.errors import InvalidInput
 from storage.labels import training_labels
 from storage.types import Outcome

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from app.commands import loop_cli
 from storage import InvalidInput
-from trainers.entry import loop_cli
 from trainers.loop.config import LoopConfig, dpo_settings, policy_settings, reward_settings
 from trainers.loop.phase_settings import FLAT, DPOPhase, PolicyPhase, RewardPhase, SFTPhase
 

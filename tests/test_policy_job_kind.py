@@ -8,7 +8,7 @@ from dataclasses import asdict
 import pytest
 from sqlite_utils import Database
 
-from app import status_cli
+from app.commands import status_cli
 from storage import Store
 from storage.jobs import claim_job, create_job, finish_job, get_job, list_jobs
 from storage.metrics import read_metrics

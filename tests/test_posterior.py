@@ -1,10 +1,10 @@
-"""The last-layer posterior of the reward model (labeling.posterior) against hand computations: the Laplace precision,
-the draws' mean and covariance, the probit predictive and the prior calibrated on validation labels."""
+"""The last-layer posterior of the reward model (labeling.queue.posterior) against hand computations: the Laplace
+precision, the draws' mean and covariance, the probit predictive and the prior calibrated on validation labels."""
 
 import numpy as np
 import pytest
 
-from labeling.posterior import (
+from labeling.queue.posterior import (
     LastLayerPosterior,
     calibrated_prior,
     fisher_weights,

@@ -1,4 +1,4 @@
-"""`python app.py ppo` (trainers/entry/ppo_cli.py): a bad input exits 2 with one line and writes nothing, PPO or
+"""`python app.py ppo` (app/commands/ppo_cli.py): a bad input exits 2 with one line and writes nothing, PPO or
 GRPO; the algorithms and loss norms are offered by name; the settings left out are the loop's. The runs it starts are
 tested in test_policy_job.py."""
 
@@ -48,7 +48,7 @@ def test_cli_offers_the_algorithms_and_loss_norms_by_name(seeded_store, capsys):
 def test_the_ppo_commands_left_out_settings_are_the_loops_which_suit_the_demo():
     import argparse
 
-    from trainers.entry.ppo_cli import add_arguments, run_from_args
+    from app.commands.ppo_cli import add_arguments, run_from_args
     from trainers.loop.config import LoopConfig, policy_settings
 
     parser = argparse.ArgumentParser()

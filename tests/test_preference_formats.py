@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from app import data_tab
 from app.context import Studio
-from app.preferences import import_into_project, policy_has_chat_template
-from labeling.preference_formats import dialogue_turns, preference_from_row, shared_length, split_dialogues
-from labeling.preference_import import LISTED, import_preference_file, iter_preferences
+from app.data import data_tab
+from app.data.preferences import import_into_project, policy_has_chat_template
+from labeling.transfer.preference_formats import dialogue_turns, preference_from_row, shared_length, split_dialogues
+from labeling.transfer.preference_import import LISTED, import_preference_file, iter_preferences
 from storage import InvalidInput
 from storage.labels import list_labels, training_labels
 from storage.pairs import list_pairs
@@ -224,7 +224,7 @@ def test_a_prompt_that_is_no_dialogue_stays_text_under_a_chat_template():
 
 def test_the_chat_template_check_does_not_import_torch(store, tmp_path):
     add_policy(store, str(model_folder(tmp_path / "chat-model", CHAT_TEMPLATE)))
-    code = (f"import sys; from storage import Store; from app.preferences import policy_has_chat_template; "
+    code = (f"import sys; from storage import Store; from app.data.preferences import policy_has_chat_template; "
             f"assert policy_has_chat_template(Store({str(store.path)!r})); assert 'torch' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from app.commands import loop_cli, ppo_cli
 from storage.policies import add_policy
-from trainers.entry import loop_cli, ppo_cli
 from trainers.loop.config import LoopConfig
 from trainers.loop.presets import DEMO, REAL, TINY_PARAMETERS, model_preset, project_preset, real_model_config
 from trainers.models.sizes import model_parameters
@@ -42,8 +42,8 @@ def test_the_size_is_read_from_the_safetensors_headers(tmp_path):
 
 
 def test_the_demo_and_tiny_models_keep_the_demo_settings(demo_store, tiny_llama_dir):
-    from app import train_form
     from app.context import Studio
+    from app.train import train_form
 
     assert project_preset(demo_store).name == DEMO and project_preset(demo_store).config == LoopConfig()
     assert train_form.project_form(Studio(demo_store))[0] == DEMO
@@ -104,8 +104,8 @@ def test_loop_and_ppo_commands_start_from_the_projects_preset_and_say_so(real_st
 
 
 def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
-    from app import train_checks, train_form
     from app.context import Studio
+    from app.train import train_checks, train_form
 
     name, *values, chosen = train_form.project_form(Studio(real_store))
     assert name == REAL and "**real model (LoRA)**" in chosen and "LoRA" in chosen
@@ -124,7 +124,7 @@ def test_the_train_tab_opens_on_the_projects_preset_and_says_why(real_store):
 
 
 def test_the_train_reward_command_takes_the_projects_preset_where_options_are_left_out(real_store):
-    from trainers.entry import reward_cli
+    from app.commands import reward_cli
     from trainers.reward.config import RewardConfig
 
     parser = reward_cli.argparse.ArgumentParser()

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.context import Studio
-from app.references_panel import show_references
-from labeling.importing import import_prompt_file
-from labeling.prompt_export import export_prompts
+from app.data.references_panel import show_references
+from labeling.transfer.importing import import_prompt_file
+from labeling.transfer.prompt_export import export_prompts
 from storage import InvalidInput, Store
 from storage.prompts import count_prompts, list_prompts
 

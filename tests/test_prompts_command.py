@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from app.commands.cli import main
 from storage import Store
 from storage.audit import list_actions
 from storage.generations import list_generations

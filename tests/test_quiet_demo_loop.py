@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from app.context import Studio
-from app.curves_tab import ALL, findings, load_curves
+from app.curves.curves_tab import ALL, findings, load_curves
 from storage import jobs as job_rows
 from storage.job_warnings import list_warnings
 from storage.rounds import list_rounds

@@ -4,9 +4,9 @@ in the pair's place, and once it is sent the pair comes back; the waiting line c
 
 import os
 
-from app import label_screen, label_tab, ranking_panel
 from app.context import Studio
-from labeling.annotation import next_pair
+from app.label import label_screen, label_tab, ranking_panel
+from labeling.queue.annotation import next_pair
 from storage import jobs as job_rows
 from storage.rankings import ranking_verdicts
 from storage.votes import release_reservations

@@ -1,5 +1,5 @@
-"""Rankings of K answers (storage/rankings.py, labeling/ranking.py) and how they train (trainers/reward/data.py, the
-reward job's examples): the notation, every comparison by hand, the queue with reservations, overlap, replays and
+"""Rankings of K answers (storage/rankings.py, labeling/queue/ranking.py) and how they train (trainers/reward/data.py,
+the reward job's examples): the notation, every comparison by hand, the queue with reservations, overlap, replays and
 undo; the 1/C(K,2) loss against a hand computation; a batch sized in pairs' worth of answers (a ranking of K counts
 K/2 pairs); a ranking never split across training and validation, drawn whole by the bootstrap."""
 
@@ -11,9 +11,8 @@ import datasets
 import pytest
 import torch
 
-from labeling.annotation import update_queue_settings
-from labeling.export import export_labels
-from labeling.ranking import (
+from labeling.queue.annotation import update_queue_settings
+from labeling.queue.ranking import (
     comparisons,
     next_ranking,
     order_text,
@@ -22,6 +21,7 @@ from labeling.ranking import (
     submit_ranking,
     undo_ranking,
 )
+from labeling.transfer.export import export_labels
 from storage.errors import Conflict, InvalidInput
 from storage.generations import NewGeneration, add_generations
 from storage.prompts import add_prompts, list_prompts

@@ -1,12 +1,12 @@
-"""Krippendorff's α (labeling/reliability.py) against Krippendorff's own worked example, and over a store's
+"""Krippendorff's α (labeling/stats/reliability.py) against Krippendorff's own worked example, and over a store's
 overlapped pairs and rankings."""
 
 import pytest
 
-from app.cli import main
-from labeling.annotation import update_queue_settings
-from labeling.ranking import next_ranking, submit_ranking
-from labeling.reliability import krippendorff_alpha, label_alpha
+from app.commands.cli import main
+from labeling.queue.annotation import update_queue_settings
+from labeling.queue.ranking import next_ranking, submit_ranking
+from labeling.stats.reliability import krippendorff_alpha, label_alpha
 from storage.types import Outcome
 from tests.helpers import label_pairs
 from tests.test_rankings import queue_rankings

@@ -7,10 +7,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from app import label_tab
 from app.context import Studio
+from app.label import label_tab
 from app.render import markdown_html, panes_html, plain_html, text_html, turns_html
-from labeling.conversations import conversation_text
+from labeling.transfer.conversations import conversation_text
 from storage.settings import set_setting
 
 # Every element and attribute the renderer may produce; anything else fails the audit.

@@ -1,4 +1,4 @@
-"""`python app.py train-reward` (trainers/entry/reward_cli.py): it trains, registers and prints the validation
+"""`python app.py train-reward` (app/commands/reward_cli.py): it trains, registers and prints the validation
 metrics; a bad input fails before any job or store change; stopped by SIGTERM it exits 143 with its resume line,
 which `status` prints too, and `--resume` trains the job again to its end."""
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.commands import reward_cli
 from storage import StudioError
 from storage.jobs import create_job, finish_job, get_job, list_jobs
 from storage.metrics import read_metrics
@@ -20,7 +21,6 @@ from storage.reward_models import list_reward_models
 from storage.types import JobStatus
 from tests.helpers import wait_for
 from tests.reward_helpers import fill_store, snapshot
-from trainers.entry import reward_cli
 from trainers.reward.config import RewardConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")

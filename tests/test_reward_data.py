@@ -6,7 +6,7 @@ last real token whatever the padding, and nothing cut: a pair over the context i
 import pytest
 import torch
 
-from labeling.annotation import undo_label, update_queue_settings
+from labeling.queue.annotation import undo_label, update_queue_settings
 from storage import StudioError
 from storage.pairs import get_pair
 from storage.policies import add_policy

@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, GPT2LMHeadModel
 
-from labeling.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
-from labeling.synthetic import OracleAnnotator
+from labeling.queue.selection import candidate_pairs, disagreement_scores, select_by_disagreement, select_random
+from labeling.queue.synthetic import OracleAnnotator
 from storage import Store, StudioError
 from storage.db import copy_store
 from storage.generations import list_generations

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import reward_form, train_checks, train_form, train_tab
-from app.cli import main
+from app.commands.cli import main
+from app.train import reward_form, train_checks, train_form, train_tab
 from storage import Store
 from storage import jobs as job_rows
 from storage.errors import InvalidInput

@@ -1,6 +1,6 @@
 """A round's summary line (the headless loop's terminal, the job's log), against hand-written lines."""
 
-from labeling.winrate import VersionFigures
+from labeling.versions.winrate import VersionFigures
 from trainers.loop.round_lines import round_line
 
 SUMMARY = {"labels": 30, "reward_val_accuracy": 0.9111111164093018, "score": 0.4234, "kl": 1.2049, "oracle_score": 0.81}

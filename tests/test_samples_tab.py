@@ -1,5 +1,5 @@
-"""The Samples tab (app/samples_tab.py): held-out samples of every policy version side by side, shown literally (a
-conversation prompt as turns), the annotator view, and what the tab shows each time it opens. The store is filled by
+"""The Samples tab (app/versions/samples_tab.py): held-out samples of every policy version side by side, shown literally
+(a conversation prompt as turns), the annotator view, and what the tab shows each time it opens. The store is filled by
 tests.helpers.fill_synthetic_run."""
 
 import pytest
@@ -10,7 +10,7 @@ from tests.helpers import SYNTHETIC_HELDOUT, add_eval_samples, fill_synthetic_ru
 
 
 def test_samples_side_by_side_shown_literally(store):
-    from app.samples_tab import samples_html
+    from app.versions.samples_tab import samples_html
     from storage.generations import eval_samples
     from storage.policies import list_policies
 
@@ -27,8 +27,8 @@ def test_samples_side_by_side_shown_literally(store):
 def test_samples_show_a_conversation_prompt_as_turns(store):
     from app.context import Studio
     from app.render import text_html
-    from app.samples_tab import ALL_PROMPTS, show_samples
-    from labeling.conversations import conversation_text
+    from app.versions.samples_tab import ALL_PROMPTS, show_samples
+    from labeling.transfer.conversations import conversation_text
     from storage.prompts import NewPrompt
 
     run = fill_synthetic_run(store)
@@ -44,7 +44,7 @@ def test_samples_show_a_conversation_prompt_as_turns(store):
 
 def test_annotator_view(store):
     from app.context import Studio
-    from app.samples_tab import annotators_html, rm_agreement_by_annotator
+    from app.versions.samples_tab import annotators_html, rm_agreement_by_annotator
 
     fill_synthetic_run(store)
     studio = Studio(store)
@@ -58,7 +58,7 @@ def test_annotator_view(store):
 
 def test_annotator_view_with_one_annotator(store, queue_pairs):
     from app.context import Studio
-    from app.samples_tab import annotators_html
+    from app.versions.samples_tab import annotators_html
 
     assert "No labels yet" in annotators_html(Studio(store))
     label_pairs(store, "oracle", {queue_pairs([("p", "a", "b")])[0]: Outcome.FIRST})
@@ -67,7 +67,7 @@ def test_annotator_view_with_one_annotator(store, queue_pairs):
 
 def test_opening_the_samples_tab_shows_the_samples_of_now(store):
     from app.context import Studio
-    from app.samples_tab import ALL_PROMPTS, show_samples
+    from app.versions.samples_tab import ALL_PROMPTS, show_samples
 
     studio = Studio(store)
     empty = show_samples(studio, "Name a fruit.")

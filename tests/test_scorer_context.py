@@ -88,7 +88,7 @@ def test_the_selectors_leave_out_a_pair_over_the_context(store, samples, selecto
 
 
 def test_pair_probabilities_are_nan_only_for_the_pairs_over_the_context(store, samples):
-    from labeling.selection import candidate_pairs
+    from labeling.queue.selection import candidate_pairs
 
     generations, prompts = samples
     candidates = candidate_pairs(generations)

@@ -17,10 +17,10 @@ import psutil
 import pytest
 from gradio_client import Client, handle_file
 
-from app import train_form
-from app.cli import build_parser
-from app.limits import MAX_UPLOAD_MB
-from app.server import serve
+from app.commands.cli import build_parser
+from app.door.limits import MAX_UPLOAD_MB
+from app.door.server import serve
+from app.train import train_form
 from bench.studio_driver import free_port, hashed_auth_file
 from storage import jobs as job_rows
 from storage.prompts import count_prompts
@@ -205,7 +205,7 @@ def shown_message_calls(tree: ast.AST):
 def test_every_shown_message_is_a_fixed_text_or_escaped():
     """Gradio renders gr.Error/gr.Warning/gr.Info text as HTML: anything not fixed goes through user_message."""
     unescaped = []
-    for module in sorted((ROOT / "app").glob("*.py")):
+    for module in sorted((ROOT / "app").rglob("*.py")):
         for call in shown_message_calls(ast.parse(module.read_text())):
             text = call.args[0] if call.args else None
             fixed = isinstance(text, ast.Constant) or (isinstance(text, ast.JoinedStr) and

@@ -5,8 +5,8 @@ the features the posterior reads are those the reward model scores."""
 import numpy as np
 import pytest
 
-from labeling.selection import POSTERIOR_SELECTORS, candidate_pairs
-from labeling.synthetic import OracleAnnotator
+from labeling.queue.selection import POSTERIOR_SELECTORS, candidate_pairs
+from labeling.queue.synthetic import OracleAnnotator
 from storage.generations import SAMPLE_SOURCE, list_generations
 from storage.pairs import list_pairs
 from storage.policies import latest_policy

@@ -5,7 +5,7 @@ D-optimal design)."""
 import numpy as np
 import pytest
 
-from labeling.selection import (
+from labeling.queue.selection import (
     Candidate,
     candidate_pairs,
     d_optimal_order,

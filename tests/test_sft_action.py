@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import sft_action, train_form, train_tab
 from app.auth import Users
 from app.context import Studio
+from app.train import sft_action, train_form, train_tab
 from storage import jobs as job_rows
 from storage.audit import list_actions
 from storage.demonstrations import NewDemonstration, add_demonstration

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import job_view, root_action, sft_action
 from app.auth import Users
 from app.context import Studio
+from app.train import job_view, root_action, sft_action
 from storage.audit import list_actions
 from storage.demonstrations import NewDemonstration, add_demonstration
 from storage.job_warnings import list_warnings

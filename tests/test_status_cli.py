@@ -3,7 +3,7 @@ longer says anything); a job stopped early keeps the phase it stopped at, with i
 
 import os
 
-from app.status_cli import job_lines
+from app.commands.status_cli import job_lines
 from storage import jobs as job_rows
 from storage.rounds import add_round
 from storage.types import JobStatus

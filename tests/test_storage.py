@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from labeling.annotation import submit_label, undo_label, update_queue_settings
+from labeling.queue.annotation import submit_label, undo_label, update_queue_settings
 from storage import (
     Conflict,
     InvalidInput,

@@ -1,4 +1,4 @@
-"""Graded preferences (labeling/strength.py): a strength on a left/right verdict stored as the label's margin, the
+"""Graded preferences (labeling/queue/strength.py): a strength on a left/right verdict stored as the label's margin, the
 project's margins (Llama 2's small ones by default), the API's optional `strength`, and the loss they train, by hand."""
 
 import math
@@ -7,8 +7,8 @@ import pytest
 import torch
 from gradio_client import Client
 
-from labeling.annotation import next_pair, submit_label
-from labeling.strength import LLAMA2_LARGE, strength_margins, update_strength_margins
+from labeling.queue.annotation import next_pair, submit_label
+from labeling.queue.strength import LLAMA2_LARGE, strength_margins, update_strength_margins
 from storage.errors import InvalidInput
 from storage.labels import list_labels, training_labels
 from storage.types import Outcome
@@ -87,7 +87,7 @@ def test_the_api_takes_an_optional_strength(store, queue_pairs, serve_studio):
 
 
 def test_a_graded_oracle_grades_by_its_score_difference(store, queue_pairs):
-    from labeling.synthetic import OracleAnnotator
+    from labeling.queue.synthetic import OracleAnnotator
 
     queue_pairs([("p0", "good good good", "bad"), ("p1", "good", "bad"), ("p2", "good", "fine")])
     oracle = OracleAnnotator(lambda text: text.count("good") - text.count("bad"), graded=True)

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from app import train_tab
 from app.auth import Users
-from app.cli import main
-from app.judging import add_serve_judge_arguments, served_judge
+from app.commands.cli import main
+from app.train import train_tab
+from app.train.judging import add_serve_judge_arguments, served_judge
 from storage import jobs as job_rows
 from tests.helpers import workerless_studio
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from assets.lexicon import sentiment_score
-from labeling.annotation import ShownPair
-from labeling.synthetic import OracleAnnotator, load_scorer
+from labeling.queue.annotation import ShownPair
+from labeling.queue.synthetic import OracleAnnotator, load_scorer
 from storage.errors import InvalidInput
 from storage.labels import list_labels
 from storage.pairs import get_pair

@@ -1,6 +1,6 @@
-"""Text a person sends the served studio is Unicode (labeling/text_fields.py): a lone surrogate, which JSON escapes
-(`"\\ud800"`) and a UTF-7 form carry, is refused in one line naming its field, nothing is stored, and no traceback
-reaches the server's log: in every API endpoint's text parameters, inside a JSON object of settings and at the
+"""Text a person sends the served studio is Unicode (labeling/files/text_fields.py): a lone surrogate, which JSON
+escapes (`"\\ud800"`) and a UTF-7 form carry, is refused in one line naming its field, nothing is stored, and no
+traceback reaches the server's log: in every API endpoint's text parameters, inside a JSON object of settings and at the
 login gate."""
 
 import json
@@ -8,7 +8,7 @@ import json
 import httpx
 
 from bench.studio_driver import hashed_auth_file
-from labeling.text_fields import surrogate_field
+from labeling.files.text_fields import surrogate_field
 from storage import jobs as job_rows
 from storage.demonstrations import list_demonstrations
 from storage.labels import list_labels

@@ -3,7 +3,7 @@ per name and per address, a success clearing the name, concurrent attempts, forg
 
 import pytest
 
-from app.throttle import (
+from app.door.throttle import (
     BUSY_RETRY_S,
     FORGET_AFTER_S,
     FREE_FAILURES_PER_ADDRESS,

@@ -44,7 +44,7 @@ def test_no_version_in_an_empty_store(store):
 
 @pytest.mark.parametrize("flag", ["--policy", "--norm-policy"])
 def test_train_reward_names_its_versions_as_vk_and_refuses_an_unknown_one_before_any_job(demo_store, capsys, flag):
-    from app.cli import main
+    from app.commands.cli import main
     from storage.jobs import list_jobs
 
     assert main(["train-reward", "--db", str(demo_store.path), flag, "v7"]) == 2
@@ -54,7 +54,7 @@ def test_train_reward_names_its_versions_as_vk_and_refuses_an_unknown_one_before
 
 
 def test_train_reward_reads_its_versions_into_the_reward_settings(demo_store, capsys, monkeypatch):
-    from app.cli import main
+    from app.commands.cli import main
     from storage.policies import list_policies
     from trainers.jobs import reward_job
 

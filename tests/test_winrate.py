@@ -9,11 +9,11 @@ import math
 import pytest
 
 from app.audit import write_csv
-from app.cli import main
-from labeling.export import export_labels
-from labeling.synthetic import OracleAnnotator
-from labeling.winrate import make_winrate_pairs, place_in_queue, version_names, winrate_report
-from labeling.winrate_stats import win_rate
+from app.commands.cli import main
+from labeling.queue.synthetic import OracleAnnotator
+from labeling.transfer.export import export_labels
+from labeling.versions.winrate import make_winrate_pairs, place_in_queue, version_names, winrate_report
+from labeling.versions.winrate_stats import win_rate
 from storage import InvalidInput, Outcome
 from storage.generations import EVAL_SOURCE, NewGeneration, add_generations, list_generations
 from storage.labels import count_labels, training_labels

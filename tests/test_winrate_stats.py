@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from labeling.winrate_stats import (
+from labeling.versions.winrate_stats import (
     bootstrap_strengths,
     bradley_terry,
     fit_logistic,

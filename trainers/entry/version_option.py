@@ -12,7 +12,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from labeling.winrate import named_version, version_names
+from labeling.versions.winrate import named_version, version_names
 from storage import Store
 from storage.errors import InvalidInput
 from storage.policies import list_policies

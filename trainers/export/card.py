@@ -12,8 +12,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from labeling.synthetic import ORACLE_NAME
-from labeling.winrate import version_names, winrate_report
+from labeling.queue.synthetic import ORACLE_NAME
+from labeling.versions.winrate import version_names, winrate_report
 from storage import Store
 from storage.generations import function_scores
 from storage.job_warnings import list_warnings

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from labeling.winrate import version_names, version_number
+from labeling.versions.winrate import version_names, version_number
 from storage import Store
 from storage.errors import InvalidInput, NotFound
 from storage.policies import list_policies

@@ -3,8 +3,8 @@ with the studio's sampler and the model's chat template, stored as generations o
 `params` naming the job and the answer's place on screen).
 
 Arena jobs run one at a time in id order (a job waits while an earlier one is queued or running, `arena_place`), and
-beside any training job. The job's config (`app.arena_tab` writes it): `prompt_id`, `policies` (the versions in the
-order their answers are shown), `response_length`, `temperature`, `top_p`, `top_k`, `seed`, `user`.
+beside any training job. The job's config (`app.versions.arena_tab` writes it): `prompt_id`, `policies` (the versions in
+the order their answers are shown), `response_length`, `temperature`, `top_p`, `top_k`, `seed`, `user`.
 """
 
 from __future__ import annotations

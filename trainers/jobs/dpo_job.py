@@ -23,9 +23,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from labeling.overlap import training_view
-from labeling.ranking import ranking_comparison_pairs
-from labeling.synthetic import load_scorer
+from labeling.queue.ranking import ranking_comparison_pairs
+from labeling.queue.synthetic import load_scorer
+from labeling.stats.overlap import training_view
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import count_labels, training_labels

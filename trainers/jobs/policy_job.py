@@ -27,7 +27,7 @@ from typing import Callable, TypeVar
 
 import torch
 
-from labeling.synthetic import DEFAULT_ORACLE, load_scorer
+from labeling.queue.synthetic import DEFAULT_ORACLE, load_scorer
 from storage import Store
 from storage.errors import InvalidInput, NotFound
 from storage.policies import get_policy, latest_policy, root_policy

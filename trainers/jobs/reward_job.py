@@ -37,9 +37,9 @@ from typing import Callable
 
 import torch
 
-from labeling.conversations import PromptInput
-from labeling.overlap import training_view
-from labeling.ranking import verdict_comparisons
+from labeling.queue.ranking import verdict_comparisons
+from labeling.stats.overlap import training_view
+from labeling.transfer.conversations import PromptInput
 from storage import Store
 from storage.errors import InvalidInput, NotFound
 from storage.generations import SAMPLE_SOURCE, list_generations

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labeling.winrate import version_names
+from labeling.versions.winrate import version_names
 from storage import Store
 from storage.generations import list_generations
 from storage.job_warnings import record_warnings
@@ -171,7 +171,7 @@ def run_job(store: Store, job: Job) -> None:
 
 def outcome_line(job_id: int, outcome: SFTOutcome, version: str) -> str:
     """What the command prints when the job completes (`version`: the registered policy, as
-    `labeling.winrate.registered_version` names it), and the new-root warning when there is one."""
+    `labeling.versions.winrate.registered_version` names it), and the new-root warning when there is one."""
     line = f"sft job {job_id}: completed, {outcome.steps} steps; {outcome.use}; registered policy {version}"
     return line + (f"\nwarning: {outcome.warning}" if outcome.warning else "")
 

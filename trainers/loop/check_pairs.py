@@ -1,5 +1,5 @@
 """Queue a round's pairs with its check pairs: the newest policy's sample pairs that the current reward model ranks
-most confidently (`labeling.check_pairs` says which, where they go and how agreement is counted).
+most confidently (`labeling.queue.check_pairs` says which, where they go and how agreement is counted).
 
 A candidate pair's P(first better) is the mean over the current (newest) reward model's members of
 `trainers.reward.scorer.pair_probabilities`; a pair with a side too long for the reward model's context (as its
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from labeling.check_pairs import CheckPair, check_count, interleave, most_confident
-from labeling.conversations import PromptInput
-from labeling.selection import candidate_pairs
+from labeling.queue.check_pairs import CheckPair, check_count, interleave, most_confident
+from labeling.queue.selection import candidate_pairs
+from labeling.transfer.conversations import PromptInput
 from storage import Store
 from storage.check_pairs import queue_pairs_with_checks
 from storage.pairs import NewPair, list_pairs

@@ -11,11 +11,11 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replac
 from enum import StrEnum
 from typing import ClassVar
 
-from labeling.check_pairs import DEFAULT_MIN_AGREEMENT
-from labeling.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
-from labeling.synthetic import DEFAULT_ORACLE
-from labeling.text_fields import refuse_surrogates
-from labeling.winrate import version_number
+from labeling.files.text_fields import refuse_surrogates
+from labeling.judges.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S
+from labeling.queue.check_pairs import DEFAULT_MIN_AGREEMENT
+from labeling.queue.synthetic import DEFAULT_ORACLE
+from labeling.versions.winrate import version_number
 from storage.errors import InvalidInput
 from storage.types import ROUND_SELECTORS, Selector
 

@@ -3,8 +3,8 @@ responses of the current policy and writes the one the oracle scores highest (be
 demonstration by `demonstrator` (source `synthetic`). It writes, it does not edit: every demonstration is a response
 the policy can already produce, which SFT then makes likelier. With `shown` it also records each demonstration as
 preferred to the first `shown` other samples (2: a pair, as the Label tab's `demonstration_preferences` records an
-edit over the pair on screen, through the same `labeling.demonstrations.record_preferences_over`; labels by
-`edits:demonstrator`, a sample equal to the demonstration left out).
+edit over the pair on screen, through the same `labeling.demonstrations.demonstrations.record_preferences_over`; labels
+by `edits:demonstrator`, a sample equal to the demonstration left out).
 
     ids = write_synthetic_demonstrations(store, policy, prompts, oracle=load_scorer(), m=8, max_new_tokens=24, seed=0)
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from labeling.demonstrations import record_preferences_over
-from labeling.synthetic import Scorer
+from labeling.demonstrations.demonstrations import record_preferences_over
+from labeling.queue.synthetic import Scorer
 from storage import Store
 from storage.demonstrations import SYNTHETIC, NewDemonstration, add_demonstration
 from storage.types import Policy, Prompt

@@ -67,7 +67,7 @@ def draw_eval_samples(store: Store, policy: Policy, config: LoopConfig, with_ora
                       progress: Progress | None = None) -> list[dict]:
     """Sample the evaluation prompts with `policy` (`progress(samples drawn, samples)` after each batch); store the
     samples and their scores in one transaction."""
-    from labeling.synthetic import load_scorer
+    from labeling.queue.synthetic import load_scorer
 
     from ..models.generation import HFGenerator
     from ..models.loading import default_device, load_sampler_policy, load_tokenizer

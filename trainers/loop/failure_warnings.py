@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import time
 
-from labeling.check_pairs import agreement
-from labeling.winrate import version_figures, version_names
+from labeling.queue.check_pairs import agreement
+from labeling.versions.winrate import version_figures, version_names
 from storage import Store
 from storage.check_pairs import check_votes
 from storage.job_warnings import list_warnings, record_warnings

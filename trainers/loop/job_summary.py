@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from labeling.synthetic import ORACLE_NAME
-from labeling.winrate import version_names, winrate_report
+from labeling.queue.synthetic import ORACLE_NAME
+from labeling.versions.winrate import version_names, winrate_report
 from storage import Store
 from storage.job_warnings import list_warnings
 from storage.metrics import read_metrics

@@ -1,9 +1,9 @@
 """A round's labels from a judge model (`annotator: judge`): RLAIF, or hybrid with `judge_threshold`.
 
-The judge answers the round's pairs (both orders each, `labeling.judge`) until every label the round wants is either
-a verdict or a person's label: a verdict at least `judge_threshold` sure trains and takes its pair out of people's
-queue; an unsure one leaves its pair to people (`judge_people`: the Label tab's annotators, whom the loop waits for,
-or the oracle in benchmarks); a failed one (timeout, refusal, unparseable) is counted and another pair is judged in
+The judge answers the round's pairs (both orders each, `labeling.judges.judge`) until every label the round wants is
+either a verdict or a person's label: a verdict at least `judge_threshold` sure trains and takes its pair out of
+people's queue; an unsure one leaves its pair to people (`judge_people`: the Label tab's annotators, whom the loop waits
+for, or the oracle in benchmarks); a failed one (timeout, refusal, unparseable) is counted and another pair is judged in
 its place. A round's count is people's labels plus the verdicts that train. After the round's reward model, the
 judge's agreement with people's labels is checked (`judge_agreement_findings`).
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 
-from labeling.judge import JudgeTemplate, judge_queue
-from labeling.judge_agreement import MIN_ITEMS_FOR_WARNING, store_agreement
+from labeling.judges.judge import JudgeTemplate, judge_queue
+from labeling.judges.judge_agreement import MIN_ITEMS_FOR_WARNING, store_agreement
 from storage import Store
 from storage import jobs as job_rows
 from storage.judge_verdicts import round_training_verdicts, round_unsure_verdicts, unjudged_pairs
@@ -57,7 +57,7 @@ def collect_judge_labels(loop, index: int, g: int, seed: int) -> None:
         loop.step(index, f"judging {len(winrate)} win-rate pairs", 0.1)
         judge_queue(store, client, template, len(winrate), pending=winrate)
     if config.judge_people == Annotator.ORACLE:
-        from labeling.synthetic import OracleAnnotator
+        from labeling.queue.synthetic import OracleAnnotator
 
         oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
         while (missing := wanted - round_labels(store, config, g, job)) > 0 and oracle.label(store, missing,

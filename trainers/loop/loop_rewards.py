@@ -1,7 +1,7 @@
 """What a loop's rounds maximise: the reward model (`rm`), the reward functions alone (`functions`: RLVR, no labels
 and no reward model, so a round samples, optimises and evaluates) or both (`rm+functions`), and the check of those
 settings (torch-free: the Train tab checks them too). Custom `module:function` entries are allowed here; the studio
-refuses them, as any code name in any setting, before a job is started (`app.code_names`)."""
+refuses them, as any code name in any setting, before a job is started (`app.train.code_names`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Each reward function's held-out pass rate per policy version: the share of the version's evaluation samples the
 function scored above 0 (for `math_answer`, the held-out accuracy; the `pass_rate` of the training metrics, on held-out
 prompts), with its 95% Wilson interval, and the change from one version to another with Newcombe's interval of a
-difference (`labeling.winrate_stats`), as the round line and the result line show them. Torch-free: the serving
+difference (`labeling.versions.winrate_stats`), as the round line and the result line show them. Torch-free: the serving
 process reads it for the Train tab's result card.
 
     rates = pass_rates(store, policy.id, ["math_answer"])     # {"math_answer": PassRate("math_answer", 27, 192)}
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labeling.winrate_stats import difference_interval, wilson_interval
+from labeling.versions.winrate_stats import difference_interval, wilson_interval
 from storage import Store
 from storage.generations import FUNCTION_SCORE_PREFIX, eval_samples
 

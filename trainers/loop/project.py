@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from labeling.annotation import check_guidelines, update_queue_settings
-from labeling.importing import iter_prompts
+from labeling.queue.annotation import check_guidelines, update_queue_settings
+from labeling.transfer.importing import iter_prompts
 from storage import Conflict, Store
 from storage.policies import add_policy, list_policies
 from storage.prompts import NewPrompt, add_prompts, count_prompts

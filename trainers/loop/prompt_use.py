@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import training_labels

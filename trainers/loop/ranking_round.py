@@ -18,7 +18,7 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Mapping
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 from storage import Store
 from storage.rankings import NewRanking, add_rankings, list_rankings, round_ranking_count
 from storage.reward_models import latest_reward_models

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from labeling.winrate import VersionFigures
+from labeling.versions.winrate import VersionFigures
 
 from ..policy.config import RewardSource
 from .pass_rates import PassRate, change_text

@@ -25,9 +25,9 @@ import time
 
 import torch
 
-from labeling.check_pairs import agreement
-from labeling.synthetic import ORACLE_NAME
-from labeling.winrate import version_names, winrate_report
+from labeling.queue.check_pairs import agreement
+from labeling.queue.synthetic import ORACLE_NAME
+from labeling.versions.winrate import version_names, winrate_report
 from storage import Store
 from storage import jobs as job_rows
 from storage.check_pairs import check_votes
@@ -280,7 +280,7 @@ class Loop:
         if config.annotator == Annotator.JUDGE:  # a judge model, and people (or the oracle) where it is unsure
             return collect_judge_labels(self, index, g, seed)
         if config.annotator == Annotator.ORACLE:  # win-rate pairs among the round's count for nothing: label on
-            from labeling.synthetic import OracleAnnotator
+            from labeling.queue.synthetic import OracleAnnotator
 
             oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
             while (missing := wanted - round_judgements(self.store, g, job)) > 0 and (

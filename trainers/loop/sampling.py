@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from labeling.selection import candidate_pairs, select_random
+from labeling.queue.selection import candidate_pairs, select_random
 from storage import Store
 from storage.generations import SAMPLE_SOURCE, NewGeneration, add_generations
 from storage.pairs import NewPair, add_pairs, list_pairs

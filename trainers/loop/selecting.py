@@ -1,12 +1,12 @@
 """A round's pairs by the loop's selector (step 2 of a round): the candidates, what the reward model knows about them,
-and `labeling.selection`'s choice, highest score first.
+and `labeling.queue.selection`'s choice, highest score first.
 
 - `random`: seeded random pairs.
 - `disagreement`: the spread of the ensemble members' P(first preferred) (random while no ensemble exists).
 - `thompson`, `info_gain`, `diverse`, `d_optimal`: the reward model's last layer as a Gaussian posterior
-  (`labeling.posterior`, Laplace around each member's head, from the labelled pairs' features), costing one forward
-  per member over the candidates and the labelled pairs. Before the first reward model (round 1) the features are
-  the reward base's (the model the reward model will start from) and only the prior is known, so the selectors still
+  (`labeling.queue.posterior`, Laplace around each member's head, from the labelled pairs' features), costing one
+  forward per member over the candidates and the labelled pairs. Before the first reward model (round 1) the features
+  are the reward base's (the model the reward model will start from) and only the prior is known, so the selectors still
   spread the labels over what the base tells apart.
 
 A pair with a side too long for the reward model's context (as its tokenizer reads the texts) is no candidate, and a
@@ -24,15 +24,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from labeling.conversations import PromptInput
-from labeling.posterior import (
+from labeling.queue.posterior import (
     LastLayerPosterior,
     calibrated_prior,
     fisher_weights,
     pair_probabilities,
     prior_precision,
 )
-from labeling.selection import (
+from labeling.queue.selection import (
     Candidate,
     candidate_pairs,
     select_by_disagreement,
@@ -41,6 +40,7 @@ from labeling.selection import (
     select_diverse,
     select_double_thompson,
 )
+from labeling.transfer.conversations import PromptInput
 from storage import Store
 from storage.errors import InvalidInput
 from storage.labels import training_labels

@@ -14,7 +14,7 @@ the first round) and where its `sft/` steps start, so a stopped or killed loop r
 
 from __future__ import annotations
 
-from labeling.winrate import registered_version
+from labeling.versions.winrate import registered_version
 from storage import Store
 from storage.demonstrations import count_demonstrations
 from storage.errors import InvalidInput

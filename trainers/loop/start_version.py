@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labeling.winrate import version_names
+from labeling.versions.winrate import version_names
 from storage import Store
 from storage.errors import InvalidInput
 from storage.policies import list_policies, root_policy

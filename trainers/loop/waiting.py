@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from labeling.annotation import queue_settings
+from labeling.queue.annotation import queue_settings
 from storage import Store
 from storage.pairs import get_pair
 from storage.rounds import max_policy_round_before, open_winrate_pairs, owned_rounds

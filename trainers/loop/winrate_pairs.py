@@ -1,5 +1,5 @@
-"""Queue a policy version's win-rate pairs (`labeling.winrate` says which pairs and where), and let the oracle judge
-the open ones when a loop labels synthetically.
+"""Queue a policy version's win-rate pairs (`labeling.versions.winrate` says which pairs and where), and let the oracle
+judge the open ones when a loop labels synthetically.
 
 A version's pairs are queued once, after the round that samples from it has queued its own pairs, spread through the
 first places annotators label in that round; the loop's final version gets its pairs when the loop ends, spread
@@ -11,7 +11,7 @@ through the places left in the queue. Its evaluation samples and the SFT root's 
 
 from __future__ import annotations
 
-from labeling.winrate import make_winrate_pairs, place_in_queue
+from labeling.versions.winrate import make_winrate_pairs, place_in_queue
 from storage import Store
 from storage.generations import EVAL_SOURCE, list_generations
 from storage.policies import get_policy, root_policy
@@ -70,7 +70,7 @@ def queue_version_pairs(store: Store, version: Policy, config: LoopConfig, withi
 def judge_open_pairs(store: Store, config: LoopConfig, seed: int, job_id: int | None = None) -> int:
     """The loop's oracle annotator labels every win-rate pair still open (with `job_id`: those that loop job queued;
     nothing else); returns how many."""
-    from labeling.synthetic import OracleAnnotator
+    from labeling.queue.synthetic import OracleAnnotator
 
     oracle = OracleAnnotator.from_spec(config.oracle, noise=config.oracle_noise, seed=seed)
     return len(oracle.label(store, len(list_winrate_pairs(store)), selector=Selector.WINRATE, job_id=job_id))

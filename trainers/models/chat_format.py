@@ -26,7 +26,7 @@ from typing import Iterable
 
 from tokenizers import Tokenizer
 
-from labeling.conversations import TURN_SEPARATOR, PromptInput, conversation_text
+from labeling.transfer.conversations import TURN_SEPARATOR, PromptInput, conversation_text
 from storage.errors import InvalidInput
 
 from .chat_template import render_chat_template

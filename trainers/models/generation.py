@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Protocol
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 from storage.errors import InvalidInput
 
 from .chat_format import ChatFormat

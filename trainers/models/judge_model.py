@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from labeling.judge import LETTERS, Reply, Status, letter_probs
+from labeling.judges.judge import LETTERS, Reply, Status, letter_probs
 from storage.errors import first_line
 
 from .chat_format import ChatFormat, generation_eos, model_context
@@ -34,7 +34,7 @@ MIN_VERDICT_MASS = 0.1  # the share of next-token probability the three letters 
 
 @dataclass
 class LocalJudge:
-    """A `labeling.judge.JudgeClient` on a causal LM held in this process; verdicts stored under `name`."""
+    """A `labeling.judges.judge.JudgeClient` on a causal LM held in this process; verdicts stored under `name`."""
 
     name: str
     model: PreTrainedModel

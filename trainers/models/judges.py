@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labeling.judge import JudgeClient
-from labeling.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S, EndpointClient, is_endpoint
+from labeling.judges.judge import JudgeClient
+from labeling.judges.judge_endpoint import DEFAULT_MAX_MB, DEFAULT_TIMEOUT_S, EndpointClient, is_endpoint
 from storage.errors import InvalidInput
 
 JUDGES_FOLDER = "judges"  # where a GGUF judge is converted once, in the store's data folder

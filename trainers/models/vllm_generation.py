@@ -27,7 +27,7 @@ from typing import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 from storage.errors import StudioError
 
 from .chat_format import ChatFormat

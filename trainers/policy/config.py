@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
 
-from labeling.synthetic import DEFAULT_ORACLE
+from labeling.queue.synthetic import DEFAULT_ORACLE
 from storage import StudioError
 from storage.errors import InvalidInput
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 
 from ..models.chat_format import ChatFormat
 from ..models.generation import left_pad

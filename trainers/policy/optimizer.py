@@ -35,8 +35,8 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from accelerate import Accelerator
-from labeling.conversations import PromptInput
-from labeling.synthetic import load_scorer
+from labeling.queue.synthetic import load_scorer
+from labeling.transfer.conversations import PromptInput
 
 from ..models.chat_format import ChatFormat
 from ..models.finite import check_finite_scores, check_finite_step

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 
 from ..models.chat_format import ChatFormat
 from .config import Algorithm, PolicyConfig

@@ -15,7 +15,7 @@ from ..settings import ScheduledSettings, TrainerRun, positive_number
 from .config import PolicySetupError
 
 ROOT_CHECK_RULE = "new_root_check"  # the job warning of an SFT version not made the SFT policy (trainers.jobs.sft_job)
-MAKE_SFT_POLICY = "Make it the SFT policy"  # the Train tab's button that does it by hand (app.root_action)
+MAKE_SFT_POLICY = "Make it the SFT policy"  # the Train tab's button that does it by hand (app.train.root_action)
 # A full fine-tune as a new root on fewer demonstrations is refused: at the demo's preset (1e-3, 6 epochs) 1 and 2
 # synthetic demonstrations moved its held-out fluency the most (ratio up to 1.56), 4 to 32 at most 1.16
 # (docs/benchmarks.md, "The new-root check")

@@ -23,7 +23,7 @@ from typing import Collection, Sequence, Union
 import torch
 from datasets import Dataset
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 
 from ..models.chat_format import ChatFormat
 from .batches import prompted_rows

@@ -3,7 +3,7 @@ preference probabilities for the disagreement selector) and the last-token score
 
     scorer = RewardScorer.from_store(store)          # the newest reward model (all its ensemble members)
     rewards = scorer.score(prompts, responses)       # (N,) normalised: mean 0, std 1 on the policy's samples
-    probs = pair_probabilities(scorer, candidates, prompt_texts)   # (K, P), for labeling.selection
+    probs = pair_probabilities(scorer, candidates, prompt_texts)   # (K, P), for labeling.queue.selection
 
 A checkpoint is a plain HF directory (`AutoModelForSequenceClassification`) with `reward_info.json` beside it.
 
@@ -24,7 +24,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from labeling.conversations import PromptInput
+from labeling.transfer.conversations import PromptInput
 from storage import Store
 from storage.errors import NotFound
 from storage.reward_models import latest_reward_models
@@ -246,7 +246,7 @@ class RewardScorer:
 
 
 def pair_probabilities(scorer: RewardScorer, candidates: Sequence, prompts: Mapping[int, PromptInput]) -> np.ndarray:
-    """(K, P) members' P(first preferred) = sigmoid(r_first - r_second) of `labeling.selection.Candidate`s, for
+    """(K, P) members' P(first preferred) = sigmoid(r_first - r_second) of `labeling.queue.selection.Candidate`s, for
     `select_by_disagreement` and the check pairs; each response is scored once, however many pairs it is in. NaN for
     a pair with a side over the reward model's context (`fitting_pairs` leaves those out).
 

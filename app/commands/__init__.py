@@ -1,0 +1,1 @@
+"""The command line: `cli.py` the table of `python app.py`'s subcommands, a module each."""

@@ -1,0 +1,1 @@
+"""The Curves tab: a job's charts, live while it runs."""

@@ -1,0 +1,1 @@
+"""The Label tab: pairs, rankings, the richer verdict, demonstrations written on screen, a judge's suggestion."""

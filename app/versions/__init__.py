@@ -1,0 +1,1 @@
+"""The tabs about policy versions: Samples, Leaderboard (with its export panel) and Arena."""

@@ -1,0 +1,1 @@
+"""Demonstrations: written on the pair on screen, TRL's SFT formats in and out."""

@@ -1,0 +1,1 @@
+"""What people are asked to judge and how it is recorded: selection, the queue, gold's turn, rankings."""

@@ -1,0 +1,1 @@
+"""What people's judgements say of one another: agreement, reliability, overlapped labels."""

@@ -1,0 +1,1 @@
+"""Prompts and preference data sets in, labels and prompts out, and their formats."""
