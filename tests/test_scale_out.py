@@ -223,7 +223,7 @@ def test_ppo_with_a_config_goes_through_the_launcher_and_says_how_many_processes
                "--response-length", "4", "--accelerate-config", str(CPU_2PROC))
     assert done.returncode == 0, done.stderr[-2000:]
     [job] = job_rows.list_jobs(demo_store)
-    assert f"ppo job {job.id} trains on 2 processes on 1 machine (CPU)" in done.stderr
+    assert f"policy job {job.id} trains on 2 processes on 1 machine (CPU)" in done.stderr
     assert done.stdout.strip().endswith(f"ppo job {job.id}: completed; registered policy v1")
     assert job.launch["processes"] == 2 and len(phase_folders(demo_store, job.id)) == 1  # trained in a launched phase
 
