@@ -53,7 +53,7 @@ def project_policy(model: Path) -> Path:
     db = PROJECTS / f"{model.name.removesuffix('.gguf')}.db"
     if not db.exists():
         PROJECTS.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--policy", str(model)],
+        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--model", str(model)],
                               capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         if done.returncode:
             raise SystemExit(f"python app.py init --policy {model} failed: {done.stderr.strip().splitlines()[-1]}"
@@ -71,7 +71,7 @@ def new_project(folder: Path, model: Path, seed: int) -> Path:
     for name, rows in (("train.jsonl", train), ("heldout.jsonl", heldout[:HELDOUT])):
         (folder / name).write_text("".join(json.dumps({"prompt": row}) + "\n" for row in rows))
     db = folder / "studio.db"
-    subprocess.run([sys.executable, "app.py", "init", "--db", str(db), "--policy", str(model), "--prompts",
+    subprocess.run([sys.executable, "app.py", "init", "--db", str(db), "--model", str(model), "--prompts",
                     str(folder / "train.jsonl"), "--heldout", str(folder / "heldout.jsonl")], cwd=ROOT, check=True)
     return db
 

@@ -49,7 +49,7 @@ def project(args: argparse.Namespace) -> Path:
     db = OUT / name
     if not db.exists():
         OUT.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--policy",
+        done = subprocess.run([sys.executable, str(ROOT / "app.py"), "init", "--db", str(db), "--model",
                                str(args.model), "--task", "arithmetic", "--task-difficulty", str(args.difficulty),
                                "--task-size", str(args.train), "--task-heldout", str(args.heldout)],
                               capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})

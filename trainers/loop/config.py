@@ -62,8 +62,8 @@ class LoopConfig:
     rounds: int = field(default=3, metadata={"help": "rounds of generate -> label -> reward model -> PPO or GRPO"})
     start_version: str | None = field(default=None, metadata={
         "help": "the policy version the first round trains from, named as the leaderboard names it (v3, or 3); later "
-                "rounds train the version the round before made, and the KL reference and the SFT side of win-rate "
-                "pairs stay that version's SFT root (None: the store's newest version)"})
+                "rounds train the version the round before made, and the KL term and win-rate pairs keep that "
+                "version's SFT policy (None: the store's newest version)"})
     prompts_per_round: int = field(default=48, metadata={"help": "training prompts sampled each round"})
     samples_per_prompt: int = field(default=4, metadata={"help": "K: responses sampled per prompt"})
     labels_per_round: int = field(default=100, metadata={

@@ -145,7 +145,7 @@ class SFTPhase:
 
     first: bool = setting(
         "sft_first", False, "before the first round, fine-tune the policy on the store's demonstrations (SFT) and "
-        "register it as the new root: the KL reference, DPO's reference and the SFT side of win-rate pairs")
+        "register it as the new SFT policy: what the KL term and DPO stay close to and win-rate pairs compare against")
     each_round: bool = setting(
         "sft_each_round", False, "before each round's policy phase, fine-tune the newest policy on the "
         "demonstrations stored since the job's previous SFT step (the root stays the reference); off: on the demo it "
